@@ -1,0 +1,291 @@
+//! The command line: thin wrappers that load inputs, call the library and print results.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::catalog;
+use crate::domain::catalog::Catalog;
+use crate::input;
+use crate::plan::{self, Phase, SolverReport, Status};
+use crate::solve::{self, Problem};
+use crate::weights::Weights;
+
+#[derive(Parser)]
+#[command(name = "stowage", version, about = "Plans Kubernetes node launches for pending pods as a mixed-integer program")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Output {
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Solver {
+    Greedy,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Plan the new nodes for the pending pods of a workload.
+    Plan {
+        /// Workload files or folders (kubectl YAML/JSON).
+        #[arg(required = true)]
+        workload: Vec<PathBuf>,
+        /// Instance catalog (stowage.dev/catalog/v1); default: the embedded us-east-1 catalog.
+        #[arg(long)]
+        catalog: Option<PathBuf>,
+        /// Cost weights (stowage.dev/weights/v1); default: models/weights/default.yaml.
+        #[arg(long)]
+        weights: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "greedy")]
+        solver: Solver,
+        #[arg(short, long, value_enum, default_value = "table")]
+        output: Output,
+    },
+    /// Verify a plan as kube-scheduler would carry it out. Exit code 0 only for a valid plan.
+    Check {
+        #[arg(required = true)]
+        workload: Vec<PathBuf>,
+        #[arg(long)]
+        plan: PathBuf,
+        #[arg(long)]
+        catalog: Option<PathBuf>,
+        #[arg(short, long, value_enum, default_value = "table")]
+        output: Output,
+    },
+    /// Write the expanded batch (controllers expanded into pods and claims) as one v1 List.
+    Export {
+        #[arg(required = true)]
+        workload: Vec<PathBuf>,
+        #[arg(short, long, value_enum, default_value = "json")]
+        output: Output,
+    },
+    /// Print the CustomResourceDefinitions of NodePool, NodeClaim and EC2NodeClass.
+    Crds {
+        #[arg(short, long, value_enum, default_value = "yaml")]
+        output: Output,
+    },
+    /// Catalog tools.
+    Catalog {
+        #[command(subcommand)]
+        command: CatalogCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum CatalogCommand {
+    /// Generate the default catalog from the offline AWS data (models/aws/).
+    Generate {
+        #[arg(long, default_value = "models/aws")]
+        aws_data: PathBuf,
+        #[arg(long, default_value = "us-east-1")]
+        region: String,
+        #[arg(long, value_delimiter = ',', default_value = "us-east-1a,us-east-1b,us-east-1c")]
+        zones: Vec<String>,
+        /// Instead, write Karpenter's scheduling-benchmark catalog with this many types.
+        #[arg(long)]
+        karpenter_benchmark: Option<usize>,
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(2)
+}
+
+fn load_workload(paths: &[PathBuf]) -> Result<input::Workload, String> {
+    let w = input::load(paths).map_err(|e| e.to_string())?;
+    for warning in &w.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(w)
+}
+
+fn load_catalog(path: &Option<PathBuf>) -> Result<Catalog, String> {
+    match path {
+        Some(p) => catalog::load(p).map_err(|e| e.to_string()),
+        None => Ok(catalog::default_catalog().clone()),
+    }
+}
+
+fn load_weights(path: &Option<PathBuf>) -> Result<Weights, String> {
+    match path {
+        Some(p) => Weights::load(p).map_err(|e| e.to_string()),
+        None => Ok(Weights::default()),
+    }
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+/// Plans a loaded workload with the chosen solver.
+pub fn make_plan(w: &input::Workload, catalog: &Catalog, weights: &Weights, solver: Solver) -> Result<plan::Plan, String> {
+    let t0 = Instant::now();
+    let problem = Problem::new(&w.cluster, catalog, weights).map_err(|e| e.to_string())?;
+    let build_ms = ms(t0);
+    match solver {
+        Solver::Greedy => {
+            let t1 = Instant::now();
+            let o = solve::greedy::plan(&problem);
+            let greedy_ms = ms(t1);
+            let obj = solve::objective(&problem, &o);
+            let report = SolverReport {
+                name: "greedy".into(),
+                status: Status::Heuristic,
+                detail: String::new(),
+                time_ms: build_ms + greedy_ms,
+                objective: Some(obj.total()),
+                lower_bound: None,
+                gap: None,
+                phases: vec![Phase { name: "problem".into(), time_ms: build_ms }, Phase { name: "greedy".into(), time_ms: greedy_ms }],
+            };
+            Ok(solve::to_plan(&problem, &o, report))
+        }
+    }
+}
+
+fn print_yaml<T: serde::Serialize>(v: &T) -> Result<(), String> {
+    let s = serde_saphyr::to_string(v).map_err(|e| e.to_string())?;
+    print!("{s}");
+    Ok(())
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Plan { workload, catalog, weights, solver, output } => {
+            let r = (|| -> Result<(), String> {
+                let w = load_workload(&workload)?;
+                let c = load_catalog(&catalog)?;
+                let wt = load_weights(&weights)?;
+                let p = make_plan(&w, &c, &wt, solver)?;
+                match output {
+                    Output::Table => print!("{}", plan::render::table(&p)),
+                    Output::Json => println!("{}", p.to_json()),
+                    Output::Yaml => print_yaml(&p)?,
+                }
+                Ok(())
+            })();
+            match r {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
+        }
+        Command::Check { workload, plan: plan_path, catalog, output } => {
+            let r = (|| -> Result<bool, String> {
+                let w = load_workload(&workload)?;
+                let c = load_catalog(&catalog)?;
+                let text = std::fs::read_to_string(&plan_path).map_err(|e| format!("{}: {e}", plan_path.display()))?;
+                let p = plan::Plan::from_json(&text).map_err(|e| format!("{}: {e}", plan_path.display()))?;
+                let report = crate::check::check(&w.cluster, &c, &p);
+                match output {
+                    Output::Table => {
+                        for n in &report.notes {
+                            println!("note: {n}");
+                        }
+                        for v in &report.violations {
+                            println!("violation: {v}");
+                        }
+                        println!(
+                            "{}: {} placement(s) checked, {} violation(s)",
+                            if report.valid() { "VALID" } else { "INVALID" },
+                            report.pods_checked,
+                            report.violations.len()
+                        );
+                    }
+                    Output::Json | Output::Yaml => {
+                        let j = serde_json::json!({
+                            "valid": report.valid(),
+                            "podsChecked": report.pods_checked,
+                            "statedOrderOk": report.stated_order_ok,
+                            "notes": report.notes,
+                            "violations": report.violations.iter().map(|v| serde_json::json!({
+                                "pod": v.pod, "node": v.node, "constraint": v.constraint, "message": v.message
+                            })).collect::<Vec<_>>(),
+                        });
+                        if output == Output::Json {
+                            println!("{}", serde_json::to_string_pretty(&j).unwrap());
+                        } else {
+                            print_yaml(&j)?;
+                        }
+                    }
+                }
+                Ok(report.valid())
+            })();
+            match r {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(e) => fail(e),
+            }
+        }
+        Command::Export { workload, output } => match load_workload(&workload).and_then(|w| {
+            let list = crate::input::export::to_list(&w.objects);
+            match output {
+                Output::Yaml => print_yaml(&list),
+                _ => {
+                    println!("{}", serde_json::to_string_pretty(&list).map_err(|e| e.to_string())?);
+                    Ok(())
+                }
+            }
+        }) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(e),
+        },
+        Command::Crds { output } => {
+            let crds = crate::api::crds();
+            let r = match output {
+                Output::Json => serde_json::to_string_pretty(&crds).map(|s| println!("{s}")).map_err(|e| e.to_string()),
+                _ => {
+                    let mut out = String::new();
+                    for c in &crds {
+                        out.push_str("---\n");
+                        out.push_str(&serde_saphyr::to_string(c).unwrap_or_default());
+                    }
+                    print!("{out}");
+                    Ok(())
+                }
+            };
+            match r {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
+        }
+        Command::Catalog { command: CatalogCommand::Generate { aws_data, region, zones, karpenter_benchmark, out } } => {
+            let r = (|| -> Result<String, String> {
+                let file = match karpenter_benchmark {
+                    Some(n) => catalog::generate::karpenter_benchmark(n),
+                    None => {
+                        let types = std::fs::read_to_string(aws_data.join("instance-types.json")).map_err(|e| format!("{}: {e}", aws_data.display()))?;
+                        let prices = std::fs::read_to_string(aws_data.join("ondemand-prices.json")).map_err(|e| format!("{}: {e}", aws_data.display()))?;
+                        let z: Vec<&str> = zones.iter().map(String::as_str).collect();
+                        let (f, checked) = catalog::generate::aws(&types, &prices, &region, &z)?;
+                        eprintln!("{} instance types; allocatable checked against Karpenter's published values for {checked}", f.instance_types.len());
+                        f
+                    }
+                };
+                let text = catalog::generate::to_json(&file);
+                catalog::parse(&out.display().to_string(), &text).map_err(|e| format!("generated catalog does not parse: {e}"))?;
+                std::fs::write(&out, &text).map_err(|e| format!("{}: {e}", out.display()))?;
+                Ok(format!("wrote {}", out.display()))
+            })();
+            match r {
+                Ok(m) => {
+                    eprintln!("{m}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+    }
+}

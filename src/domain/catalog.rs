@@ -1,0 +1,74 @@
+//! Instance types and their offerings (zone × capacity type → price).
+
+use super::labels::Labels;
+use super::resources::Resources;
+
+pub const ON_DEMAND: &str = "on-demand";
+pub const SPOT: &str = "spot";
+pub const RESERVED: &str = "reserved";
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Offering {
+    pub zone: String,
+    pub capacity_type: String,
+    /// USD per hour.
+    pub price: f64,
+    pub available: bool,
+    /// The price was derived, not observed (stowage's default spot prices).
+    pub synthetic: bool,
+}
+
+/// EC2 facts that let stowage recompute capacity and overhead for an EC2NodeClass's kubelet settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AwsFacts {
+    pub vcpu: i64,
+    pub memory_mib: i64,
+    pub arch: String,
+    pub enis_default_card: Option<i64>,
+    pub ipv4_per_eni: Option<i64>,
+    pub branch_enis: i64,
+    pub local_nvme_gb: i64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstanceType {
+    pub name: String,
+    /// Labels of every node of this type, except zone, capacity type, region and hostname.
+    pub labels: Labels,
+    pub capacity: Resources,
+    /// kube-reserved + system-reserved + eviction threshold.
+    pub overhead: Resources,
+    pub offerings: Vec<Offering>,
+    pub aws: Option<AwsFacts>,
+}
+
+impl InstanceType {
+    pub fn allocatable(&self) -> Resources {
+        let mut a = self.capacity.minus(&self.overhead);
+        // Never negative (a kube-reserved larger than a tiny type's capacity).
+        a.cpu_m = a.cpu_m.max(0);
+        a.memory = a.memory.max(0);
+        a.ephemeral = a.ephemeral.max(0);
+        a.pods = a.pods.max(0);
+        a
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Catalog {
+    pub name: String,
+    pub region: Option<String>,
+    pub zones: Vec<String>,
+    pub provenance: Vec<String>,
+    pub types: Vec<InstanceType>,
+}
+
+impl Catalog {
+    pub fn get(&self, name: &str) -> Option<&InstanceType> {
+        self.types.iter().find(|t| t.name == name)
+    }
+
+    pub fn has_synthetic_prices(&self) -> bool {
+        self.types.iter().any(|t| t.offerings.iter().any(|o| o.synthetic))
+    }
+}

@@ -1,0 +1,59 @@
+//! A snapshot of everything the planners look at: pods, nodes, NodePools, DaemonSets, namespaces.
+
+use std::collections::BTreeMap;
+
+use super::labels::Labels;
+use super::node::Node;
+use super::nodepool::{NodeClass, NodePool};
+use super::pod::{Pod, PodId};
+
+/// A DaemonSet reduced to the pod it would run on each node it selects.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DaemonSet {
+    pub namespace: String,
+    pub name: String,
+    pub template: Pod,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Cluster {
+    /// Every pod: bound, pending, terminal. `PodId` indexes this list.
+    pub pods: Vec<Pod>,
+    pub nodes: Vec<Node>,
+    pub nodepools: Vec<NodePool>,
+    pub nodeclasses: Vec<NodeClass>,
+    pub daemonsets: Vec<DaemonSet>,
+    /// Namespace name → labels (always including `kubernetes.io/metadata.name`).
+    pub namespaces: BTreeMap<String, Labels>,
+}
+
+impl Cluster {
+    pub fn pod(&self, id: PodId) -> &Pod {
+        &self.pods[id.ix()]
+    }
+
+    pub fn pod_ids(&self) -> impl Iterator<Item = PodId> + '_ {
+        (0..self.pods.len() as u32).map(PodId)
+    }
+
+    /// The batch: pods waiting for a node.
+    pub fn pending(&self) -> Vec<PodId> {
+        self.pod_ids().filter(|&id| self.pod(id).is_pending()).collect()
+    }
+
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    pub fn nodepool(&self, name: &str) -> Option<&NodePool> {
+        self.nodepools.iter().find(|p| p.name == name)
+    }
+
+    pub fn nodeclass(&self, name: &str) -> Option<&NodeClass> {
+        self.nodeclasses.iter().find(|c| c.name == name)
+    }
+
+    pub fn find_pod(&self, key: &str) -> Option<PodId> {
+        self.pod_ids().find(|&id| self.pod(id).key() == key)
+    }
+}

@@ -1,0 +1,169 @@
+//! A pod as the planners see it: its requests already computed, selectors compiled, namespaces of its
+//! affinity terms resolved and its volumes turned into node constraints.
+
+use super::labels::{LabelSelector, Labels, NodeMatcher, NodeSelectorTerm, PreferredTerm};
+use super::resources::Resources;
+use super::taints::Toleration;
+
+/// Index of a pod in `Cluster::pods`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodId(pub u32);
+
+impl PodId {
+    pub fn ix(self) -> usize {
+        self.0 as usize
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WhenUnsatisfiable {
+    DoNotSchedule,
+    ScheduleAnyway,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum InclusionPolicy {
+    Honor,
+    Ignore,
+}
+
+/// A topology spread constraint, `matchLabelKeys` already ANDed into `selector`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SpreadConstraint {
+    pub max_skew: i32,
+    pub key: String,
+    pub when: WhenUnsatisfiable,
+    /// `None`: a nil selector, which matches no pod (the constraint never binds).
+    pub selector: Option<LabelSelector>,
+    /// 1 when unset.
+    pub min_domains: i32,
+    /// Default Honor.
+    pub node_affinity_policy: InclusionPolicy,
+    /// Default Ignore.
+    pub node_taints_policy: InclusionPolicy,
+}
+
+impl SpreadConstraint {
+    pub fn is_hard(&self) -> bool {
+        self.when == WhenUnsatisfiable::DoNotSchedule
+    }
+}
+
+/// The namespaces a pod (anti-)affinity term selects, resolved against the known namespaces:
+/// unset ⇒ the pod's own; `namespaceSelector: {}` ⇒ all.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Namespaces {
+    All,
+    /// Sorted, deduplicated.
+    Set(Vec<String>),
+}
+
+impl Namespaces {
+    pub fn contains(&self, ns: &str) -> bool {
+        match self {
+            Namespaces::All => true,
+            Namespaces::Set(s) => s.binary_search_by(|x| x.as_str().cmp(ns)).is_ok(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodAffinityTerm {
+    /// `None`: nil selector, matches no pod.
+    pub selector: Option<LabelSelector>,
+    pub namespaces: Namespaces,
+    pub key: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WeightedAffinityTerm {
+    pub weight: i32,
+    pub term: PodAffinityTerm,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostPort {
+    pub protocol: String,
+    /// "0.0.0.0" when unset.
+    pub ip: String,
+    pub port: i32,
+}
+
+/// What a pod's volumes require of a node. Node-side only: volume topology never enters the pod's
+/// own node affinity, so it never changes spread counting (kubernetes-semantics.md §7, Karpenter #1239).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VolumeNeeds {
+    /// One entry per volume: the node must match at least one of its terms (bound PV nodeAffinity, or
+    /// the StorageClass allowedTopologies of an unbound WaitForFirstConsumer claim).
+    pub node_terms: Vec<Vec<NodeSelectorTerm>>,
+    /// VolumeZone: per bound PV, a zone or region label key and the values allowed.
+    pub zone_labels: Vec<(String, Vec<String>)>,
+    /// A WaitForFirstConsumer claim already carrying `volume.kubernetes.io/selected-node`.
+    pub selected_node: Option<String>,
+    /// Why no node can take the pod now (for example an unbound Immediate claim).
+    pub blocked: Option<String>,
+    /// Claim names (namespace-local), for display and for the simulator's volume binder.
+    pub claims: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PodPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Owner {
+    pub kind: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pod {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub labels: Labels,
+    /// Effective request (containers, init and sidecar containers, overhead) incl. one pod slot.
+    pub requests: Resources,
+    pub node_matcher: NodeMatcher,
+    pub preferred_node: Vec<PreferredTerm>,
+    pub tolerations: Vec<Toleration>,
+    pub spread: Vec<SpreadConstraint>,
+    pub affinity: Vec<PodAffinityTerm>,
+    pub anti_affinity: Vec<PodAffinityTerm>,
+    pub preferred_affinity: Vec<WeightedAffinityTerm>,
+    pub preferred_anti_affinity: Vec<WeightedAffinityTerm>,
+    pub host_ports: Vec<HostPort>,
+    pub volumes: VolumeNeeds,
+    /// `spec.nodeName`: bound (or nominated to be bound) to this node.
+    pub node_name: Option<String>,
+    pub terminating: bool,
+    pub phase: PodPhase,
+    pub owner: Option<Owner>,
+    pub priority: i32,
+    /// Order of appearance in the input (a stand-in for creation time).
+    pub seq: u32,
+}
+
+impl Pod {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
+    }
+
+    pub fn is_daemon(&self) -> bool {
+        self.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet")
+    }
+
+    /// A pod waiting for a node: unbound, alive, not a DaemonSet pod (those follow their nodes).
+    pub fn is_pending(&self) -> bool {
+        self.node_name.is_none() && !self.is_terminal() && !self.terminating && !self.is_daemon()
+    }
+}
