@@ -144,7 +144,7 @@ pub fn aws(types_json: &str, prices_json: &str, region: &str, zones: &[&str]) ->
             put("karpenter.k8s.aws/instance-accelerator-manufacturer", s(t, "accelerator_manufacturer"));
             put("karpenter.k8s.aws/instance-accelerator-count", s(t, "accelerator_count"));
         }
-        let kube_reserved = Resources::new(formulas::kube_reserved_cpu_m(vcpu), over.memory - 100 * (1 << 20) - 0, 1 << 30, 0);
+        let kube_reserved = Resources::new(formulas::kube_reserved_cpu_m(vcpu), over.memory - 100 * (1 << 20), 1 << 30, 0);
         let eviction = Resources::new(0, 100 << 20, over.ephemeral - (1 << 30), 0);
         debug_assert_eq!(kube_reserved.plus(&eviction), over);
         let mut offerings = Vec::new();

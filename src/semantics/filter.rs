@@ -451,7 +451,8 @@ impl<'a> FilterState<'a> {
                     pods_exist = false;
                 }
             }
-            if !pods_exist && !(ac.counts.is_empty() && own == 0 && interpod::matches_all(&ac.terms, pod)) {
+            let first_pod = ac.counts.is_empty() && own == 0 && interpod::matches_all(&ac.terms, pod);
+            if !(pods_exist || first_pod) {
                 return Err(interpod::reject_affinity());
             }
         }

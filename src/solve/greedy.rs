@@ -228,14 +228,11 @@ impl<'p, 'a> Greedy<'p, 'a> {
             if self.skip[class][ix] {
                 continue;
             }
-            match self.fs.filter(&prep, pod, ix) {
-                Err(r) => {
-                    if permanent(&r) {
-                        self.skip[class][ix] = true;
-                    }
-                    continue;
+            if let Err(r) = self.fs.filter(&prep, pod, ix) {
+                if permanent(&r) {
+                    self.skip[class][ix] = true;
                 }
-                Ok(()) => {}
+                continue;
             }
             let labels = self.node_labels(ix).clone();
             if !self.wide_spread_ok(class, &prep, pod, &labels) {
@@ -454,7 +451,7 @@ pub fn downsize(p: &Problem, o: &mut Outcome) {
         usage[c.pool].capacity.add(&c.capacity);
         usage[c.pool].nodes += 1;
     }
-    for k in 0..o.new_nodes.len() {
+    for (k, node_load) in load.iter().enumerate() {
         let f = o.new_nodes[k];
         let cur = &p.configs[f];
         let pool = cur.pool;
@@ -462,7 +459,7 @@ pub fn downsize(p: &Problem, o: &mut Outcome) {
         for &g in &p.groups[cur.group] {
             let g = g as usize;
             let c = &p.configs[g];
-            if c.cost >= p.configs[best].cost || !load[k].fits_in(&c.room()) {
+            if c.cost >= p.configs[best].cost || !node_load.fits_in(&c.room()) {
                 continue;
             }
             if let Some(l) = &p.cluster.nodepools[pool].limits {

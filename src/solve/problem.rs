@@ -23,6 +23,9 @@ use crate::domain::Cluster;
 use crate::semantics::{daemonsets, node_affinity, nodepool, ports, spread, taints, volumes, Plugin, Reject};
 use crate::weights::Weights;
 
+/// A configuration's labels restricted to the relevant keys.
+type Projection = Vec<(String, String)>;
+
 /// Pods with the same scheduling signature.
 #[derive(Clone, Debug)]
 pub struct Class {
@@ -288,7 +291,7 @@ impl<'a> Problem<'a> {
             let limited: Vec<String> = pool.limits.as_ref().map(|l| l.limited.clone()).unwrap_or_default();
             let wanted = |k: &str| wanted_values(cluster, &batch, k);
             // group key → candidate configs
-            let mut groups: BTreeMap<(String, String, Vec<(String, String)>, Vec<usize>), Vec<Config>> = BTreeMap::new();
+            let mut groups: BTreeMap<(String, String, Projection, Vec<usize>), Vec<Config>> = BTreeMap::new();
             for it in &view.types {
                 let alloc = it.allocatable();
                 for o in it.offerings.iter().filter(|o| o.available) {
@@ -376,7 +379,7 @@ impl<'a> Problem<'a> {
                 .then_with(|| a.capacity_type.cmp(&b.capacity_type))
                 .then_with(|| a.labels.cmp(&b.labels))
         });
-        let mut group_ix: BTreeMap<(usize, Vec<(String, String)>, Vec<usize>), usize> = BTreeMap::new();
+        let mut group_ix: BTreeMap<(usize, Projection, Vec<usize>), usize> = BTreeMap::new();
         for c in &mut configs {
             let projection: Vec<(String, String)> = c.labels.iter().filter(|(k, _)| relevant.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
             let n = group_ix.len();
@@ -502,6 +505,6 @@ pub fn static_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject
 }
 
 /// Node classes of a cluster's NodePools (for callers that need the per-class catalog view).
-pub fn nodeclass_of<'c>(cluster: &'c Cluster, pool: usize) -> Option<&'c NodeClass> {
+pub fn nodeclass_of(cluster: &Cluster, pool: usize) -> Option<&NodeClass> {
     cluster.nodeclass(&cluster.nodepools[pool].node_class)
 }
