@@ -29,7 +29,46 @@ pub enum Output {
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum Solver {
+    /// Mixed-integer program on HiGHS, started from and falling back to the greedy plan.
+    Milp,
+    /// Best-fit decreasing with cost-aware node choice.
     Greedy,
+}
+
+/// Solver settings shared by every command that plans.
+#[derive(clap::Args, Clone, Debug)]
+pub struct SolveArgs {
+    #[arg(long, value_enum, default_value = "milp")]
+    pub solver: Solver,
+    /// Time budget of the MILP solver, e.g. 1s, 500ms, 10s.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub time_budget: std::time::Duration,
+    /// Target relative optimality gap of the MILP solver.
+    #[arg(long, default_value_t = 0.01)]
+    pub gap: f64,
+    /// HiGHS threads (one value per process).
+    #[arg(long, default_value_t = 1)]
+    pub threads: u32,
+}
+
+impl Default for SolveArgs {
+    fn default() -> Self {
+        SolveArgs { solver: Solver::Milp, time_budget: std::time::Duration::from_secs(1), gap: 0.01, threads: 1 }
+    }
+}
+
+impl SolveArgs {
+    pub fn greedy() -> Self {
+        SolveArgs { solver: Solver::Greedy, ..Default::default() }
+    }
+
+    pub fn milp() -> Self {
+        SolveArgs::default()
+    }
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 1s, 500ms)"))
 }
 
 #[derive(Subcommand)]
@@ -45,8 +84,8 @@ pub enum Command {
         /// Cost weights (stowage.dev/weights/v1); default: models/weights/default.yaml.
         #[arg(long)]
         weights: Option<PathBuf>,
-        #[arg(long, value_enum, default_value = "greedy")]
-        solver: Solver,
+        #[command(flatten)]
+        solve: SolveArgs,
         #[arg(short, long, value_enum, default_value = "table")]
         output: Output,
     },
@@ -130,11 +169,18 @@ fn ms(t: Instant) -> f64 {
 }
 
 /// Plans a loaded workload with the chosen solver.
-pub fn make_plan(w: &input::Workload, catalog: &Catalog, weights: &Weights, solver: Solver) -> Result<plan::Plan, String> {
+pub fn make_plan(w: &input::Workload, catalog: &Catalog, weights: &Weights, args: &SolveArgs) -> Result<plan::Plan, String> {
     let t0 = Instant::now();
     let problem = Problem::new(&w.cluster, catalog, weights).map_err(|e| e.to_string())?;
     let build_ms = ms(t0);
-    match solver {
+    match args.solver {
+        Solver::Milp => {
+            let opts = solve::driver::DriverOptions { budget: args.time_budget, gap: args.gap, threads: args.threads };
+            let (o, mut report) = solve::driver::plan(&problem, opts);
+            report.phases.insert(0, Phase { name: "problem".into(), time_ms: build_ms });
+            report.time_ms += build_ms;
+            Ok(solve::to_plan(&problem, &o, report))
+        }
         Solver::Greedy => {
             let t1 = Instant::now();
             let o = solve::greedy::plan(&problem);
@@ -164,12 +210,12 @@ fn print_yaml<T: serde::Serialize>(v: &T) -> Result<(), String> {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Plan { workload, catalog, weights, solver, output } => {
+        Command::Plan { workload, catalog, weights, solve: solve_args, output } => {
             let r = (|| -> Result<(), String> {
                 let w = load_workload(&workload)?;
                 let c = load_catalog(&catalog)?;
                 let wt = load_weights(&weights)?;
-                let p = make_plan(&w, &c, &wt, solver)?;
+                let p = make_plan(&w, &c, &wt, &solve_args)?;
                 match output {
                     Output::Table => print!("{}", plan::render::table(&p)),
                     Output::Json => println!("{}", p.to_json()),

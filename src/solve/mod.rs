@@ -9,7 +9,9 @@
 //! Every outcome is replayed through kube-scheduler's Filter semantics ([`verify`]) before it is
 //! returned; planners never return a plan they have not replayed.
 
+pub mod driver;
 pub mod greedy;
+pub mod milp;
 pub mod problem;
 
 use std::collections::BTreeMap;
@@ -201,4 +203,71 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
     };
     plan.finish();
     plan
+}
+
+/// Finds a bind order for an outcome's placements in which every pod passes kube-scheduler's filters
+/// (all new nodes present from the start), if the simple search finds one: pods of required-affinity
+/// groups that start a domain go first (the first-pod exception needs an empty world), then pods are
+/// interleaved across domains per class (water-filling for spreads), and whatever fails is retried
+/// after the others until a pass places nothing. Returns the ordered placements and the failures.
+pub fn order_placements(p: &Problem, o: &Outcome) -> (Vec<(PodId, Target)>, Vec<(PodId, Reject)>) {
+    let (mut fs, ix) = scheduler_state(p, &o.new_nodes);
+    let node_of = |t: Target| match t {
+        Target::Existing(n) => n,
+        Target::New(k) => ix[k],
+    };
+    // Interleave each class's pods across the domains (labels) of their nodes.
+    let mut by_class: BTreeMap<usize, BTreeMap<String, Vec<(PodId, Target)>>> = BTreeMap::new();
+    for &(id, t) in &o.placements {
+        let c = p.class_of.get(&id).copied().unwrap_or(usize::MAX);
+        let pod = p.pod(id);
+        let labels = &fs.nodes()[node_of(t)].labels;
+        let dom: String = pod.spread.iter().map(|s| labels.get(&s.key).cloned().unwrap_or_default()).collect::<Vec<_>>().join("/");
+        by_class.entry(c).or_default().entry(dom).or_default().push((id, t));
+    }
+    let mut first: Vec<(PodId, Target)> = Vec::new();
+    let mut rest: Vec<(PodId, Target)> = Vec::new();
+    for (_, doms) in by_class {
+        let mut lists: Vec<Vec<(PodId, Target)>> = doms.into_values().collect();
+        let longest = lists.iter().map(Vec::len).max().unwrap_or(0);
+        for lst in &mut lists {
+            lst.reverse();
+        }
+        for _ in 0..longest {
+            for lst in &mut lists {
+                if let Some(x) = lst.pop() {
+                    if p.pod(x.0).affinity.is_empty() {
+                        rest.push(x);
+                    } else {
+                        first.push(x);
+                    }
+                }
+            }
+        }
+    }
+    first.extend(rest);
+    let mut todo = first;
+    let mut done = Vec::new();
+    let mut last: BTreeMap<PodId, Reject> = BTreeMap::new();
+    loop {
+        let mut left = Vec::new();
+        for (id, t) in todo.iter().copied() {
+            let pod = p.pod(id);
+            match fs.check(pod, node_of(t)) {
+                Ok(()) => {
+                    fs.add_pod(pod, node_of(t));
+                    done.push((id, t));
+                }
+                Err(r) => {
+                    last.insert(id, r);
+                    left.push((id, t));
+                }
+            }
+        }
+        if left.is_empty() || left.len() == todo.len() {
+            let failures = left.into_iter().map(|(id, _)| (id, last.remove(&id).expect("a rejection was recorded"))).collect();
+            return (done, failures);
+        }
+        todo = left;
+    }
 }

@@ -1,0 +1,502 @@
+//! The master problem: rows, the fixed columns (pods on existing nodes, pods left pending, the
+//! auxiliary binaries and minima of the spread, anti-affinity and affinity rows) and the pattern
+//! columns added by pricing. Formulation: docs/design/milp.md.
+
+use rustc_hash::FxHashMap;
+
+use super::structure::Structure;
+use crate::solve::problem::Problem;
+
+/// One new node: a configuration and how many pods of each class it holds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Pattern {
+    pub config: usize,
+    /// (class, count), sorted by class, counts > 0.
+    pub counts: Vec<(usize, u32)>,
+    /// Hostname spreads for which the node holds more than maxSkew members (needs regime 1).
+    pub regime1: Vec<usize>,
+    /// Hostname spreads (with mbar > 0) the node is eligible for and holds fewer than mbar members.
+    pub low: Vec<usize>,
+    /// Hostname affinity groups for which this node is the first-pod node.
+    pub first_pod: Vec<usize>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ColKind {
+    Pattern(usize),
+    Assign { class: usize, target: usize },
+    Pending(usize),
+    Aux(Aux),
+}
+
+/// Auxiliary columns: indicator binaries and minima of the coupling constraints.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Aux {
+    /// Spread group g: a constrained class lands in domain d.
+    SpreadW { g: usize, d: usize },
+    /// Spread group g: the global minimum.
+    SpreadM { g: usize },
+    /// Hostname spread h: regime 1.
+    HostRegime { h: usize },
+    /// Domain anti-affinity a: the class lands in domain d.
+    AntiW { a: usize, d: String },
+    /// Affinity group a: a free target lands in domain d.
+    AffH { a: usize, d: String },
+    /// Affinity group a: domain d is the first pod's.
+    AffV { a: usize, d: String },
+}
+
+#[derive(Clone, Debug)]
+pub struct Column {
+    pub cost: f64,
+    pub lo: f64,
+    pub hi: f64,
+    pub integer: bool,
+    pub entries: Vec<(usize, f64)>,
+    pub kind: ColKind,
+}
+
+/// Row indices per constraint family.
+#[derive(Default)]
+pub struct Rows {
+    pub demand: Vec<usize>,
+    pub target_cap: Vec<Vec<usize>>,
+    /// Per pool: (resource name, row).
+    pub pool_limit: Vec<Vec<(String, usize)>>,
+    pub pool_nodes: Vec<Option<usize>>,
+    /// Per spread group, per domain.
+    pub sp_place: Vec<Vec<usize>>,
+    pub sp_skew: Vec<Vec<usize>>,
+    pub sp_min: Vec<Vec<usize>>,
+    /// Per hostname spread: the regime rows (R1, R2).
+    pub hs_regime1: Vec<Option<usize>>,
+    pub hs_low: Vec<Option<usize>>,
+    /// Per domain anti-affinity: domain → (self row, class row, others row).
+    pub an_self: Vec<FxHashMap<String, usize>>,
+    pub an_class: Vec<FxHashMap<String, usize>>,
+    pub an_others: Vec<FxHashMap<String, usize>>,
+    /// Per affinity group: domain → row (non-hostname); h rows; first-pod row.
+    pub af_dom: Vec<FxHashMap<String, usize>>,
+    pub af_free: Vec<FxHashMap<String, usize>>,
+    pub af_first: Vec<Option<usize>>,
+}
+
+pub struct Master<'p, 'a> {
+    pub p: &'p Problem<'a>,
+    pub s: Structure,
+    pub row_lo: Vec<f64>,
+    pub row_hi: Vec<f64>,
+    pub cols: Vec<Column>,
+    pub rows: Rows,
+    pub patterns: Vec<Pattern>,
+    pub pattern_ix: FxHashMap<Pattern, usize>,
+    /// Per class: its `Pending` column.
+    pub pending_col: Vec<usize>,
+    /// Per (class, target): the `Assign` column.
+    pub assign_col: FxHashMap<(usize, usize), usize>,
+
+    /// Per hostname spread: the regime binary.
+    pub hs_r: Vec<Option<usize>>,
+}
+
+const INF: f64 = f64::INFINITY;
+
+impl<'p, 'a> Master<'p, 'a> {
+    fn row(&mut self, lo: f64, hi: f64) -> usize {
+        self.row_lo.push(lo);
+        self.row_hi.push(hi);
+        self.row_lo.len() - 1
+    }
+
+    fn col(&mut self, cost: f64, lo: f64, hi: f64, integer: bool, entries: Vec<(usize, f64)>, kind: ColKind) -> usize {
+        self.cols.push(Column { cost, lo, hi, integer, entries, kind });
+        self.cols.len() - 1
+    }
+
+    fn aux_col(&mut self, kind: Aux, lo: f64, hi: f64, integer: bool, entries: Vec<(usize, f64)>) -> usize {
+        self.col(0.0, lo, hi, integer, entries, ColKind::Aux(kind))
+    }
+
+    pub fn new(p: &'p Problem<'a>) -> Self {
+        let s = Structure::build(p);
+        let mut m = Master {
+            p,
+            s,
+            row_lo: Vec::new(),
+            row_hi: Vec::new(),
+            cols: Vec::new(),
+            rows: Rows::default(),
+            patterns: Vec::new(),
+            pattern_ix: FxHashMap::default(),
+            pending_col: Vec::new(),
+            assign_col: FxHashMap::default(),
+            hs_r: Vec::new(),
+        };
+        m.build_rows();
+        m.build_fixed_columns();
+        m
+    }
+
+    fn build_rows(&mut self) {
+        let nc = self.s.n.len();
+        for c in 0..nc {
+            let n = self.s.n[c] as f64;
+            let r = self.row(n, n);
+            self.rows.demand.push(r);
+        }
+        for t in 0..self.s.targets.len() {
+            let mut v = Vec::new();
+            for d in 0..self.s.dims.len() {
+                let f = self.s.free[t][d] as f64;
+                v.push(self.row(-INF, f));
+            }
+            self.rows.target_cap.push(v);
+        }
+        let p = self.p;
+        for (pi, pool) in p.cluster.nodepools.iter().enumerate() {
+            let mut lim = Vec::new();
+            let mut nodes = None;
+            if let Some(l) = &pool.limits {
+                for name in &l.limited {
+                    let room = (l.resources.get(name) - p.usage[pi].capacity.get(name)).max(0) as f64;
+                    lim.push((name.clone(), self.row(-INF, room)));
+                }
+                if let Some(n) = l.nodes {
+                    nodes = Some(self.row(-INF, (n - p.usage[pi].nodes).max(0) as f64));
+                }
+            }
+            self.rows.pool_limit.push(lim);
+            self.rows.pool_nodes.push(nodes);
+        }
+        for g in 0..self.s.spread.len() {
+            let (hard, nd) = (self.s.spread[g].hard, self.s.spread[g].domains.len());
+            let mut place = Vec::new();
+            let mut skew = Vec::new();
+            let mut min = Vec::new();
+            let members: f64 = self.s.spread[g].members.iter().map(|&c| self.s.n[c] as f64).sum();
+            for d in 0..nd {
+                let e = self.s.spread[g].existing[d];
+                let s = self.s.spread[g].max_skew;
+                let big = e + members + s;
+                if hard {
+                    place.push(self.row(-INF, 0.0));
+                    skew.push(self.row(-INF, s + big - e));
+                    min.push(self.row(-INF, e));
+                }
+            }
+            self.rows.sp_place.push(place);
+            self.rows.sp_skew.push(skew);
+            self.rows.sp_min.push(min);
+        }
+        for h in 0..self.s.hspread.len() {
+            if self.s.hspread[h].mbar > 0 {
+                let r1 = self.row(-INF, 0.0);
+                let big = self.big_nodes();
+                let r2 = self.row(-INF, big);
+                self.rows.hs_regime1.push(Some(r1));
+                self.rows.hs_low.push(Some(r2));
+            } else {
+                self.rows.hs_regime1.push(None);
+                self.rows.hs_low.push(None);
+            }
+        }
+        for a in 0..self.s.anti.len() {
+            let mut selfr = FxHashMap::default();
+            let mut cr = FxHashMap::default();
+            let mut or = FxHashMap::default();
+            let domains = self.s.anti[a].domains.clone();
+            let others: f64 = self.s.anti[a].others.iter().map(|&q| self.s.n[q] as f64).sum();
+            for d in domains {
+                if self.s.anti[a].self_match {
+                    selfr.insert(d.clone(), self.row(-INF, 1.0));
+                }
+                if others > 0.0 {
+                    cr.insert(d.clone(), self.row(-INF, 0.0));
+                    or.insert(d.clone(), self.row(-INF, others));
+                }
+            }
+            self.rows.an_self.push(selfr);
+            self.rows.an_class.push(cr);
+            self.rows.an_others.push(or);
+        }
+        for a in 0..self.s.affinity.len() {
+            let g = self.s.affinity[a].clone();
+            let mut dom = FxHashMap::default();
+            let mut free = FxHashMap::default();
+            let allow_first = g.self_match && !g.any_existing;
+            if g.key != crate::domain::labels::keys::HOSTNAME {
+                for d in &g.domains {
+                    if g.existing.contains(d) {
+                        continue;
+                    }
+                    dom.insert(d.clone(), self.row(-INF, 0.0));
+                    if !g.free_targets.is_empty() {
+                        free.insert(d.clone(), self.row(-INF, 0.0));
+                    }
+                }
+            }
+            let first = self.row(-INF, if allow_first { 1.0 } else { 0.0 });
+            self.rows.af_first.push(Some(first));
+            self.rows.af_dom.push(dom);
+            self.rows.af_free.push(free);
+        }
+    }
+
+    /// An upper bound on the number of new nodes any sensible plan uses.
+    pub fn big_nodes(&self) -> f64 {
+        self.s.n.iter().map(|&n| n as f64).sum::<f64>().max(1.0)
+    }
+
+    fn build_fixed_columns(&mut self) {
+        let nc = self.s.n.len();
+        let penalty = self.p.weights.unschedulable_pod;
+        for c in 0..nc {
+            let r = self.rows.demand[c];
+            let n = self.s.n[c] as f64;
+            let col = self.col(penalty, 0.0, n, true, vec![(r, 1.0)], ColKind::Pending(c));
+            self.pending_col.push(col);
+        }
+        for c in 0..nc {
+            for (t, cap) in self.s.allowed[c].clone() {
+                let mut e = self.unit_entries_target(c, t);
+                for d in 0..self.s.dims.len() {
+                    let q = self.s.req[c][d];
+                    if q != 0 {
+                        e.push((self.rows.target_cap[t][d], q as f64));
+                    }
+                }
+                let cost = self.s.soft_target[c][t];
+                let col = self.col(cost, 0.0, cap as f64, true, e, ColKind::Assign { class: c, target: t });
+                self.assign_col.insert((c, t), col);
+            }
+        }
+        // Spread: W_d (a constrained class lands in d) and M (global minimum).
+        for g in 0..self.s.spread.len() {
+            let sg = self.s.spread[g].clone();
+            if !sg.hard {
+                continue;
+            }
+            let kp: f64 = sg.constrained.iter().map(|&c| self.s.n[c] as f64).sum();
+            let members: f64 = sg.members.iter().map(|&c| self.s.n[c] as f64).sum();
+            let mut mentries = Vec::new();
+            for d in 0..sg.domains.len() {
+                let big = sg.existing[d] + members + sg.max_skew;
+                let e = vec![(self.rows.sp_place[g][d], -kp), (self.rows.sp_skew[g][d], big)];
+                self.aux_col(Aux::SpreadW { g, d }, 0.0, 1.0, true, e);
+                mentries.push((self.rows.sp_skew[g][d], -1.0));
+                mentries.push((self.rows.sp_min[g][d], 1.0));
+            }
+            let hi = if sg.min_zero { 0.0 } else { INF };
+            self.aux_col(Aux::SpreadM { g }, 0.0, hi, false, mentries);
+        }
+        // Hostname spread: the regime binary, and per-target caps on members.
+        for h in 0..self.s.hspread.len() {
+            let hs = self.s.hspread[h].clone();
+            let big = self.big_nodes();
+            let r = if hs.mbar > 0 {
+                let e = vec![(self.rows.hs_regime1[h].unwrap(), -big), (self.rows.hs_low[h].unwrap(), big)];
+                Some(self.aux_col(Aux::HostRegime { h }, 0.0, 1.0, true, e))
+            } else {
+                None
+            };
+            self.hs_r.push(r);
+            for (t, cnt) in hs.target_count.iter().enumerate() {
+                let Some(cnt) = *cnt else { continue };
+                let s = hs.max_skew as f64;
+                let (e, mbar) = (cnt as f64, hs.mbar as f64);
+                let cap0 = (s - e).max(0.0);
+                let cap1 = (s + mbar - e).max(0.0);
+                let members: Vec<usize> = hs.members.iter().copied().filter(|&c| self.assign_col.contains_key(&(c, t))).collect();
+                let constrained: Vec<usize> = hs.constrained.iter().copied().filter(|&c| self.assign_col.contains_key(&(c, t))).collect();
+                if constrained.is_empty() {
+                    continue;
+                }
+                // Members on the node: ≤ cap0, or ≤ cap1 under regime 1.
+                let row = self.row(-INF, cap0);
+                for &c in &members {
+                    let col = self.assign_col[&(c, t)];
+                    self.cols[col].entries.push((row, 1.0));
+                }
+                if let Some(r) = r {
+                    self.cols[r].entries.push((row, -(cap1 - cap0)));
+                }
+                // Constrained pods on a node already above maxSkew: only under regime 1 (and only if
+                // regime 1 lets it hold them).
+                if e > s {
+                    let n: f64 = constrained.iter().map(|&c| self.s.n[c] as f64).sum();
+                    let row = self.row(-INF, 0.0);
+                    for &c in &constrained {
+                        let col = self.assign_col[&(c, t)];
+                        self.cols[col].entries.push((row, 1.0));
+                        if e >= s + mbar {
+                            self.cols[col].hi = 0.0;
+                        }
+                    }
+                    if let Some(r) = r {
+                        self.cols[r].entries.push((row, -n));
+                    }
+                }
+            }
+        }
+        // Domain anti-affinity pairs: w_d (the class lands in d).
+        for a in 0..self.s.anti.len() {
+            let an = self.s.anti[a].clone();
+            let nc = self.s.n[an.class] as f64;
+            let others: f64 = an.others.iter().map(|&q| self.s.n[q] as f64).sum();
+            for d in &an.domains {
+                if let (Some(&cr), Some(&or)) = (self.rows.an_class[a].get(d), self.rows.an_others[a].get(d)) {
+                    self.aux_col(Aux::AntiW { a, d: d.clone() }, 0.0, 1.0, true, vec![(cr, -nc), (or, others)]);
+                }
+            }
+        }
+        // Affinity: h_d (a free target lands in d), v_d (the first pod's domain).
+        for a in 0..self.s.affinity.len() {
+            let g = self.s.affinity[a].clone();
+            if g.key == crate::domain::labels::keys::HOSTNAME {
+                continue;
+            }
+            let na: f64 = g.classes.iter().map(|&c| self.s.n[c] as f64).sum();
+            for d in &g.domains {
+                let Some(&dr) = self.rows.af_dom[a].get(d) else { continue };
+                if let Some(&fr) = self.rows.af_free[a].get(d) {
+                    self.aux_col(Aux::AffH { a, d: d.clone() }, 0.0, 1.0, true, vec![(dr, -na), (fr, 1.0)]);
+                }
+                let first = self.rows.af_first[a].unwrap();
+                self.aux_col(Aux::AffV { a, d: d.clone() }, 0.0, 1.0, true, vec![(dr, -na), (first, 1.0)]);
+            }
+        }
+    }
+
+    /// Row coefficients of one pod of class `c` in domain labels `labels` (a configuration group's or a
+    /// target's), for the constraints that couple nodes. `group`/`target` select the eligibility maps.
+    fn unit_entries(&self, c: usize, group: Option<usize>, target: Option<usize>, labels: &crate::domain::Labels) -> Vec<(usize, f64)> {
+        let s = &self.s;
+        let mut e = vec![(self.rows.demand[c], 1.0)];
+        for (g, sg) in s.spread.iter().enumerate() {
+            if !sg.hard {
+                continue;
+            }
+            let d = match (group, target) {
+                (Some(gr), _) => sg.group_domain.get(&gr).copied(),
+                (_, Some(t)) => sg.target_domain[t],
+                _ => None,
+            };
+            let Some(d) = d else { continue };
+            if sg.members.binary_search(&c).is_ok() {
+                e.push((self.rows.sp_skew[g][d], 1.0));
+                e.push((self.rows.sp_min[g][d], -1.0));
+            }
+            if sg.constrained.contains(&c) {
+                e.push((self.rows.sp_place[g][d], 1.0));
+            }
+        }
+        for (a, an) in s.anti.iter().enumerate() {
+            let Some(d) = labels.get(&an.key) else { continue };
+            if an.class == c {
+                if let Some(&r) = self.rows.an_self[a].get(d) {
+                    e.push((r, 1.0));
+                }
+                if let Some(&r) = self.rows.an_class[a].get(d) {
+                    e.push((r, 1.0));
+                }
+            } else if an.others.binary_search(&c).is_ok()
+                && let Some(&r) = self.rows.an_others[a].get(d)
+            {
+                e.push((r, 1.0));
+            }
+        }
+        for (a, g) in s.affinity.iter().enumerate() {
+            let Some(d) = labels.get(&g.key) else { continue };
+            if g.classes.contains(&c)
+                && let Some(&r) = self.rows.af_dom[a].get(d)
+            {
+                e.push((r, 1.0));
+            }
+            if g.free_targets.binary_search(&c).is_ok()
+                && let Some(&r) = self.rows.af_free[a].get(d)
+            {
+                e.push((r, -1.0));
+            }
+        }
+        e
+    }
+
+    fn unit_entries_target(&self, c: usize, t: usize) -> Vec<(usize, f64)> {
+        let e = self.s.targets[t];
+        let labels = &self.p.cluster.nodes[e].labels;
+        self.unit_entries(c, None, Some(t), labels)
+    }
+
+    pub fn unit_entries_group(&self, c: usize, g: usize) -> Vec<(usize, f64)> {
+        let labels = &self.p.configs[self.p.groups[g][0] as usize].labels;
+        self.unit_entries(c, Some(g), None, labels)
+    }
+
+    /// Row coefficients of a new node of configuration `f` itself (pool limits and node count).
+    pub fn node_entries(&self, f: usize) -> Vec<(usize, f64)> {
+        let cfg = &self.p.configs[f];
+        let mut e = Vec::new();
+        for (name, r) in &self.rows.pool_limit[cfg.pool] {
+            let v = cfg.capacity.get(name);
+            if v != 0 {
+                e.push((*r, v as f64));
+            }
+        }
+        if let Some(r) = self.rows.pool_nodes[cfg.pool] {
+            e.push((r, 1.0));
+        }
+        e
+    }
+
+    pub fn pattern_cost(&self, pat: &Pattern) -> f64 {
+        let cfg = &self.p.configs[pat.config];
+        let soft: f64 = pat.counts.iter().map(|&(c, k)| k as f64 * self.s.soft_group[c].get(&cfg.group).copied().unwrap_or(0.0)).sum();
+        cfg.cost + soft
+    }
+
+    pub fn pattern_entries(&self, pat: &Pattern) -> Vec<(usize, f64)> {
+        let g = self.p.configs[pat.config].group;
+        let mut acc: FxHashMap<usize, f64> = FxHashMap::default();
+        for &(c, k) in &pat.counts {
+            for (r, v) in self.unit_entries_group(c, g) {
+                *acc.entry(r).or_default() += v * k as f64;
+            }
+        }
+        for (r, v) in self.node_entries(pat.config) {
+            *acc.entry(r).or_default() += v;
+        }
+        for &h in &pat.regime1 {
+            if let Some(r) = self.rows.hs_regime1[h] {
+                *acc.entry(r).or_default() += 1.0;
+            }
+        }
+        for &h in &pat.low {
+            if let Some(r) = self.rows.hs_low[h] {
+                *acc.entry(r).or_default() += 1.0;
+            }
+        }
+        for &a in &pat.first_pod {
+            if let Some(r) = self.rows.af_first[a] {
+                *acc.entry(r).or_default() += 1.0;
+            }
+        }
+        let mut v: Vec<(usize, f64)> = acc.into_iter().filter(|(_, v)| *v != 0.0).collect();
+        v.sort_by_key(|(r, _)| *r);
+        v
+    }
+
+    /// Adds a pattern column (once). Returns its column index.
+    pub fn add_pattern(&mut self, pat: Pattern) -> usize {
+        if let Some(&i) = self.pattern_ix.get(&pat) {
+            return i;
+        }
+        let cost = self.pattern_cost(&pat);
+        let entries = self.pattern_entries(&pat);
+        self.patterns.push(pat.clone());
+        let pi = self.patterns.len() - 1;
+        let hi = self.big_nodes();
+        let col = self.col(cost, 0.0, hi, true, entries, ColKind::Pattern(pi));
+        self.pattern_ix.insert(pat, col);
+        col
+    }
+}
