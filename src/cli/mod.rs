@@ -67,6 +67,18 @@ impl SolveArgs {
     }
 }
 
+impl From<Solver> for SolveArgs {
+    fn from(solver: Solver) -> Self {
+        SolveArgs { solver, ..Default::default() }
+    }
+}
+
+impl From<&SolveArgs> for SolveArgs {
+    fn from(a: &SolveArgs) -> Self {
+        a.clone()
+    }
+}
+
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 1s, 500ms)"))
 }
@@ -169,7 +181,8 @@ fn ms(t: Instant) -> f64 {
 }
 
 /// Plans a loaded workload with the chosen solver.
-pub fn make_plan(w: &input::Workload, catalog: &Catalog, weights: &Weights, args: &SolveArgs) -> Result<plan::Plan, String> {
+pub fn make_plan(w: &input::Workload, catalog: &Catalog, weights: &Weights, args: impl Into<SolveArgs>) -> Result<plan::Plan, String> {
+    let args: SolveArgs = args.into();
     let t0 = Instant::now();
     let problem = Problem::new(&w.cluster, catalog, weights).map_err(|e| e.to_string())?;
     let build_ms = ms(t0);
