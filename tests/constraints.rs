@@ -1,0 +1,470 @@
+//! Table tests of the kube-scheduler conformance list (kubernetes-semantics.md §9) for the node-local
+//! constraint families: resource fit, node selector and node affinity, taints and tolerations, host
+//! ports, DaemonSet overhead, NodePool limits and weights. Topology spread and rule (b):
+//! tests/constraints_spread.rs; inter-pod affinity and volumes: tests/constraints_affinity.rs.
+//!
+//! Each case is a small workload on tests/fixtures/catalog-small.yaml (t.small 2 cpu $0.10, t.medium
+//! 4 cpu $0.19, t.large 8 cpu $0.36 in zone-a/b/c, spot at 40%; g.large arm64 with one nvidia.com/gpu,
+//! on-demand in zone-a/b, $1.00; 100m cpu and 256Mi reserved per type), the expected plan, the checker's
+//! verdict on it, and the checker's verdict on hand-broken copies. Every case runs for every planner.
+
+mod common;
+
+use common::{case, node, pod, pods, pool, pool_full, Edit, Exp, Is};
+
+const OD: &str = "[{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]";
+const SPOT: &str = "[{key: karpenter.sh/capacity-type, operator: In, values: [spot]}]";
+
+#[test]
+fn resource_fit() {
+    let cases = [
+        // An ordinary init container larger than the containers dominates: 3000m needs t.medium.
+        case("init container dominates", pod("p", "", "100m", "initContainers: [{name: i, image: x, resources: {requests: {cpu: 3000m}}}]"))
+            .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New, Is::Type("t.medium")])])
+            .broken([Edit::Retype("p", "t.small")], "NodeResourcesFit"),
+        // A sidecar (restartPolicy Always) adds to the containers and to the init containers after it:
+        // 1000m + 1000m sidecar = 2000m > t.small's 1900m.
+        case(
+            "sidecar adds to the containers",
+            pod(
+                "p",
+                "",
+                "1000m",
+                "initContainers: [{name: s, image: x, restartPolicy: Always, resources: {requests: {cpu: 1000m}}}, {name: i, image: x, resources: {requests: {cpu: 500m}}}]",
+            ),
+        )
+        .expects([Exp::On("p", &[Is::New, Is::Type("t.medium")])])
+        .broken([Edit::Retype("p", "t.small")], "NodeResourcesFit"),
+        // An init container that runs before the sidecar does not see it: max(1850m, 100m) fits t.small.
+        case(
+            "init container before a sidecar does not add it",
+            pod(
+                "p",
+                "",
+                "",
+                "initContainers: [{name: i, image: x, resources: {requests: {cpu: 1850m}}}, {name: s, image: x, restartPolicy: Always, resources: {requests: {cpu: 100m}}}]",
+            ),
+        )
+        .expects([Exp::On("p", &[Is::New, Is::Type("t.small")])]),
+        // Pod overhead (RuntimeClass) is added: 1800m + 200m > 1900m.
+        case("pod overhead is added", pod("p", "", "1800m", "overhead: {cpu: 200m}"))
+            .expects([Exp::On("p", &[Is::New, Is::Type("t.medium")])])
+            .broken([Edit::Retype("p", "t.small")], "NodeResourcesFit"),
+        // Pod-level resources (KEP-2837) replace the container aggregate.
+        case("pod-level requests replace the containers", pod("p", "", "100m", "resources: {requests: {cpu: \"3\"}}"))
+            .expects([Exp::On("p", &[Is::New, Is::Type("t.medium")])]),
+        // A limit without a request becomes the request (API server defaulting).
+        case("a limit without a request is the request", pod("p", "", "", "").replace("image: pause", "image: pause, resources: {limits: {cpu: \"3\"}}"))
+            .expects([Exp::On("p", &[Is::New, Is::Type("t.medium")])]),
+        // Memory: 5Gi needs t.medium (t.small has 4Gi - 256Mi).
+        case("memory", pod("p", "", "", "").replace("image: pause", "image: pause, resources: {requests: {memory: 5Gi}}"))
+            .expects([Exp::On("p", &[Is::New, Is::Type("t.medium")])])
+            .broken([Edit::Retype("p", "t.small")], "NodeResourcesFit"),
+        // Extended resources are integers checked like cpu: one GPU per g.large, so two nodes.
+        case("extended resource nvidia.com/gpu", pods(2, "gpu", "", "", "").replace("image: pause", "image: pause, resources: {requests: {nvidia.com/gpu: 1}}"))
+            .expects([Exp::NewNodes(2), Exp::On("gpu-0", &[Is::New, Is::Type("g.large")]), Exp::On("gpu-1", &[Is::Type("g.large")]), Exp::Apart(&["gpu-0", "gpu-1"])])
+            .broken([Edit::Move("gpu-1", "@gpu-0")], "NodeResourcesFit"),
+        // Zero requests still take a pod slot: 11 request-less pods need two 10-pod t.small nodes.
+        case(
+            "pod count",
+            format!("{}{}", pool("small", "[{key: node.kubernetes.io/instance-type, operator: In, values: [t.small]}, {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]"), pods(11, "p", "", "", "")),
+        )
+        .expects([Exp::NewNodes(2), Exp::AllPlaced])
+        .broken([Edit::AllTo("p-0")], "NodeResourcesFit"),
+        // Capacity already paid for is free: a pod that fits the existing node's free cpu goes there.
+        case("existing node with room", format!("{}{}{}", node("n-a", "zone-a", "2", "", ""), pod("bound", "", "1500m", "nodeName: n-a"), pod("p", "", "400m", "")))
+            .expects([Exp::NewNodes(0), Exp::On("p", &[Is::Existing("n-a")])]),
+        case("existing node without room", format!("{}{}{}", node("n-a", "zone-a", "2", "", ""), pod("bound", "", "1500m", "nodeName: n-a"), pod("p", "", "600m", "")))
+            .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New, Is::Type("t.small")])])
+            .broken([Edit::Move("p", "n-a")], "NodeResourcesFit"),
+        // Terminal pods hold nothing; terminating pods still do.
+        case(
+            "terminal pods free their requests, terminating pods do not",
+            format!(
+                "{}{}{}{}",
+                node("n-a", "zone-a", "2", "", ""),
+                pod("done", "", "1500m", "nodeName: n-a").replace("spec:", "status: {phase: Succeeded}\nspec:"),
+                node("n-b", "zone-b", "2", "", ""),
+                pod("going", "", "1500m", "nodeName: n-b").replace("labels: {}", "labels: {}, deletionTimestamp: \"2026-01-01T00:00:00Z\""),
+            ) + &pods(3, "p", "", "900m", ""),
+        )
+        .expects([Exp::NewNodes(1), Exp::PlacedWithPrefix("p-", 3), Exp::Custom("two pods on n-a or new", |p, _| {
+            if p.placements.iter().any(|pl| pl.node == "n-b") { Err("a pod on n-b, whose terminating pod still holds 1500m".into()) } else { Ok(()) }
+        })]),
+    ];
+    for c in cases {
+        c.run();
+    }
+}
+
+#[test]
+fn node_selector_and_node_affinity() {
+    let zone_req = |op: &str, values: &str| {
+        format!("affinity: {{nodeAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{nodeSelectorTerms: [{{matchExpressions: [{{key: topology.kubernetes.io/zone, operator: {op}, values: {values}}}]}}]}}}}}}")
+    };
+    let expr = |key: &str, op: &str, values: &str| {
+        let v = if values.is_empty() { String::new() } else { format!(", values: {values}") };
+        format!("affinity: {{nodeAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{nodeSelectorTerms: [{{matchExpressions: [{{key: {key}, operator: {op}{v}}}]}}]}}}}}}")
+    };
+    let cases = [
+        case("nodeSelector", pod("p", "", "100m", "nodeSelector: {topology.kubernetes.io/zone: zone-b}"))
+            .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New, Is::Zone("zone-b")])])
+            .broken([Edit::Rezone("p", "zone-a")], "NodeAffinity"),
+        case("In", pod("p", "", "100m", &zone_req("In", "[zone-c]")))
+            .expects([Exp::On("p", &[Is::New, Is::Zone("zone-c")])])
+            .broken([Edit::Rezone("p", "zone-b")], "NodeAffinity"),
+        case("NotIn", pod("p", "", "100m", &zone_req("NotIn", "[zone-a, zone-b]")))
+            .expects([Exp::On("p", &[Is::New, Is::Zone("zone-c")])])
+            .broken([Edit::Rezone("p", "zone-a")], "NodeAffinity"),
+        // NotIn passes when the label is absent; In does not.
+        case(
+            "NotIn on an absent label passes, In fails",
+            format!("{}{}{}", node("n-a", "zone-a", "4", "", ""), pod("notin", "", "100m", &expr("disk", "NotIn", "[hdd]")), pod("in", "", "100m", &expr("disk", "In", "[ssd]"))),
+        )
+        .expects([Exp::NewNodes(0), Exp::On("notin", &[Is::Existing("n-a")]), Exp::Unschedulable("in", "NodeAffinity")])
+        .broken([Edit::Move("in", "n-a")], "NodeAffinity"),
+        case(
+            "Exists and DoesNotExist",
+            format!(
+                "{}{}{}{}",
+                pool_full("accel", OD, "{accel: \"yes\"}", "", ""),
+                pool("plain", OD),
+                pod("exists", "", "100m", &expr("accel", "Exists", "")),
+                pod("absent", "", "100m", &expr("accel", "DoesNotExist", "")),
+            ),
+        )
+        .expects([Exp::NewNodes(2), Exp::On("exists", &[Is::New, Is::Pool("accel"), Is::Label("accel", "yes")]), Exp::On("absent", &[Is::New, Is::Pool("plain")])])
+        .broken([Edit::Repool("absent", "accel")], "NodeAffinity")
+        .broken([Edit::Move("exists", "@absent")], "NodeAffinity"),
+        // Gt/Lt compare integers: "8" > 4, "2" < 4, and "8" is not > "10" (a string comparison would say so).
+        case(
+            "Gt and Lt parse integers",
+            format!(
+                "{}{}{}{}{}",
+                node("n-x", "zone-a", "4", "gen: x5", ""),
+                pod("gt4", "", "100m", &expr("karpenter.k8s.aws/instance-cpu", "Gt", "[\"4\"]")),
+                pod("lt4", "", "100m", &expr("karpenter.k8s.aws/instance-cpu", "Lt", "[\"4\"]")),
+                pod("gt10", "", "100m", &expr("karpenter.k8s.aws/instance-cpu", "Gt", "[\"10\"]")),
+                pod("gen", "", "100m", &expr("gen", "Gt", "[\"1\"]")),
+            ),
+        )
+        .expects([
+            Exp::NewNodes(2),
+            Exp::On("gt4", &[Is::New, Is::Type("t.large")]),
+            Exp::On("lt4", &[Is::New, Is::Type("t.small")]),
+            Exp::Unschedulable("gt10", "NodeAffinity"),
+            Exp::Unschedulable("gen", "NodeAffinity"),
+        ])
+        .broken([Edit::Retype("gt4", "t.medium")], "NodeAffinity")
+        .broken([Edit::Move("gen", "n-x")], "NodeAffinity"),
+        // Required terms are ORed (Karpenter only tries the first and relaxes; the model takes the OR).
+        case(
+            "terms are ORed",
+            pod(
+                "p",
+                "",
+                "100m",
+                "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [nowhere]}]}, {matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [zone-c]}]}]}}}",
+            ),
+        )
+        .expects([Exp::On("p", &[Is::New, Is::Zone("zone-c")])])
+        .broken([Edit::Rezone("p", "zone-a")], "NodeAffinity"),
+        // Expressions inside a term are ANDed, and the nodeSelector is ANDed with the terms.
+        case(
+            "nodeSelector and affinity are ANDed",
+            format!(
+                "{}{}",
+                pod("both", "", "100m", &format!("nodeSelector: {{topology.kubernetes.io/zone: zone-a}}, {}", zone_req("In", "[zone-b]"))),
+                pod(
+                    "and",
+                    "",
+                    "100m",
+                    "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [zone-a, zone-b]}, {key: topology.kubernetes.io/zone, operator: NotIn, values: [zone-a]}]}]}}}",
+                ),
+            ),
+        )
+        .expects([Exp::Unschedulable("both", "NodeAffinity"), Exp::On("and", &[Is::New, Is::Zone("zone-b")])]),
+        // An empty term matches nothing.
+        case("an empty term matches nothing", pod("p", "", "100m", "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{}]}}}"))
+            .expects([Exp::Unschedulable("p", "NodeAffinity"), Exp::NewNodes(0)]),
+        // matchFields on metadata.name: In names one node; NotIn passes nodes not yet named.
+        case(
+            "matchFields metadata.name",
+            format!(
+                "{}{}{}{}",
+                node("n-a", "zone-a", "4", "", ""),
+                node("n-b", "zone-b", "4", "", ""),
+                pod("in-b", "", "100m", "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchFields: [{key: metadata.name, operator: In, values: [n-b]}]}]}}}"),
+                pod("notin", "", "100m", "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchFields: [{key: metadata.name, operator: NotIn, values: [n-a, n-b]}]}]}}}"),
+            ),
+        )
+        .expects([Exp::NewNodes(1), Exp::On("in-b", &[Is::Existing("n-b")]), Exp::On("notin", &[Is::New])])
+        .broken([Edit::Move("in-b", "n-a")], "NodeAffinity")
+        .broken([Edit::Move("notin", "n-a")], "NodeAffinity"),
+        // Preferred terms only score: a pod preferring an impossible zone is still placed.
+        case(
+            "preferred node affinity never filters",
+            pod("p", "", "100m", "affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 50, preference: {matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [nowhere]}]}}]}}"),
+        )
+        .expects([Exp::NewNodes(1), Exp::AllPlaced]),
+    ];
+    for c in cases {
+        c.run();
+    }
+}
+
+#[test]
+fn taints_and_tolerations() {
+    let tainted = pool_full("tainted", OD, "", "taints: [{key: dedicated, value: gpu, effect: NoSchedule}]", "");
+    let tol = |t: &str| format!("tolerations: [{t}]");
+    let cases = [
+        // Toleration matching: key equal (or empty key with Exists), value equal with Equal, effect
+        // equal or empty.
+        case(
+            "toleration matching rules",
+            format!(
+                "{tainted}{}{}{}{}{}{}{}",
+                pod("none", "", "100m", ""),
+                pod("equal", "", "100m", &tol("{key: dedicated, operator: Equal, value: gpu, effect: NoSchedule}")),
+                pod("equal-other-value", "", "100m", &tol("{key: dedicated, operator: Equal, value: cpu}")),
+                pod("exists-key", "", "100m", &tol("{key: dedicated, operator: Exists}")),
+                pod("exists-all", "", "100m", &tol("{operator: Exists}")),
+                pod("other-effect", "", "100m", &tol("{key: dedicated, operator: Exists, effect: NoExecute}")),
+                pod("default-op", "", "100m", &tol("{key: dedicated, value: gpu}")),
+            ),
+        )
+        .expects([
+            Exp::Unschedulable("none", "TaintToleration"),
+            Exp::On("equal", &[Is::New, Is::Pool("tainted")]),
+            Exp::Unschedulable("equal-other-value", "TaintToleration"),
+            Exp::On("exists-key", &[Is::New]),
+            Exp::On("exists-all", &[Is::New]),
+            Exp::Unschedulable("other-effect", "TaintToleration"),
+            Exp::On("default-op", &[Is::New]),
+            Exp::NewNodes(1),
+        ])
+        .broken([Edit::Move("none", "@equal")], "TaintToleration")
+        .broken([Edit::Move("other-effect", "@equal")], "TaintToleration"),
+        case(
+            "NoExecute filters like NoSchedule",
+            format!(
+                "{}{}{}",
+                pool_full("evict", OD, "", "taints: [{key: evict, effect: NoExecute}]", ""),
+                pod("none", "", "100m", ""),
+                pod("tolerates", "", "100m", "tolerations: [{key: evict, operator: Exists, effect: NoExecute, tolerationSeconds: 30}]"),
+            ),
+        )
+        .expects([Exp::Unschedulable("none", "TaintToleration"), Exp::On("tolerates", &[Is::New])])
+        .broken([Edit::Move("none", "@tolerates")], "TaintToleration"),
+        case("PreferNoSchedule only scores", format!("{}{}", pool_full("soft", OD, "", "taints: [{key: soft, effect: PreferNoSchedule}]", ""), pod("p", "", "100m", "")))
+            .expects([Exp::On("p", &[Is::New, Is::Pool("soft")])]),
+        // A tainted cheap pool is used only by pods that tolerate it.
+        case(
+            "NodePool taints steer pods between pools",
+            format!(
+                "{}{}{}",
+                pool_full("spot", SPOT, "", "taints: [{key: spot, value: \"true\", effect: NoSchedule}]", ""),
+                pool("od", OD),
+                pod("plain", "", "100m", ""),
+            ),
+        )
+        .expects([Exp::NewNodes(1), Exp::On("plain", &[Is::New, Is::Pool("od"), Is::CapacityType("on-demand")])])
+        .broken([Edit::Repool("plain", "spot")], "TaintToleration"),
+        case(
+            "a tolerating pod may use the tainted pool",
+            format!(
+                "{}{}{}",
+                pool_full("spot", SPOT, "", "taints: [{key: spot, value: \"true\", effect: NoSchedule}]", ""),
+                pool("od", OD),
+                pod("tolerant", "", "100m", "tolerations: [{key: spot, operator: Exists}]"),
+            ),
+        )
+        .expects([Exp::NewNodes(1), Exp::On("tolerant", &[Is::New, Is::Pool("spot"), Is::CapacityType("spot")])]),
+        // spec.unschedulable acts as node.kubernetes.io/unschedulable:NoSchedule (NodeUnschedulable).
+        case("cordoned node", format!("{}{}", node("n-cordoned", "zone-a", "4", "", "unschedulable: true"), pod("p", "", "100m", "")))
+            .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New])])
+            .broken([Edit::Move("p", "n-cordoned")], "NodeUnschedulable"),
+        case(
+            "a pod tolerating node.kubernetes.io/unschedulable may use a cordoned node",
+            format!(
+                "{}{}",
+                node("n-cordoned", "zone-a", "4", "", "unschedulable: true"),
+                pod("tolerant", "", "100m", "tolerations: [{key: node.kubernetes.io/unschedulable, operator: Exists, effect: NoSchedule}]"),
+            ),
+        )
+        .expects([Exp::NewNodes(0), Exp::On("tolerant", &[Is::Existing("n-cordoned")])]),
+        case(
+            "existing node taints",
+            format!("{}{}", node("n-tainted", "zone-a", "4", "", "taints: [{key: maintenance, effect: NoExecute}]"), pod("p", "", "100m", "")),
+        )
+        .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New])])
+        .broken([Edit::Move("p", "n-tainted")], "TaintToleration"),
+    ];
+    for c in cases {
+        c.run();
+    }
+}
+
+#[test]
+fn host_ports() {
+    let port = |p: u16, extra: &str| format!("containers: [{{name: c, image: pause, resources: {{requests: {{cpu: 100m}}}}, ports: [{{containerPort: {p}, hostPort: {p}{extra}}}]}}]");
+    let with_ports = |name: &str, spec: String| pod(name, "", "", "").replace("spec: {containers: [{name: c, image: pause}]}", &format!("spec: {{{spec}}}"));
+    let cases = [
+        case("a host port once per node", format!("{}{}", with_ports("a", port(8080, "")), with_ports("b", port(8080, ""))))
+            .expects([Exp::NewNodes(2), Exp::Apart(&["a", "b"])])
+            .broken([Edit::Move("b", "@a")], "NodePorts"),
+        case(
+            "different protocols or host IPs share a port",
+            format!(
+                "{}{}{}{}",
+                with_ports("tcp", port(8080, "")),
+                with_ports("udp", port(8080, ", protocol: UDP")),
+                with_ports("ip1", port(9090, ", hostIP: 10.0.0.1")),
+                with_ports("ip2", port(9090, ", hostIP: 10.0.0.2")),
+            ),
+        )
+        .expects([Exp::NewNodes(1), Exp::Together(&["tcp", "udp", "ip1", "ip2"])]),
+        case("0.0.0.0 conflicts with any host IP", format!("{}{}", with_ports("ip", port(7070, ", hostIP: 10.0.0.1")), with_ports("any", port(7070, ""))))
+            .expects([Exp::NewNodes(2), Exp::Apart(&["ip", "any"])])
+            .broken([Edit::Move("any", "@ip")], "NodePorts"),
+        case(
+            "ports used by bound pods",
+            format!("{}{}{}", node("n-a", "zone-a", "4", "", ""), with_ports("bound", port(8080, "")).replace("spec: {", "spec: {nodeName: n-a, "), with_ports("p", port(8080, ""))),
+        )
+        .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New])])
+        .broken([Edit::Move("p", "n-a")], "NodePorts"),
+        // Every new node runs the DaemonSet, which holds the port: the pod fits nowhere.
+        case(
+            "ports held by DaemonSet pods on new nodes",
+            format!(
+                "---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {{name: exporter, namespace: default}}
+spec:
+  selector: {{matchLabels: {{app: exporter}}}}
+  template:
+    metadata: {{labels: {{app: exporter}}}}
+    spec: {{{}}}
+{}",
+                port(9100, ""),
+                with_ports("p", port(9100, ""))
+            ),
+        )
+        .expects([Exp::Unschedulable("p", "NodePorts"), Exp::NewNodes(0)]),
+    ];
+    for c in cases {
+        c.run();
+    }
+}
+
+fn daemonset(name: &str, cpu: &str, spec: &str) -> String {
+    let spec = if spec.is_empty() { String::new() } else { format!(", {spec}") };
+    format!(
+        "---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {{name: {name}, namespace: kube-system}}
+spec:
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec: {{containers: [{{name: c, image: x, resources: {{requests: {{cpu: {cpu}}}}}}}]{spec}}}
+"
+    )
+}
+
+#[test]
+fn daemonset_overhead() {
+    let cases = [
+        // 1000m of DaemonSet pods + a 1000m pod exceed t.small's 1900m.
+        case("DaemonSet requests count on new nodes", format!("{}{}", daemonset("agent", "1000m", ""), pod("p", "", "1000m", "")))
+            .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New, Is::Type("t.medium")])])
+            .broken([Edit::Retype("p", "t.small")], "NodeResourcesFit"),
+        // A DaemonSet selecting only one pool's nodes makes the other pool cheaper.
+        case(
+            "DaemonSet node selector",
+            format!(
+                "{}{}{}{}",
+                pool_full("with-agent", OD, "{agent: \"yes\"}", "", "weight: 10"),
+                pool("plain", OD),
+                daemonset("agent", "1000m", "nodeSelector: {agent: \"yes\"}"),
+                pod("p", "", "1000m", ""),
+            ),
+        )
+        .expect(Exp::On("p", &[Is::New, Is::Pool("with-agent"), Is::Type("t.medium")]))
+        .broken([Edit::Retype("p", "t.small")], "NodeResourcesFit"),
+        case(
+            "DaemonSet not tolerating the NodePool taint does not run there",
+            format!(
+                "{}{}{}",
+                pool_full("tainted", OD, "", "taints: [{key: dedicated, effect: NoSchedule}]", ""),
+                daemonset("agent", "1000m", ""),
+                pod("p", "", "1000m", "tolerations: [{key: dedicated, operator: Exists}]"),
+            ),
+        )
+        .expects([Exp::On("p", &[Is::New, Is::Type("t.small")])]),
+        case(
+            "DaemonSet tolerating the NodePool taint runs there",
+            format!(
+                "{}{}{}",
+                pool_full("tainted", OD, "", "taints: [{key: dedicated, effect: NoSchedule}]", ""),
+                daemonset("agent", "1000m", "tolerations: [{operator: Exists}]"),
+                pod("p", "", "1000m", "tolerations: [{key: dedicated, operator: Exists}]"),
+            ),
+        )
+        .expects([Exp::On("p", &[Is::New, Is::Type("t.medium")])])
+        .broken([Edit::Retype("p", "t.small")], "NodeResourcesFit"),
+    ];
+    for c in cases {
+        c.run();
+    }
+}
+
+#[test]
+fn nodepool_limits_and_weights() {
+    let anti = "affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {matchLabels: {app: web}}, topologyKey: kubernetes.io/hostname}]}}";
+    let cases = [
+        // The spot pool may hold 2 cpu of capacity: one t.small; the other pods go on-demand.
+        case(
+            "cpu limit",
+            format!("{}{}{}", pool_full("spot", SPOT, "", "", "limits: {cpu: \"2\"}"), pool("od", OD), pods(3, "web", "{app: web}", "1000m", anti)),
+        )
+        .expects([Exp::NewNodes(3), Exp::AllPlaced, Exp::PoolNodes("spot", 1), Exp::PoolNodes("od", 2)])
+        .broken([Edit::Repool("pool:od", "spot")], "NodePool"),
+        case("node limit", format!("{}{}{}", pool_full("spot", SPOT, "", "", "limits: {nodes: \"1\"}"), pool("od", OD), pods(3, "web", "{app: web}", "1000m", anti)))
+            .expects([Exp::NewNodes(3), Exp::PoolNodes("spot", 1), Exp::PoolNodes("od", 2)])
+            .broken([Edit::Repool("pool:od", "spot")], "NodePool"),
+        // Limits count existing nodes of the pool (their capacity).
+        case(
+            "limits count existing nodes",
+            format!(
+                "{}{}{}{}",
+                pool_full("spot", SPOT, "", "", "limits: {cpu: \"4\"}"),
+                pool("od", OD),
+                node("old-spot", "zone-a", "4", "karpenter.sh/nodepool: spot, karpenter.sh/capacity-type: spot", "taints: [{key: full, effect: NoSchedule}]"),
+                pod("p", "", "100m", ""),
+            ),
+        )
+        .expects([Exp::On("p", &[Is::New, Is::Pool("od")])])
+        .broken([Edit::Repool("p", "spot")], "NodePool"),
+        case("a limit of 0 is a limit", format!("{}{}", pool_full("none", OD, "", "", "limits: {cpu: \"0\"}"), pod("p", "", "100m", "")))
+            .expects([Exp::NewNodes(0), Exp::Unschedulable("p", "NodePool")]),
+        // Weights: the heavier pool wins even when dearer (nodePoolWeight makes weights a strong
+        // preference); equal weights compare on price.
+        case("heavier NodePool first", format!("{}{}{}", pool_full("preferred", OD, "", "", "weight: 10"), pool("cheap", SPOT), pod("p", "", "100m", "")))
+            .expects([Exp::On("p", &[Is::New, Is::Pool("preferred"), Is::CapacityType("on-demand")])]),
+        case("equal weights compare on price", format!("{}{}{}", pool_full("od", OD, "", "", "weight: 5"), pool_full("cheap", SPOT, "", "", "weight: 5"), pod("p", "", "100m", "")))
+            .expects([Exp::On("p", &[Is::New, Is::Pool("cheap"), Is::CapacityType("spot")])]),
+        // A NodePool's requirements restrict what it launches.
+        case(
+            "NodePool requirements",
+            format!("{}{}", pool("zonal", "[{key: topology.kubernetes.io/zone, operator: In, values: [zone-b]}, {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]"), pod("p", "", "100m", "")),
+        )
+        .expects([Exp::On("p", &[Is::New, Is::Zone("zone-b")])])
+        .broken([Edit::Rezone("p", "zone-a")], "NodePool"),
+    ];
+    for c in cases {
+        c.run();
+    }
+}
