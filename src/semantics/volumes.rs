@@ -2,8 +2,10 @@
 //!
 //! ```text
 //! bound PVC          node ∈ PV.spec.nodeAffinity (terms ORed)           else "volume node affinity conflict"
-//!                    node.labels[zone|region] ∈ PV zone|region labels   else "no available volume zone"
-//!                      (a node without the label passes VolumeZone)
+//!                    VolumeZone: a node with none of the four topology labels (zone, region, GA or
+//!                    beta) passes; otherwise for every topology label k of the PV,
+//!                    node.labels[k] (or, for a beta k, node.labels[GA(k)]) ∈ PV values
+//!                                                                       else "no available volume zone"
 //! unbound, WFFC      node matches the StorageClass allowedTopologies (terms ORed, expressions ANDed);
 //!                    a claim with volume.kubernetes.io/selected-node fits only that node
 //! unbound, Immediate the pod waits: UnschedulableAndUnresolvable
@@ -18,16 +20,18 @@ use crate::domain::pod::VolumeNeeds;
 use super::node_affinity::terms_match;
 use super::{Plugin, Reject};
 
-/// The label keys VolumeZone compares, with their GA/beta twins.
+/// The topology labels VolumeZone reads (`topologyLabels` in volume_zone.go).
+const TOPOLOGY_LABELS: [&str; 4] = [keys::ZONE_BETA, keys::REGION_BETA, keys::ZONE, keys::REGION];
+
+/// The node's value for a PV topology label: the label itself, or for a beta key its GA form
+/// (`translateToGALabel`; a GA key never falls back to the beta label).
 fn node_value<'a>(labels: &'a Labels, key: &str) -> Option<&'a str> {
-    let twin = match key {
-        keys::ZONE => Some(keys::ZONE_BETA),
+    let ga = match key {
         keys::ZONE_BETA => Some(keys::ZONE),
-        keys::REGION => Some(keys::REGION_BETA),
         keys::REGION_BETA => Some(keys::REGION),
         _ => None,
     };
-    labels.get(key).or_else(|| twin.and_then(|t| labels.get(t))).map(String::as_str)
+    labels.get(key).or_else(|| ga.and_then(|t| labels.get(t))).map(String::as_str)
 }
 
 pub fn filter(v: &VolumeNeeds, labels: &Labels, node_name: Option<&str>) -> Result<(), Reject> {
@@ -39,11 +43,13 @@ pub fn filter(v: &VolumeNeeds, labels: &Labels, node_name: Option<&str>) -> Resu
     {
         return Err(Reject::unresolvable(Plugin::VolumeBinding, "node(s) had volume node affinity conflict"));
     }
-    for (key, allowed) in &v.zone_labels {
-        if let Some(val) = node_value(labels, key)
-            && !allowed.iter().any(|a| a == val)
-        {
-            return Err(Reject::unresolvable(Plugin::VolumeZone, "node(s) had no available volume zone"));
+    // A node with no topology label at all passes (single-zone clusters); a node with some must carry
+    // every topology label of the PV with an allowed value.
+    if TOPOLOGY_LABELS.iter().any(|k| labels.contains_key(*k)) {
+        for (key, allowed) in &v.zone_labels {
+            if !node_value(labels, key).is_some_and(|val| allowed.iter().any(|a| a == val)) {
+                return Err(Reject::unresolvable(Plugin::VolumeZone, "node(s) had no available volume zone"));
+            }
         }
     }
     for alternatives in &v.node_terms {
@@ -79,6 +85,24 @@ mod tests {
         assert!(filter(&v, &Labels::new(), Some("n")).is_ok());
         let beta: Labels = [(keys::ZONE_BETA.to_string(), "b".to_string())].into();
         assert_eq!(filter(&v, &beta, Some("n")).unwrap_err().plugin, Plugin::VolumeZone);
+        // A GA PV key does not fall back to the node's beta label, even with the right value.
+        let beta_a: Labels = [(keys::ZONE_BETA.to_string(), "a".to_string())].into();
+        assert_eq!(filter(&v, &beta_a, Some("n")).unwrap_err().plugin, Plugin::VolumeZone);
+        // A beta PV key falls back to the node's GA label.
+        let vb = VolumeNeeds { zone_labels: vec![(keys::ZONE_BETA.into(), vec!["a".into()])], ..Default::default() };
+        assert!(filter(&vb, &zone("a"), Some("n")).is_ok());
+    }
+
+    #[test]
+    fn volume_zone_needs_every_pv_topology_label_on_a_labelled_node() {
+        let v = VolumeNeeds {
+            zone_labels: vec![(keys::ZONE.into(), vec!["a".into()]), (keys::REGION.into(), vec!["r".into()])],
+            ..Default::default()
+        };
+        assert_eq!(filter(&v, &zone("a"), Some("n")).unwrap_err().plugin, Plugin::VolumeZone, "no region label");
+        let mut both = zone("a");
+        both.insert(keys::REGION.into(), "r".into());
+        assert!(filter(&v, &both, Some("n")).is_ok());
     }
 
     #[test]
