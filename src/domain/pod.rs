@@ -33,7 +33,7 @@ pub struct SpreadConstraint {
     pub max_skew: i32,
     pub key: String,
     pub when: WhenUnsatisfiable,
-    /// `None`: a nil selector, which matches no pod (the constraint never binds).
+    /// `None`: a nil or empty selector, which counts no pod (the constraint never binds).
     pub selector: Option<LabelSelector>,
     /// 1 when unset.
     pub min_domains: i32,

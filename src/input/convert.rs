@@ -228,6 +228,12 @@ fn spread_constraint(ctx: &Ctx, field: &str, c: &core::TopologySpreadConstraint,
             *sel = std::mem::take(sel).and(SelectorRequirement::new(k.as_str(), SelectorOp::In, [v.as_str()]));
         }
     }
+    // kube-scheduler counts no pod for an empty selector (`countPodsMatchSelector` returns 0 when
+    // `selector.Empty()`), so `labelSelector: {}` never binds, like a nil one: both become `None`.
+    // (Its selfMatch would be 1, but with every count 0 the skew 1 never exceeds maxSkew ≥ 1.)
+    if selector.as_ref().is_some_and(|s| s.requirements.is_empty()) {
+        selector = None;
+    }
     Ok(SpreadConstraint {
         max_skew: c.max_skew,
         key: c.topology_key.clone(),

@@ -17,7 +17,8 @@
 //! ```
 //!
 //! A node without the topology key is UnschedulableAndUnresolvable. ScheduleAnyway constraints only
-//! score. A nil selector matches nothing, so such a constraint never binds.
+//! score. A nil or empty selector counts nothing (the loader stores both as `None`), so such a
+//! constraint never binds.
 
 use crate::domain::labels::Labels;
 use crate::domain::pod::{InclusionPolicy, Pod, SpreadConstraint};
