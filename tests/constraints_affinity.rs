@@ -61,12 +61,22 @@ fn inter_pod_affinity() {
         // No exception for a pod that does not match its own terms.
         case("no first-pod exception without self-match", pod("p", "{app: web}", "100m", &affinity("podAffinity", "db", &[ZONE], "")))
             .expects([Exp::NewNodes(0), Exp::Unschedulable("p", "InterPodAffinity")]),
-        // In-batch dependency: the follower (listed first) needs the leader placed first.
+        // In-batch dependency: the follower (listed first) needs the leader placed first; it also repels
+        // the leader per host, so they share a zone on two nodes.
         case(
             "in-batch affinity target",
-            format!("{}{}", pod("follower", "", "1500m", &affinity("podAffinity", "leader", &[ZONE], "")), pod("leader", "{app: leader}", "1500m", "")),
+            format!(
+                "{}{}",
+                pod(
+                    "follower",
+                    "",
+                    "100m",
+                    "affinity: {podAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {matchLabels: {app: leader}}, topologyKey: topology.kubernetes.io/zone}]}, podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {matchLabels: {app: leader}}, topologyKey: kubernetes.io/hostname}]}}",
+                ),
+                pod("leader", "{app: leader}", "100m", ""),
+            ),
         )
-        .expects([Exp::AllPlaced, Exp::SameZone(&["follower", "leader"])])
+        .expects([Exp::AllPlaced, Exp::NewNodes(2), Exp::SameZone(&["follower", "leader"]), Exp::Apart(&["follower", "leader"])])
         .broken([Edit::Shift("follower")], "InterPodAffinity"),
         // Anti-affinity: a node without the term's key is not constrained by it.
         case(

@@ -28,7 +28,7 @@ fn load(paths: &[&str]) -> Workload {
 
 /// Every planner the acceptance cases must hold for.
 fn planners() -> Vec<Solver> {
-    vec![Solver::Greedy]
+    vec![Solver::Greedy, Solver::Milp]
 }
 
 fn plan(w: &Workload, solver: Solver) -> Plan {
