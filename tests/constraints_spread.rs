@@ -320,6 +320,31 @@ fn karpenter_rule_custom_key_domains_from_nodepool_requirements() {
         .run();
 }
 
+/// A NodePool whose limits leave no room for a single node creates no domain. Karpenter keeps the
+/// domains of a pool at its limits (so capacity-spread 3 would stay at 0 and cap 1 and 2 at one pod
+/// each); stowage takes rule (b) literally, "domains NodePools can create", which is also what
+/// kube-scheduler sees (no node, no domain): three pods go 2/1 over capacity-spread 1 and 2.
+#[test]
+fn unlike_karpenter_a_nodepool_at_its_limits_creates_no_domain() {
+    let docs = format!(
+        "{}{}{}",
+        pool("od-np", "[{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}, {key: capacity-spread, operator: In, values: [\"1\", \"2\"]}]"),
+        pool_full("spot-np", "[{key: karpenter.sh/capacity-type, operator: In, values: [spot]}, {key: capacity-spread, operator: In, values: [\"3\"]}]", "", "", "limits: {cpu: \"1\"}"),
+        pods(3, "web", WEB, "100m", &spreads(&[tsc("capacity-spread", 1, "")])),
+    );
+    case("spot-np at its limits", docs)
+        .expects([Exp::AllPlaced, Exp::PoolNodes("spot-np", 0), Exp::Custom("capacity-spread 2/1", |p, _| {
+            let mut per: std::collections::BTreeMap<&str, usize> = Default::default();
+            for n in &p.new_nodes {
+                *per.entry(n.labels["capacity-spread"].as_str()).or_default() += n.pods.len();
+            }
+            let mut counts: Vec<usize> = per.values().copied().collect();
+            counts.sort();
+            if counts == [1, 2] { Ok(()) } else { Err(format!("{per:?}")) }
+        })])
+        .run();
+}
+
 /// Existing eligible nodes add their domains even where no NodePool can launch: zone-d holds 0 pods and
 /// its only node is full, so every other zone is capped at 1 (as in kube-scheduler).
 #[test]

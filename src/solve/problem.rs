@@ -20,7 +20,7 @@ use crate::domain::pod::{Pod, PodId};
 use crate::domain::resources::Resources;
 use crate::domain::taints::Taint;
 use crate::domain::Cluster;
-use crate::semantics::{daemonsets, node_affinity, nodepool, ports, spread, taints, volumes, Plugin, Reject};
+use crate::semantics::{daemonsets, limits, node_affinity, nodepool, ports, spread, taints, volumes, Plugin, Reject};
 use crate::weights::Weights;
 
 /// A configuration's labels restricted to the relevant keys.
@@ -453,6 +453,11 @@ impl<'a> Problem<'a> {
     /// The domain universe a spread constraint of a pod sees from NodePools (rule b): values of the
     /// key over configurations that pass the constraint's inclusion policies. Volume topology is not
     /// applied (rule a).
+    ///
+    /// A configuration the NodePool's limits forbid even as the pool's next node (given its existing
+    /// and in-flight nodes) creates no domain. Karpenter keeps the domains of a pool at its limits;
+    /// rule (b) counts the domains NodePools *can create*, and kube-scheduler never sees a domain
+    /// without a node, so counting one that cannot be created would only leave pods pending.
     pub fn pool_domains(&self, pod: &Pod, ci: usize) -> BTreeSet<String> {
         let c = &pod.spread[ci];
         let mut out = BTreeSet::new();
@@ -460,6 +465,11 @@ impl<'a> Problem<'a> {
             return out;
         }
         for f in &self.configs {
+            if let Some(l) = &self.cluster.nodepools[f.pool].limits
+                && limits::check(l, &self.usage[f.pool].capacity, self.usage[f.pool].nodes, &f.capacity).is_err()
+            {
+                continue;
+            }
             if !spread::has_all_keys(pod, &with_hostname(&f.labels)) {
                 continue;
             }
