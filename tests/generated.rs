@@ -397,6 +397,27 @@ const SCENARIO_TEXTS: [&str; 6] = [
     include_str!("fixtures/seed-1-rescale/volumes.yaml"),
 ];
 
+/// Every `memory: <n>Mi` request becomes 4·10^18 bytes (in range, but three of them pass i64) and
+/// every node offers 9·10^18.
+fn huge_memory(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("memory: ") {
+        out.push_str(&rest[..i + 8]);
+        rest = &rest[i + 8..];
+        let digits = rest.chars().take_while(char::is_ascii_digit).count();
+        if digits > 0 && rest[digits..].starts_with("Mi") {
+            out.push_str("\"4000000000000000000\"");
+            rest = &rest[digits + 2..];
+        } else if rest.starts_with("16Gi") {
+            out.push_str("\"9000000000000000000\"");
+            rest = &rest[4..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Loads a text, and if it loads, plans and checks it: none of it may panic.
 fn load_plan_check(text: &str) {
     let Ok(w) = input::load_texts([(Path::new("fuzz.yaml"), text)]) else { return };
@@ -584,6 +605,14 @@ proptest! {
         let _ = stowage::catalog::parse("fuzz.yaml", &text);
         let _ = Plan::from_json(&text);
         let _ = Weights::parse("fuzz.yaml", &text);
+    }
+
+    /// Generated workloads with memory in the exabyte range: each quantity is within range, but sums
+    /// over containers and pods pass i64; they must load, plan and check without overflowing.
+    #[test]
+    fn huge_quantities_never_overflow(g in workload_strategy()) {
+        let text = huge_memory(&render(&g));
+        load_plan_check(&text);
     }
 
     /// Scenario files with random edits.

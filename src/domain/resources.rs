@@ -3,6 +3,10 @@
 //! CPU is kept in millicores; every other resource in whole units (bytes for memory and ephemeral
 //! storage, counts for pods and extended resources), which is how kube-scheduler's NodeResourcesFit
 //! compares them (`MilliValue()` for cpu, `Value()` for the rest).
+//!
+//! Arithmetic saturates at the bounds of `i64`: every quantity the loader accepts is below 9·10^18, but
+//! sums over containers, pods or nodes can pass `i64::MAX`; saturated, such a request simply fits no
+//! node instead of overflowing.
 
 use std::fmt;
 
@@ -78,24 +82,24 @@ impl Resources {
     }
 
     pub fn add(&mut self, other: &Resources) {
-        self.cpu_m += other.cpu_m;
-        self.memory += other.memory;
-        self.ephemeral += other.ephemeral;
-        self.pods += other.pods;
+        self.cpu_m = self.cpu_m.saturating_add(other.cpu_m);
+        self.memory = self.memory.saturating_add(other.memory);
+        self.ephemeral = self.ephemeral.saturating_add(other.ephemeral);
+        self.pods = self.pods.saturating_add(other.pods);
         for (n, v) in &other.extended {
             let cur = self.get(n);
-            self.set(n, cur + v);
+            self.set(n, cur.saturating_add(*v));
         }
     }
 
     pub fn sub(&mut self, other: &Resources) {
-        self.cpu_m -= other.cpu_m;
-        self.memory -= other.memory;
-        self.ephemeral -= other.ephemeral;
-        self.pods -= other.pods;
+        self.cpu_m = self.cpu_m.saturating_sub(other.cpu_m);
+        self.memory = self.memory.saturating_sub(other.memory);
+        self.ephemeral = self.ephemeral.saturating_sub(other.ephemeral);
+        self.pods = self.pods.saturating_sub(other.pods);
         for (n, v) in &other.extended {
             let cur = self.get(n);
-            self.set(n, cur - v);
+            self.set(n, cur.saturating_sub(*v));
         }
     }
 
@@ -126,9 +130,9 @@ impl Resources {
     }
 
     pub fn scaled(&self, k: i64) -> Resources {
-        let mut r = Resources::new(self.cpu_m * k, self.memory * k, self.ephemeral * k, self.pods * k);
+        let mut r = Resources::new(self.cpu_m.saturating_mul(k), self.memory.saturating_mul(k), self.ephemeral.saturating_mul(k), self.pods.saturating_mul(k));
         for (n, v) in &self.extended {
-            r.set(n, v * k);
+            r.set(n, v.saturating_mul(k));
         }
         r
     }
@@ -245,6 +249,17 @@ mod tests {
         assert_eq!(gpu.first_shortage(&free), Some("nvidia.com/gpu"));
         let big = Resources::new(1001, 0, 0, 1);
         assert_eq!(big.first_shortage(&free), Some(CPU));
+    }
+
+    #[test]
+    fn arithmetic_saturates() {
+        let huge = Resources::new(0, 4_000_000_000_000_000_000, 0, 1).with("nvidia.com/gpu", i64::MAX);
+        let sum = huge.plus(&huge).plus(&huge);
+        assert_eq!(sum.memory, i64::MAX);
+        assert_eq!(sum.get("nvidia.com/gpu"), i64::MAX);
+        assert_eq!(Resources::default().minus(&sum).memory, -i64::MAX);
+        assert_eq!(huge.scaled(3).memory, i64::MAX);
+        assert!(!sum.fits_in(&huge));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::domain::resources::{format_amount, Resources};
 /// Checks the pool's usage after adding a node of capacity `add` to `used` / `used_nodes`.
 pub fn check(limits: &PoolLimits, used: &Resources, used_nodes: i64, add: &Resources) -> Result<(), String> {
     for name in &limits.limited {
-        let total = used.get(name) + add.get(name);
+        let total = used.get(name).saturating_add(add.get(name));
         let limit = limits.resources.get(name);
         if total > limit {
             return Err(format!(
@@ -24,9 +24,9 @@ pub fn check(limits: &PoolLimits, used: &Resources, used_nodes: i64, add: &Resou
         }
     }
     if let Some(n) = limits.nodes
-        && used_nodes + 1 > n
+        && used_nodes.saturating_add(1) > n
     {
-        return Err(format!("NodePool limit exceeded: nodes {} > {n}", used_nodes + 1));
+        return Err(format!("NodePool limit exceeded: nodes {} > {n}", used_nodes.saturating_add(1)));
     }
     Ok(())
 }
