@@ -136,7 +136,9 @@ impl Plan {
     /// Recomputes `costPerHour`, `syntheticPrices`, the per-node pod lists and the totals from
     /// `newNodes` and `placements` (the authoritative parts).
     pub fn finish(&mut self) {
-        self.cost_per_hour = self.new_nodes.iter().map(|n| n.price_per_hour).sum();
+        // fold from +0.0: `sum()` of no f64 is -0.0, which would print as "-0.0" in every plan
+        // without new nodes.
+        self.cost_per_hour = self.new_nodes.iter().map(|n| n.price_per_hour).fold(0.0, |a, b| a + b);
         self.synthetic_prices = self.new_nodes.iter().any(|n| n.price_source == "synthetic");
         let mut by_node: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         for p in &self.placements {

@@ -254,6 +254,7 @@ impl Case {
             let again = make_plan(&w, self.catalog, &Weights::default(), solver).unwrap_or_else(|e| panic!("{ctx}: planning failed: {e}"));
             assert_eq!(strip_times(&plan), strip_times(&again), "{ctx}: planning is not deterministic");
             let dump = || format!("plan:\n{}", summary(&plan));
+            assert!(plan.cost_per_hour >= 0.0 && plan.cost_per_hour.is_sign_positive(), "{ctx}: costPerHour {}", plan.cost_per_hour);
             for e in &self.expect {
                 if let Err(msg) = expectation(e, &plan, &w) {
                     panic!("{ctx}: expectation {e:?} fails: {msg}\n{}", dump());
