@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test tier: unit and integration tests (HiGHS, the planners, the checker), clippy.
+# The e2e tier (tests/e2e_*.rs: a real control plane and moto, docs/control-plane.md) runs in `cargo test`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 scripts/setup.sh
 start=$(date +%s)
+# The e2e tier needs the control-plane binaries (built from Go modules into $STOWAGE_CACHE; minutes when
+# cold, under a second when current) and the moto venv. Both steps are idempotent.
+tests/control-plane/build.sh
+tests/moto/moto.sh venv
 cargo build --all-targets --quiet
 cargo test --quiet
 cargo clippy --all-targets --quiet -- -D warnings

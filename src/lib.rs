@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod check;
 pub mod cli;
 pub mod domain;
+pub mod e2e;
 pub mod input;
 pub mod plan;
 pub mod semantics;
