@@ -108,12 +108,70 @@ pub fn load_texts<'a>(texts: impl IntoIterator<Item = (&'a Path, &'a str)>) -> R
     }
     let (mut objects, warnings, type_errors) = objects::type_all(&raws);
     errors.extend(type_errors);
+    if errors.is_empty() {
+        errors.extend(check_templates(&objects));
+    }
     if !errors.is_empty() {
         return Err(LoadError(errors));
     }
     expand::expand(&mut objects);
     let cluster = build(&objects).map_err(LoadError)?;
     Ok(Workload { cluster, objects, warnings })
+}
+
+/// Converts every controller's pod template once, before expansion, so that an invalid template is
+/// reported on the controller and its `spec.template.spec...` field, once, rather than on each pod the
+/// controller would create (pods and fields that are not in the file). Volumes are resolved per pod
+/// later: StatefulSets add their claims only when they expand.
+fn check_templates(o: &Objects) -> Vec<InputError> {
+    use k8s_openapi::api::core::v1::PodTemplateSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    let mut templates: Vec<(&Source, String, &ObjectMeta, Option<&PodTemplateSpec>)> = Vec::new();
+    for d in &o.deployments {
+        templates.push((&d.source, "Deployment".into(), &d.obj.metadata, d.obj.spec.as_ref().map(|s| &s.template)));
+    }
+    for r in &o.replicasets {
+        templates.push((&r.source, "ReplicaSet".into(), &r.obj.metadata, r.obj.spec.as_ref().and_then(|s| s.template.as_ref())));
+    }
+    for s in &o.statefulsets {
+        templates.push((&s.source, "StatefulSet".into(), &s.obj.metadata, s.obj.spec.as_ref().map(|s| &s.template)));
+    }
+    for j in &o.jobs {
+        templates.push((&j.source, "Job".into(), &j.obj.metadata, j.obj.spec.as_ref().map(|s| &s.template)));
+    }
+    let none = BTreeMap::new();
+    let mut errors = Vec::new();
+    for (source, kind, md, template) in templates {
+        let Some(template) = template else { continue };
+        let ns = md.namespace.clone().unwrap_or_else(|| "default".into());
+        let name = md.name.clone().unwrap_or_default();
+        let ctx = convert::Ctx { source, object: format!("{kind} {ns}/{name}") };
+        if let Err(e) = convert::pod(&ctx, &template_pod(&ns, &name, template), 0, VolumeNeeds::default(), &none) {
+            errors.push(in_template(e));
+        }
+    }
+    errors
+}
+
+/// A pod as a controller would create it from its template (for checking the template).
+fn template_pod(ns: &str, name: &str, template: &k8s_openapi::api::core::v1::PodTemplateSpec) -> k8s_openapi::api::core::v1::Pod {
+    k8s_openapi::api::core::v1::Pod {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(ns.to_string()),
+            labels: template.metadata.as_ref().and_then(|m| m.labels.clone()),
+            ..Default::default()
+        },
+        spec: template.spec.clone(),
+        status: None,
+    }
+}
+
+/// A pod's field seen from the controller holding its template.
+fn in_template(mut e: InputError) -> InputError {
+    e.field = e.field.map(|f| format!("spec.template.{f}"));
+    e
 }
 
 /// Builds the domain snapshot from typed, expanded objects.
@@ -210,17 +268,8 @@ pub fn build(o: &Objects) -> Result<Cluster, Vec<InputError>> {
         let name = md.name.clone().unwrap_or_default();
         let ctx = convert::Ctx { source: &d.source, object: format!("DaemonSet {ns}/{name}") };
         let template = d.obj.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
-        let pod = k8s_openapi::api::core::v1::Pod {
-            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                name: Some(format!("{name}-daemon")),
-                namespace: Some(ns.clone()),
-                labels: template.metadata.as_ref().and_then(|m| m.labels.clone()),
-                ..Default::default()
-            },
-            spec: template.spec.clone(),
-            status: None,
-        };
-        match convert::pod(&ctx, &pod, u32::MAX, VolumeNeeds::default(), &namespaces) {
+        let pod = template_pod(&ns, &format!("{name}-daemon"), &template);
+        match convert::pod(&ctx, &pod, u32::MAX, VolumeNeeds::default(), &namespaces).map_err(in_template) {
             Ok(mut t) => {
                 t.owner = Some(Owner { kind: "DaemonSet".into(), name: name.clone() });
                 c.daemonsets.push(DaemonSet { namespace: ns, name, template: t });
