@@ -62,7 +62,18 @@ impl Weights {
 
     pub fn parse(file: &str, text: &str) -> Result<Weights, WeightsError> {
         let err = |message: String| WeightsError { file: file.to_string(), message };
-        let mut w: Weights = serde_saphyr::from_str(text).map_err(|e| err(format!("{e}")))?;
+        // Through serde_path_to_error, so that a value of the wrong type names its field (`spot.perNode`).
+        let mut path = String::new();
+        let mut w: Weights = serde_saphyr::with_deserializer_from_str(text, |de| {
+            serde_path_to_error::deserialize::<_, Weights>(de).map_err(|e| {
+                path = e.path().to_string();
+                e.into_inner()
+            })
+        })
+        .map_err(|e| match path.as_str() {
+            "" | "." => err(format!("{e}")),
+            p => err(format!("{p}: {e}")),
+        })?;
         if w.schema != SCHEMA {
             return Err(err(format!("schema: expected {SCHEMA:?}, got {:?}", w.schema)));
         }

@@ -48,7 +48,19 @@ pub fn parse(file: &str, text: &str) -> Result<Catalog, CatalogError> {
         let de = &mut serde_json::Deserializer::from_str(text);
         serde_path_to_error::deserialize(de).map_err(|e| invalid(file, format!("{}: {}", e.path(), e.inner())))?
     } else {
-        serde_saphyr::from_str(text).map_err(|e| invalid(file, format!("invalid YAML: {e}")))?
+        // Through serde_path_to_error like JSON, so that a value of the wrong type names its field
+        // (`instanceTypes[0].offerings[0].price`), not only its line.
+        let mut path = String::new();
+        serde_saphyr::with_deserializer_from_str(text, |de| {
+            serde_path_to_error::deserialize::<_, CatalogFile>(de).map_err(|e| {
+                path = e.path().to_string();
+                e.into_inner()
+            })
+        })
+        .map_err(|e| match path.as_str() {
+            "" | "." => invalid(file, format!("invalid YAML: {e}")),
+            p => invalid(file, format!("{p}: invalid YAML: {e}")),
+        })?
     };
     from_file(file, f)
 }
