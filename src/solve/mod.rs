@@ -205,12 +205,15 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
     plan
 }
 
+/// Pods and where they go, in bind order.
+pub type Placements = Vec<(PodId, Target)>;
+
 /// Finds a bind order for an outcome's placements in which every pod passes kube-scheduler's filters
 /// (all new nodes present from the start), if the simple search finds one: pods of required-affinity
 /// groups that start a domain go first (the first-pod exception needs an empty world), then pods are
 /// interleaved across domains per class (water-filling for spreads), and whatever fails is retried
 /// after the others until a pass places nothing. Returns the ordered placements and the failures.
-pub fn order_placements(p: &Problem, o: &Outcome) -> (Vec<(PodId, Target)>, Vec<(PodId, Reject)>) {
+pub fn order_placements(p: &Problem, o: &Outcome) -> (Placements, Vec<(PodId, Reject)>) {
     let (mut fs, ix) = scheduler_state(p, &o.new_nodes);
     let node_of = |t: Target| match t {
         Target::Existing(n) => n,

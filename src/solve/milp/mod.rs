@@ -213,7 +213,10 @@ pub fn solve(p: &Problem, greedy: &Outcome, greedy_objective: f64, deadline: Ins
     let mut rounds = 0;
     let mut lower_bound = None;
     let mut note = String::new();
-    while !complete {
+    for _ in 0.. {
+        if complete {
+            break;
+        }
         let left = cg_deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             note.push_str("column generation stopped at its time share; ");

@@ -134,7 +134,7 @@ fn fill(m: &Master, f: usize, cand: &[(usize, f64)]) -> Option<Pattern> {
                 if g.key == keys::HOSTNAME {
                     let has_target = g.free_targets.iter().any(|&q| counts.iter().any(|x| x.0 == q));
                     let first_ok = g.self_match && !g.any_existing;
-                    if !has_target && !(first_ok && pass == 1) {
+                    if !(has_target || first_ok && pass == 1) {
                         continue;
                     }
                 }
@@ -143,9 +143,9 @@ fn fill(m: &Master, f: usize, cand: &[(usize, f64)]) -> Option<Pattern> {
             if s.one_per_node[c] {
                 k = k.min(1);
             }
-            for d in 0..s.dims.len() {
-                if s.req[c][d] > 0 {
-                    k = k.min(left[d] / s.req[c][d]);
+            for (l, &q) in left.iter().zip(&s.req[c]) {
+                if q > 0 {
+                    k = k.min(l / q);
                 }
             }
             for (h, hs) in s.hspread.iter().enumerate() {
@@ -161,8 +161,8 @@ fn fill(m: &Master, f: usize, cand: &[(usize, f64)]) -> Option<Pattern> {
             if k <= 0 {
                 continue;
             }
-            for d in 0..s.dims.len() {
-                left[d] -= s.req[c][d] * k;
+            for (l, &q) in left.iter_mut().zip(&s.req[c]) {
+                *l -= q * k;
             }
             for (h, hs) in s.hspread.iter().enumerate() {
                 if hs.members.binary_search(&c).is_ok() {
@@ -342,9 +342,9 @@ fn enum_rec(m: &Master, classes: &[usize], i: usize, cur: &mut Vec<(usize, u32)>
     if s.one_per_node[c] {
         cap = cap.min(1);
     }
-    for d in 0..s.dims.len() {
-        if s.req[c][d] > 0 {
-            cap = cap.min(left[d] / s.req[c][d]);
+    for (l, &q) in left.iter().zip(&s.req[c]) {
+        if q > 0 {
+            cap = cap.min(l / q);
         }
     }
     if cur.iter().any(|&(q, _)| s.host_conflicts[c].contains(&q) || s.port_conflicts[c].contains(&q)) {
@@ -352,16 +352,16 @@ fn enum_rec(m: &Master, classes: &[usize], i: usize, cur: &mut Vec<(usize, u32)>
     }
     for k in 0..=cap.max(0) {
         if k > 0 {
-            for d in 0..s.dims.len() {
-                left[d] -= s.req[c][d] * k;
+            for (l, &q) in left.iter_mut().zip(&s.req[c]) {
+                *l -= q * k;
             }
             cur.push((c, k as u32));
         }
         let ok = enum_rec(m, classes, i + 1, cur, left, out, limit);
         if k > 0 {
             cur.pop();
-            for d in 0..s.dims.len() {
-                left[d] += s.req[c][d] * k;
+            for (l, &q) in left.iter_mut().zip(&s.req[c]) {
+                *l += q * k;
             }
         }
         if !ok {

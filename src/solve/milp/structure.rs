@@ -14,6 +14,9 @@ use crate::semantics::{interpod, node_affinity, ports, selectors, spread, taints
 use crate::solve::problem::Problem;
 use crate::solve::scheduler_state;
 
+/// Identity of a spread group: key, selector, namespace, eligibility, maxSkew, minDomains, hard.
+type SpreadKey = (String, Option<LabelSelector>, String, Eligibility, i32, i32, bool);
+
 /// Nodes a constraint counts: the node must carry `all_keys` and pass the inclusion policies.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Eligibility {
@@ -199,7 +202,7 @@ impl Structure {
 
         // Spread groups (non-hostname) and hostname spreads.
         let mut spread: Vec<SpreadGroup> = Vec::new();
-        let mut spread_ix: FxHashMap<(String, Option<LabelSelector>, String, Eligibility, i32, i32, bool), usize> = FxHashMap::default();
+        let mut spread_ix: FxHashMap<SpreadKey, usize> = FxHashMap::default();
         let mut hspread: Vec<HostSpread> = Vec::new();
         let mut hspread_ix: FxHashMap<(Option<LabelSelector>, String, Eligibility, i32), usize> = FxHashMap::default();
         for c in 0..nc {
