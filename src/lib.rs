@@ -5,6 +5,7 @@
 //! and Kubernetes objects into domain values. Only `cloud`, `controller` and the CLI touch the network.
 
 pub mod api;
+pub mod bench;
 pub mod catalog;
 pub mod check;
 pub mod cli;

@@ -3,6 +3,7 @@
 //
 //	karpenter-peer [--catalog CATALOG.json] [--out PLAN.json] [--concurrency N]
 //	               [--preference-policy Respect|Ignore] WORKLOAD_FILE...
+//	karpenter-peer generate-benchmark --pods N [--out FILE[.gz]] [--seed 42]   (generate.go)
 package main
 
 import (
@@ -101,6 +102,16 @@ func parseArgs(args []string) (*cliOptions, error) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "generate-benchmark" {
+		if err := runGenerateBenchmark(os.Args[2:]); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				os.Exit(0)
+			}
+			warnf("generate-benchmark: %v", err)
+			os.Exit(2)
+		}
+		return
+	}
 	o, err := parseArgs(os.Args[1:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

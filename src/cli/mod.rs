@@ -119,6 +119,14 @@ pub enum Command {
         #[arg(short, long, value_enum, default_value = "json")]
         output: Output,
     },
+    /// Run every planner (and weights profile, and optionally Karpenter's scheduler) on every workload
+    /// of the benchmark corpus; check every plan; write tables, CSV, JSON and SVG figures.
+    Bench(crate::bench::cli::BenchArgs),
+    /// Write benchmark corpus files (benches/workloads/README.md says which command made each).
+    Corpus {
+        #[command(subcommand)]
+        command: crate::bench::cli::CorpusCommand,
+    },
     /// Print the CustomResourceDefinitions of NodePool, NodeClaim and EC2NodeClass.
     Crds {
         #[arg(short, long, value_enum, default_value = "yaml")]
@@ -301,6 +309,8 @@ pub fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(e),
         },
+        Command::Bench(args) => crate::bench::cli::bench(args),
+        Command::Corpus { command } => crate::bench::cli::corpus_command(command),
         Command::Crds { output } => {
             let crds = crate::api::crds();
             let r = match output {

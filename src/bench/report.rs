@@ -1,0 +1,256 @@
+//! The bench's outputs: Markdown tables (for people and the README), CSV and JSON (for tools).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::{Results, Row};
+
+fn f(x: Option<f64>, digits: usize) -> String {
+    match x {
+        Some(v) if v.is_finite() => format!("{v:.digits$}"),
+        _ => "-".into(),
+    }
+}
+
+fn u(x: Option<usize>) -> String {
+    x.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
+}
+
+fn pct(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v.is_finite() => format!("{:.2}%", v * 100.0),
+        _ => "-".into(),
+    }
+}
+
+/// The checker's verdict as a table cell.
+pub fn verdict(r: &Row) -> String {
+    if let Some(e) = &r.error {
+        return format!("ERROR: {}", one_line(e, 80));
+    }
+    match r.valid {
+        Some(true) => "valid".into(),
+        Some(false) => format!("INVALID ({}): {}", r.violations, one_line(r.first_violation.as_deref().unwrap_or(""), 80)),
+        None => "-".into(),
+    }
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let s = s.replace(['\n', '|'], " ");
+    if s.chars().count() > max { format!("{}…", s.chars().take(max).collect::<String>()) } else { s }
+}
+
+/// Every row: cost, nodes, unschedulable pods, time, lower bound, gap, and the ratios.
+pub fn main_table(res: &Results) -> String {
+    let mut s = String::new();
+    s.push_str("| workload | pods | planner | weights | $/h | nodes | unsched | time ms | lower bound | gap | status | ×greedy | ×bound | check |\n");
+    s.push_str("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|\n");
+    for r in &res.rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.workload,
+            r.pods,
+            r.planner,
+            r.weights,
+            f(r.cost_per_hour, 4),
+            u(r.nodes),
+            u(r.unschedulable),
+            f(r.time_ms, 1),
+            f(r.lower_bound, 4),
+            pct(r.gap),
+            r.status,
+            f(r.vs_greedy, 4),
+            f(r.vs_lower_bound, 4),
+            verdict(r)
+        );
+    }
+    s
+}
+
+/// stowage (MILP, else greedy, under the first weights profile) beside Karpenter, per workload the peer ran on.
+pub fn peer_table(res: &Results) -> String {
+    let peers: Vec<&Row> = res.rows.iter().filter(|r| r.planner == "karpenter").collect();
+    if peers.is_empty() {
+        return String::new();
+    }
+    let first_weights = res.settings.weights.first().cloned().unwrap_or_default();
+    let mut s = String::new();
+    s.push_str("| workload | pods | stowage | stowage $/h | Karpenter $/h | cost stowage/Karpenter | stowage nodes | Karpenter nodes | Karpenter unsched | stowage ms | Karpenter ms | time stowage/Karpenter | Karpenter wall ms | Karpenter check |\n");
+    s.push_str("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for k in peers {
+        let ours = ["milp", "greedy"].iter().find_map(|p| res.rows.iter().find(|r| r.workload == k.workload && r.planner == *p && r.weights == first_weights && r.error.is_none()));
+        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            k.workload,
+            k.pods,
+            ours.map(|o| o.planner.as_str()).unwrap_or("-"),
+            f(ours.and_then(|o| o.cost_per_hour), 4),
+            f(k.cost_per_hour, 4),
+            f(ratio(ours.and_then(|o| o.cost_per_hour), k.cost_per_hour), 4),
+            u(ours.and_then(|o| o.nodes)),
+            u(k.nodes),
+            u(k.unschedulable),
+            f(ours.and_then(|o| o.time_ms), 1),
+            f(k.time_ms, 1),
+            f(ratio(ours.and_then(|o| o.time_ms), k.time_ms), 3),
+            f(k.wall_ms, 0),
+            verdict(k)
+        );
+    }
+    s
+}
+
+pub fn replay_table(res: &Results) -> String {
+    if res.replays.is_empty() {
+        return String::new();
+    }
+    let mut s = String::new();
+    s.push_str("| replay | planner | pods | batches | total $ | node-hours | nodes launched | peak nodes | never placed | invalid plans | fallbacks | planner s |\n");
+    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for r in &res.replays {
+        if let Some(e) = &r.error {
+            let _ = writeln!(s, "| {} | {} | ERROR: {} |||||||||| |", r.name, r.planner, one_line(e, 100));
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.2} | {:.1} | {} | {} | {} | {} | {} | {:.1} |",
+            r.name,
+            r.planner,
+            r.pods,
+            r.batches,
+            r.total_cost,
+            r.node_hours,
+            r.nodes_launched,
+            r.peak_nodes,
+            r.never_placed,
+            r.invalid_plans,
+            r.fallbacks,
+            r.plan_ms / 1000.0
+        );
+    }
+    s
+}
+
+/// All tables as one Markdown document.
+pub fn markdown(res: &Results) -> String {
+    let mut s = String::new();
+    let st = &res.settings;
+    let _ = writeln!(
+        s,
+        "Settings: time budget {} ms, gap {}, HiGHS threads {}, {} parallel workers, solvers {}, weights {}{}.\n",
+        st.time_budget_ms,
+        st.gap,
+        st.threads,
+        st.jobs,
+        st.solvers.join(", "),
+        st.weights.join(", "),
+        if st.peer.is_some() { ", peer karpenter" } else { "" }
+    );
+    s.push_str(&main_table(res));
+    let p = peer_table(res);
+    if !p.is_empty() {
+        s.push_str("\nstowage vs Karpenter:\n\n");
+        s.push_str(&p);
+    }
+    let r = replay_table(res);
+    if !r.is_empty() {
+        s.push_str("\nTrace replays:\n\n");
+        s.push_str(&r);
+    }
+    s
+}
+
+fn csv_cell(s: &str) -> String {
+    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+}
+
+fn csv_f(x: Option<f64>) -> String {
+    x.filter(|v| v.is_finite()).map(|v| format!("{v}")).unwrap_or_default()
+}
+
+pub fn csv(res: &Results) -> String {
+    let mut s = String::from(
+        "workload,group,pods,catalog,planner,weights,cost_per_hour,nodes,unschedulable,time_ms,wall_ms,status,objective,lower_bound,gap,vs_greedy,vs_lower_bound,valid,violations,first_violation,error\n",
+    );
+    for r in &res.rows {
+        let cells = [
+            csv_cell(&r.workload),
+            csv_cell(&r.group),
+            r.pods.to_string(),
+            csv_cell(&r.catalog),
+            csv_cell(&r.planner),
+            csv_cell(&r.weights),
+            csv_f(r.cost_per_hour),
+            r.nodes.map(|v| v.to_string()).unwrap_or_default(),
+            r.unschedulable.map(|v| v.to_string()).unwrap_or_default(),
+            csv_f(r.time_ms),
+            csv_f(r.wall_ms),
+            csv_cell(&r.status),
+            csv_f(r.objective),
+            csv_f(r.lower_bound),
+            csv_f(r.gap),
+            csv_f(r.vs_greedy),
+            csv_f(r.vs_lower_bound),
+            r.valid.map(|v| v.to_string()).unwrap_or_default(),
+            r.violations.to_string(),
+            csv_cell(r.first_violation.as_deref().unwrap_or("")),
+            csv_cell(r.error.as_deref().unwrap_or("")),
+        ];
+        s.push_str(&cells.join(","));
+        s.push('\n');
+    }
+    s
+}
+
+pub fn replay_csv(res: &Results) -> String {
+    let mut s = String::from("replay,planner,pods,windows,batches,total_cost,node_hours,nodes_launched,peak_nodes,never_placed,invalid_plans,fallbacks,plan_ms,error\n");
+    for r in &res.replays {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            csv_cell(&r.name),
+            r.planner,
+            r.pods,
+            r.windows,
+            r.batches,
+            r.total_cost,
+            r.node_hours,
+            r.nodes_launched,
+            r.peak_nodes,
+            r.never_placed,
+            r.invalid_plans,
+            r.fallbacks,
+            r.plan_ms,
+            csv_cell(r.error.as_deref().unwrap_or(""))
+        );
+    }
+    s
+}
+
+/// Writes `results.md`, `results.csv`, `replays.csv`, `results.json` and the figures into `dir`.
+pub fn write_all(res: &Results, dir: &Path) -> Result<Vec<String>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut written = Vec::new();
+    let mut put = |name: &str, text: String| -> Result<(), String> {
+        let p = dir.join(name);
+        std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?;
+        written.push(p.display().to_string());
+        Ok(())
+    };
+    put("results.md", markdown(res))?;
+    put("results.csv", csv(res))?;
+    if !res.replays.is_empty() {
+        put("replays.csv", replay_csv(res))?;
+    }
+    put("results.json", serde_json::to_string_pretty(res).map_err(|e| e.to_string())? + "\n")?;
+    put("cost-vs-bound.svg", super::plot::cost_vs_bound(res)?)?;
+    put("time-vs-pods.svg", super::plot::time_vs_pods(res)?)?;
+    Ok(written)
+}
