@@ -28,8 +28,14 @@ package main
 // resources block (no semantics).
 //
 // The NodePool is setupScheduler's test.NodePool: limits cpu 10000000 and memory 10000000Gi, no
-// requirements, taints or weight, nodeClassRef to the test provider's TestNodeClass "default", and
-// test.TemplateObjectMeta's template label testing/cluster=unspecified. The instance types are
+// requirements, taints or weight, and test.TemplateObjectMeta's template label testing/cluster=unspecified.
+// One deliberate difference: test.NodePool references the test provider's TestNodeClass; here the NodePool
+// references an EC2NodeClass "default" that the file also holds (AL2023, no kubelet settings). stowage models
+// only EC2NodeClasses (its loader wants the referenced EC2NodeClass, and new nodes carry the label
+// karpenter.k8s.aws/ec2nodeclass), while the peer would label Karpenter's nodes
+// karpenter.test.sh/testnodeclass, and the checker would reject every Karpenter node for that label alone.
+// The node class changes no capacity here (the fake types carry no AWS facts to recompute) and no pod
+// selects its label, so scheduling is the benchmark's. The instance types are
 // fake.InstanceTypes(400) = `stowage catalog generate --karpenter-benchmark 400`. The benchmark also sets
 // NumConcurrentReconciles(5): run the peer with --concurrency 5 on these files.
 
@@ -174,16 +180,31 @@ func benchNodePool() map[string]any {
 				"metadata": map[string]any{"labels": map[string]string{"testing/cluster": "unspecified"}},
 				"spec": map[string]any{
 					"requirements": []any{},
-					"nodeClassRef": map[string]any{"group": "karpenter.test.sh", "kind": "TestNodeClass", "name": "default"},
+					"nodeClassRef": map[string]any{"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
 				},
 			},
 		},
 	}
 }
 
-// benchmarkList is the whole file: a v1 List with the NodePool first, then the pods in creation order.
+func benchNodeClass() map[string]any {
+	return map[string]any{
+		"apiVersion": "karpenter.k8s.aws/v1",
+		"kind":       "EC2NodeClass",
+		"metadata":   map[string]any{"name": "default"},
+		"spec": map[string]any{
+			"role":                       "KarpenterNodeRole-benchmark",
+			"amiSelectorTerms":           []any{map[string]any{"alias": "al2023@latest"}},
+			"subnetSelectorTerms":        []any{map[string]any{"tags": map[string]string{"karpenter.sh/discovery": "benchmark"}}},
+			"securityGroupSelectorTerms": []any{map[string]any{"tags": map[string]string{"karpenter.sh/discovery": "benchmark"}}},
+		},
+	}
+}
+
+// benchmarkList is the whole file: a v1 List with the EC2NodeClass and the NodePool first, then the pods
+// in creation order.
 func benchmarkList(pods int, seed int64) ([]byte, error) {
-	items := append([]any{benchNodePool()}, diversePods(pods, seed)...)
+	items := append([]any{benchNodeClass(), benchNodePool()}, diversePods(pods, seed)...)
 	list := map[string]any{"apiVersion": "v1", "kind": "List", "items": items}
 	// One item per line keeps the file diffable before compression; encoding/json sorts map keys, so the
 	// bytes depend only on (pods, seed).
