@@ -178,19 +178,20 @@ impl<'p, 'a> Greedy<'p, 'a> {
         }
     }
 
-    fn domains(&mut self, class: usize, pod: &Pod, ci: usize) -> &BTreeSet<String> {
+    /// Makes sure the NodePool domain universes of every spread constraint of the class are cached.
+    fn ensure_domains(&mut self, class: usize, pod: &Pod) {
         let p = self.p;
-        self.pool_domains.entry((class, ci)).or_insert_with(|| p.pool_domains(pod, ci))
+        for ci in 0..pod.spread.len() {
+            self.pool_domains.entry((class, ci)).or_insert_with(|| p.pool_domains(pod, ci));
+        }
     }
 
     /// stowage's spread rule on top of kube-scheduler's: the domain universe also holds every domain a
-    /// NodePool can create (rule b), counted as empty; hostname optionally pessimistic.
-    fn wide_spread_ok(&mut self, class: usize, prep: &Prepared, pod: &Pod, labels: &Labels) -> bool {
+    /// NodePool can create (rule b), counted as empty; hostname optionally pessimistic. Needs
+    /// `ensure_domains` first.
+    fn wide_spread_ok(&self, class: usize, prep: &Prepared, pod: &Pod, labels: &Labels) -> bool {
         for k in 0..FilterState::spread_len(prep) {
-            let (ci, counts, min) = {
-                let (ci, counts, min) = self.fs.spread_view(prep, k);
-                (ci, counts.clone(), min)
-            };
+            let (ci, counts, min) = self.fs.spread_view(prep, k);
             let c = &pod.spread[ci];
             let Some(d) = labels.get(&c.key) else { return false };
             let match_num = counts.get(d).copied().unwrap_or(0);
@@ -201,8 +202,8 @@ impl<'p, 'a> Greedy<'p, 'a> {
                 }
                 continue;
             }
-            let universe = self.domains(class, pod, ci).clone();
-            let extra = universe.iter().filter(|u| !counts.contains_key(*u)).count();
+            let universe = &self.pool_domains[&(class, ci)];
+            let extra = universe.iter().filter(|u| !counts.contains_key(u.as_str())).count();
             let min_u = if extra > 0 { 0 } else { min.unwrap_or(0) };
             let gm = spread::global_min(Some(min_u), counts.len() + extra, c.min_domains);
             if !spread::skew_ok(match_num, self_match, gm, c.max_skew) {
@@ -212,37 +213,35 @@ impl<'p, 'a> Greedy<'p, 'a> {
         true
     }
 
-    fn node_labels(&self, ix: usize) -> &Labels {
-        &self.fs.nodes()[ix].labels
-    }
 
     fn place(&mut self, class: usize, id: PodId, order: &[usize]) -> Result<(), Reject> {
         let p = self.p;
         let pod = p.pod(id);
         self.ensure_skip_len();
+        self.ensure_domains(class, pod);
         let prep = self.fs.prepare(pod);
         let has_spread = FilterState::spread_len(&prep) > 0;
         let mut best: Option<((i64, i64, i64), usize)> = None;
-        let candidates: Vec<(i64, usize)> = self.free.range((pod.requests.cpu_m, 0)..).copied().collect();
-        for (free_cpu, ix) in candidates {
+        let mut newly_skipped = Vec::new();
+        for &(free_cpu, ix) in self.free.range((pod.requests.cpu_m, 0)..) {
             if self.skip[class][ix] {
                 continue;
             }
             if let Err(r) = self.fs.filter(&prep, pod, ix) {
                 if permanent(&r) {
-                    self.skip[class][ix] = true;
+                    newly_skipped.push(ix);
                 }
                 continue;
             }
-            let labels = self.node_labels(ix).clone();
-            if !self.wide_spread_ok(class, &prep, pod, &labels) {
+            let node = &self.fs.nodes()[ix];
+            if !self.wide_spread_ok(class, &prep, pod, &node.labels) {
                 continue;
             }
-            let soft = preferred_shortfall(pod, &labels, Some(&self.fs.nodes()[ix].name));
+            let soft = preferred_shortfall(pod, &node.labels, Some(&node.name));
             let balance: i64 = (0..FilterState::spread_len(&prep))
                 .map(|k| {
                     let (ci, counts, _) = self.fs.spread_view(&prep, k);
-                    labels.get(&pod.spread[ci].key).and_then(|d| counts.get(d)).copied().unwrap_or(0)
+                    node.labels.get(&pod.spread[ci].key).and_then(|d| counts.get(d)).copied().unwrap_or(0)
                 })
                 .sum();
             let key = (balance, soft, free_cpu);
@@ -252,6 +251,9 @@ impl<'p, 'a> Greedy<'p, 'a> {
             if !has_spread && pod.preferred_node.is_empty() {
                 break;
             }
+        }
+        for ix in newly_skipped {
+            self.skip[class][ix] = true;
         }
         if let Some((_, ix)) = best {
             self.commit(class, id, ix);
@@ -314,7 +316,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
             if c.key == keys::HOSTNAME {
                 cap = cap.min(c.max_skew as usize);
             } else {
-                let d = self.domains(class, pod, ci).len().max(1);
+                let d = self.pool_domains.get(&(class, ci)).map_or(1, |u| u.len().max(1));
                 cap = cap.min(self.remaining[class].div_ceil(d) + c.max_skew as usize - 1);
             }
         }
@@ -337,12 +339,11 @@ impl<'p, 'a> Greedy<'p, 'a> {
                 self.pool_rejects[class].entry(pool_name).or_insert(rj);
                 continue;
             }
-            let labels = sim.labels.clone();
-            if !self.wide_spread_ok(class, prep, pod, &labels) {
+            if !self.wide_spread_ok(class, prep, pod, &sim.labels) {
                 self.pool_rejects[class].entry(pool_name).or_insert_with(spread::reject_skew);
                 continue;
             }
-            let soft = preferred_shortfall(pod, &labels, None) as f64 * p.weights.soft.preferred_node_affinity;
+            let soft = preferred_shortfall(pod, &sim.labels, None) as f64 * p.weights.soft.preferred_node_affinity;
             // The cheapest configurations per pod of this class, then the look-ahead among them.
             let mut scored: Vec<(f64, usize)> = Vec::new();
             for &f in configs {

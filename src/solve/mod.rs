@@ -228,7 +228,10 @@ pub fn order_placements(p: &Problem, o: &Outcome) -> (Placements, Vec<(PodId, Re
         let dom: String = pod.spread.iter().map(|s| labels.get(&s.key).cloned().unwrap_or_default()).collect::<Vec<_>>().join("/");
         by_class.entry(c).or_default().entry(dom).or_default().push((id, t));
     }
+    // Affinity pods first (a first pod needs an empty world), then pods with hard spreads or
+    // anti-affinity (they count the members placed before them), then the rest.
     let mut first: Vec<(PodId, Target)> = Vec::new();
+    let mut middle: Vec<(PodId, Target)> = Vec::new();
     let mut rest: Vec<(PodId, Target)> = Vec::new();
     for (_, doms) in by_class {
         let mut lists: Vec<Vec<(PodId, Target)>> = doms.into_values().collect();
@@ -239,15 +242,19 @@ pub fn order_placements(p: &Problem, o: &Outcome) -> (Placements, Vec<(PodId, Re
         for _ in 0..longest {
             for lst in &mut lists {
                 if let Some(x) = lst.pop() {
-                    if p.pod(x.0).affinity.is_empty() {
-                        rest.push(x);
-                    } else {
+                    let pod = p.pod(x.0);
+                    if !pod.affinity.is_empty() {
                         first.push(x);
+                    } else if pod.spread.iter().any(|s| s.is_hard()) || !pod.anti_affinity.is_empty() {
+                        middle.push(x);
+                    } else {
+                        rest.push(x);
                     }
                 }
             }
         }
     }
+    first.extend(middle);
     first.extend(rest);
     let mut todo = first;
     let mut done = Vec::new();

@@ -428,20 +428,34 @@ impl<'a> Problem<'a> {
         let cluster = self.cluster;
         for class in &mut self.classes {
             let p = cluster.pod(class.rep);
-            for (fi, f) in self.configs.iter().enumerate() {
-                match static_check(cluster, p, f) {
-                    Ok(()) => class.compatible.push(fi as u32),
-                    Err(r) => {
-                        let pool = &cluster.nodepools[f.pool].name;
-                        class.rejections.entry(pool.clone()).or_insert(r);
+            let mut by_group: Vec<(usize, Vec<u32>)> = Vec::new();
+            // Everything but resources is decided per group (its configurations agree on every label
+            // the batch reads, the NodePool and the DaemonSets); resources per configuration.
+            for (g, configs) in self.groups.iter().enumerate() {
+                let rep = &self.configs[configs[0] as usize];
+                if let Err(r) = group_check(cluster, p, rep) {
+                    class.rejections.entry(cluster.nodepools[rep.pool].name.clone()).or_insert(r);
+                    continue;
+                }
+                let mut fits = Vec::new();
+                let mut shortage = None;
+                for &fi in configs {
+                    match crate::semantics::resources::fit(&p.requests, &self.configs[fi as usize].room()) {
+                        Ok(()) => fits.push(fi),
+                        Err(r) => shortage = Some(r),
                     }
                 }
+                if fits.is_empty() {
+                    if let Some(r) = shortage {
+                        class.rejections.entry(cluster.nodepools[rep.pool].name.clone()).or_insert(r);
+                    }
+                    continue;
+                }
+                class.compatible.extend(fits.iter().copied());
+                by_group.push((g, fits));
             }
-            let mut by_group: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
-            for &fi in &class.compatible {
-                by_group.entry(self.configs[fi as usize].group).or_default().push(fi);
-            }
-            class.by_group = by_group.into_iter().collect();
+            class.compatible.sort();
+            class.by_group = by_group;
             if self.configs.is_empty() {
                 for pool in &cluster.nodepools {
                     class.rejections.insert(pool.name.clone(), Reject::unresolvable(Plugin::NodePool, "no instance type offering satisfies the NodePool's requirements"));
@@ -464,17 +478,24 @@ impl<'a> Problem<'a> {
         if c.key == keys::HOSTNAME {
             return out;
         }
-        for f in &self.configs {
-            if let Some(l) = &self.cluster.nodepools[f.pool].limits
-                && limits::check(l, &self.usage[f.pool].capacity, self.usage[f.pool].nodes, &f.capacity).is_err()
-            {
+        for configs in &self.groups {
+            let rep = &self.configs[configs[0] as usize];
+            let Some(v) = rep.labels.get(&c.key) else { continue };
+            if out.contains(v) {
                 continue;
             }
-            if !spread::has_all_keys(pod, &with_hostname(&f.labels)) {
+            let room_in_limits = configs.iter().any(|&f| {
+                let f = &self.configs[f as usize];
+                self.cluster.nodepools[f.pool]
+                    .limits
+                    .as_ref()
+                    .is_none_or(|l| limits::check(l, &self.usage[f.pool].capacity, self.usage[f.pool].nodes, &f.capacity).is_ok())
+            });
+            if !room_in_limits {
                 continue;
             }
-            if spread::node_included(c, pod, &f.labels, &f.taints, None)
-                && let Some(v) = f.labels.get(&c.key)
+            if spread::hard(pod).all(|h| h.key == keys::HOSTNAME || rep.labels.contains_key(&h.key))
+                && spread::node_included(c, pod, &rep.labels, &rep.taints, None)
             {
                 out.insert(v.clone());
             }
@@ -487,18 +508,18 @@ impl<'a> Problem<'a> {
     }
 }
 
-fn with_hostname(l: &Labels) -> Labels {
-    let mut l = l.clone();
-    l.insert(keys::HOSTNAME.into(), "new".into());
-    l
-}
 
 /// Whether one pod could ever run on a node of this configuration (ignoring other pods).
 pub fn static_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject> {
+    group_check(cluster, p, f)?;
+    crate::semantics::resources::fit(&p.requests, &f.room())
+}
+
+/// [`static_check`] without resources: the same for every configuration of a group.
+pub fn group_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject> {
     taints::filter(&f.taints, false, &p.tolerations)?;
     node_affinity::filter(&p.node_matcher, &f.labels, None)?;
     volumes::filter(&p.volumes, &f.labels, None)?;
-    crate::semantics::resources::fit(&p.requests, &f.room())?;
     let ds_ports: Vec<_> = f.daemonsets.iter().flat_map(|&d| cluster.daemonsets[d].template.host_ports.iter().cloned()).collect();
     ports::filter(&ds_ports, &p.host_ports)?;
     for c in spread::hard(p) {
@@ -509,6 +530,16 @@ pub fn static_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject
     for t in &p.affinity {
         if t.key != keys::HOSTNAME && !f.labels.contains_key(&t.key) {
             return Err(crate::semantics::interpod::reject_affinity_missing_key());
+        }
+    }
+    // DaemonSet pods share every node of the configuration: hostname anti-affinity either way.
+    for &d in &f.daemonsets {
+        let ds = &cluster.daemonsets[d].template;
+        if p.anti_affinity.iter().any(|t| t.key == keys::HOSTNAME && crate::semantics::interpod::term_matches(t, ds)) {
+            return Err(crate::semantics::interpod::reject_anti_affinity());
+        }
+        if ds.anti_affinity.iter().any(|t| t.key == keys::HOSTNAME && crate::semantics::interpod::term_matches(t, p)) {
+            return Err(crate::semantics::interpod::reject_existing_anti_affinity());
         }
     }
     Ok(())

@@ -306,7 +306,9 @@ impl<'p, 'a> Master<'p, 'a> {
                 let (e, mbar) = (cnt as f64, hs.mbar as f64);
                 let cap0 = (s - e).max(0.0);
                 let cap1 = (s + mbar - e).max(0.0);
-                let members: Vec<usize> = hs.members.iter().copied().filter(|&c| self.assign_col.contains_key(&(c, t))).collect();
+                // Only constrained members are limited (they bind before the other members).
+                let members: Vec<usize> =
+                    hs.members.iter().copied().filter(|&c| hs.constrained.contains(&c) && self.assign_col.contains_key(&(c, t))).collect();
                 let constrained: Vec<usize> = hs.constrained.iter().copied().filter(|&c| self.assign_col.contains_key(&(c, t))).collect();
                 if constrained.is_empty() {
                     continue;

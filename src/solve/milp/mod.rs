@@ -77,12 +77,17 @@ fn warm_start(m: &mut Master, greedy: &Outcome) -> Option<Vec<f64>> {
     let mut z: FxHashMap<usize, f64> = FxHashMap::default();
     for (k, counts) in per_node.into_iter().enumerate() {
         let counts: Vec<(usize, u32)> = counts.into_iter().collect();
-        match pricing::complete(m, greedy.new_nodes[k], counts) {
-            Some(pat) => {
+        match pricing::validate(m, greedy.new_nodes[k], counts) {
+            Ok(pat) => {
                 let col = m.add_pattern(pat);
                 *z.entry(col).or_default() += 1.0;
             }
-            None => ok = false,
+            Err(why) => {
+                if std::env::var_os("STOWAGE_DEBUG_MILP").is_some() {
+                    eprintln!("milp: greedy node {k} is not a valid pattern: {why}");
+                }
+                ok = false;
+            }
         }
     }
     if !ok {

@@ -33,7 +33,12 @@ pub fn values(m: &Master, y: &[f64]) -> Vec<FxHashMap<usize, f64>> {
 }
 
 /// Completes a pattern's flags and checks its rules; None if invalid.
-pub fn complete(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Option<Pattern> {
+pub fn complete(m: &Master, config: usize, counts: Vec<(usize, u32)>) -> Option<Pattern> {
+    validate(m, config, counts).ok()
+}
+
+/// Like [`complete`], with the rule a pattern breaks.
+pub fn validate(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Result<Pattern, String> {
     counts.retain(|&(_, k)| k > 0);
     counts.sort();
     let p = m.p;
@@ -43,10 +48,10 @@ pub fn complete(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Opt
     let mut used = vec![0i64; s.dims.len()];
     for &(c, k) in &counts {
         if !s.class_groups[c].contains(&cfg.group) {
-            return None;
+            return Err(format!("class {c} may not use configuration group {}", cfg.group));
         }
         if s.one_per_node[c] && k > 1 {
-            return None;
+            return Err(format!("class {c} at most once per node, {k} given"));
         }
         for (d, u) in used.iter_mut().enumerate() {
             *u += s.req[c][d] * k as i64;
@@ -54,13 +59,13 @@ pub fn complete(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Opt
     }
     for (d, name) in s.dims.iter().enumerate() {
         if used[d] > room.get(name) {
-            return None;
+            return Err(format!("{name} {} exceeds room {}", used[d], room.get(name)));
         }
     }
     for &(c, _) in &counts {
         for &(q, _) in &counts {
             if q != c && (s.host_conflicts[c].contains(&q) || s.port_conflicts[c].contains(&q)) {
-                return None;
+                return Err(format!("classes {c} and {q} may not share a node"));
             }
         }
     }
@@ -69,10 +74,11 @@ pub fn complete(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Opt
     let mut low = Vec::new();
     for (h, hs) in s.hspread.iter().enumerate() {
         let members: u32 = hs.members.iter().map(|&c| count_of(c)).sum();
-        let constrained = hs.constrained.iter().any(|&c| count_of(c) > 0);
-        if constrained && members > hs.max_skew {
+        let limited: u32 = hs.members.iter().filter(|c| hs.constrained.contains(c)).map(|&c| count_of(c)).sum();
+        if limited > hs.max_skew {
+            let members = limited;
             if hs.mbar == 0 || members > hs.max_skew + hs.mbar {
-                return None;
+                return Err(format!("hostname spread {h}: {members} members above maxSkew {} (mbar {})", hs.max_skew, hs.mbar));
             }
             regime1.push(h);
         }
@@ -89,11 +95,11 @@ pub fn complete(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Opt
             continue;
         }
         if !g.self_match || g.any_existing {
-            return None;
+            return Err(format!("hostname affinity group {a} without a target on the node"));
         }
         first_pod.push(a);
     }
-    Some(Pattern { config, counts, regime1, low, first_pod })
+    Ok(Pattern { config, counts, regime1, low, first_pod })
 }
 
 /// Node-level dual value of a configuration (pool limits, node count).
@@ -119,7 +125,6 @@ fn fill(m: &Master, f: usize, cand: &[(usize, f64)]) -> Option<Pattern> {
     let mut left: Vec<i64> = s.dims.iter().map(|d| room.get(d)).collect();
     let mut counts: Vec<(usize, u32)> = Vec::new();
     let mut host_members: Vec<u32> = vec![0; s.hspread.len()];
-    let mut host_constrained: Vec<bool> = vec![false; s.hspread.len()];
     // Two passes: hostname-affinity classes may need their free target added first.
     for pass in 0..2 {
         for &(_, c, _) in &order {
@@ -149,13 +154,9 @@ fn fill(m: &Master, f: usize, cand: &[(usize, f64)]) -> Option<Pattern> {
                 }
             }
             for (h, hs) in s.hspread.iter().enumerate() {
-                let member = hs.members.binary_search(&c).is_ok();
-                let constrained = hs.constrained.contains(&c) || host_constrained[h];
-                if member && constrained {
+                if hs.members.binary_search(&c).is_ok() && hs.constrained.contains(&c) {
                     let limit = hs.max_skew + hs.mbar;
                     k = k.min(limit as i64 - host_members[h] as i64);
-                } else if hs.constrained.contains(&c) && host_members[h] > hs.max_skew + hs.mbar {
-                    k = 0;
                 }
             }
             if k <= 0 {
@@ -165,11 +166,8 @@ fn fill(m: &Master, f: usize, cand: &[(usize, f64)]) -> Option<Pattern> {
                 *l -= q * k;
             }
             for (h, hs) in s.hspread.iter().enumerate() {
-                if hs.members.binary_search(&c).is_ok() {
+                if hs.members.binary_search(&c).is_ok() && hs.constrained.contains(&c) {
                     host_members[h] += k as u32;
-                }
-                if hs.constrained.contains(&c) {
-                    host_constrained[h] = true;
                 }
             }
             counts.push((c, k as u32));
@@ -217,11 +215,13 @@ pub fn price(m: &Master, y: &[f64], vals: &[FxHashMap<usize, f64>], per_group: u
     out
 }
 
-/// Lagrangian correction for the lower bound: Σ_f U_f · min(0, cost_f − node_f − UB_f), where UB_f
-/// bounds the best pattern value of configuration f by a fractional knapsack in every resource (the
-/// smallest over resources), and U_f = ub_objective / cost_f bounds how many such nodes an optimal plan
-/// can use. Adding it to the restricted master's LP value gives a valid lower bound on the optimum.
-/// None if a configuration costs nothing (no such bound on its count).
+/// Lagrangian correction for the lower bound. Any plan better than the greedy one spends at most
+/// `ub_objective` on new nodes: Σ_f κ_f N_f ≤ ub_objective. Keeping that constraint in the Lagrangian
+/// with the restricted master's duals y, the columns not generated contribute at least
+/// `ub_objective · min(0, min_f (κ_f − μ_f − UB_f) / κ_f)`, where UB_f bounds the best pattern value of
+/// configuration f (a fractional knapsack in each resource and in each hostname-spread cap, the
+/// smallest) and μ_f is the node-level dual value. Added to the restricted master's LP value this is a
+/// lower bound on the model's optimum. None if a configuration costs nothing.
 pub fn lagrangian_correction(m: &Master, y: &[f64], vals: &[FxHashMap<usize, f64>], ub_objective: f64) -> Option<f64> {
     let p = m.p;
     let s = &m.s;
@@ -233,10 +233,10 @@ pub fn lagrangian_correction(m: &Master, y: &[f64], vals: &[FxHashMap<usize, f64
             }
         }
     }
-    let mut total = 0.0;
+    let mut worst: f64 = 0.0;
     for (g, cand) in by_group {
-        // Per dimension: classes by value per unit of that resource.
         let caps: Vec<f64> = cand.iter().map(|&(c, _)| if s.one_per_node[c] { 1.0 } else { s.n[c] as f64 }).collect();
+        // Per resource: classes by value per unit of that resource.
         let mut orders: Vec<Vec<usize>> = Vec::new();
         for d in 0..s.dims.len() {
             let mut ix: Vec<usize> = (0..cand.len()).collect();
@@ -247,11 +247,25 @@ pub fn lagrangian_correction(m: &Master, y: &[f64], vals: &[FxHashMap<usize, f64
             });
             orders.push(ix);
         }
+        // Hostname-spread caps, the same for every configuration of the group.
+        let mut cap_bound = f64::INFINITY;
+        for hs in &s.hspread {
+            let limited: Vec<usize> = (0..cand.len()).filter(|&i| hs.constrained.contains(&cand[i].0) && hs.members.binary_search(&cand[i].0).is_ok()).collect();
+            if limited.is_empty() {
+                continue;
+            }
+            let mut rest: f64 = (0..cand.len()).filter(|i| !limited.contains(i)).map(|i| cand[i].1 * caps[i]).sum();
+            let mut vals_l: Vec<f64> = limited.iter().map(|&i| cand[i].1).collect();
+            vals_l.sort_by(|a, b| b.total_cmp(a));
+            let slots = (hs.max_skew + hs.mbar) as usize;
+            rest += vals_l.iter().take(slots).sum::<f64>();
+            cap_bound = cap_bound.min(rest);
+        }
         for &f in &p.groups[g] {
             let f = f as usize;
             let cost = p.configs[f].cost;
             let room = p.configs[f].room();
-            let mut ub = f64::INFINITY;
+            let mut ub = cap_bound;
             for (d, name) in s.dims.iter().enumerate() {
                 let mut left = room.get(name) as f64;
                 let mut val = 0.0;
@@ -276,11 +290,11 @@ pub fn lagrangian_correction(m: &Master, y: &[f64], vals: &[FxHashMap<usize, f64
                 if cost <= 0.0 {
                     return None;
                 }
-                total += (ub_objective / cost).floor() * rc;
+                worst = worst.min(rc / cost);
             }
         }
     }
-    Some(total)
+    Some(ub_objective * worst)
 }
 
 /// Enumerates every valid pattern when there are few: per configuration group, every count vector

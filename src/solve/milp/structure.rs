@@ -71,7 +71,11 @@ pub struct SpreadGroup {
 #[derive(Clone, Debug)]
 pub struct HostSpread {
     pub max_skew: u32,
+    /// Classes the selector counts (all of them lower the global minimum when absent from a node).
     pub members: Vec<usize>,
+    /// Classes carrying the constraint. Only constrained members are limited per node: a bind order
+    /// exists that places constrained pods before the other members, and a pod that does not match
+    /// its own selector adds nothing.
     pub constrained: Vec<usize>,
     /// Smallest matching count over existing eligible nodes (0 without any): with regime 1 every node
     /// ends with at least this many and each may hold `max_skew + mbar`.
