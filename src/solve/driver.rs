@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use super::milp::{self, Options};
 use super::problem::Problem;
-use super::{greedy, objective, order_placements, Outcome};
+use super::{greedy, new_node_name, objective, order_placements, verify, Outcome, Placements, Target};
+use crate::domain::labels::keys;
+use crate::domain::node::Node;
 use crate::plan::{Phase, SolverReport, Status};
 
 #[derive(Clone, Copy, Debug)]
@@ -46,7 +48,7 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
     if p.batch.is_empty() {
         return (g, report(Status::Optimal, "no pending pods".into(), 0.0, Some(0.0), phases));
     }
-    let run = match milp::solve(p, &g, g_obj, deadline, opts.gap, Options { threads: opts.threads, seed: 0 }) {
+    let run = match milp::solve(p, &g, deadline, opts.gap, Options { threads: opts.threads, seed: 0 }) {
         Ok(r) => r,
         Err(e) => return (g, report(Status::Fallback, format!("MILP failed: {e}"), g_obj, None, phases)),
     };
@@ -66,15 +68,28 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
     let t3 = Instant::now();
     greedy::downsize(p, &mut o);
     let (ordered, failures) = order_placements(p, &o);
-    phases.push(Phase { name: "replay".into(), time_ms: ms(t3.elapsed()) });
-    if !failures.is_empty() {
+    let mut repaired = String::new();
+    if failures.is_empty() {
+        o.placements = ordered;
+    } else {
+        // Some pods only fit in an order the search did not find: keep what replays, place the rest
+        // greedily on top of it.
         let (id, r) = &failures[0];
-        return (
-            g,
-            report(Status::Fallback, format!("the MILP plan does not replay ({} pods; {}: {r}) ({summary})", failures.len(), p.pod(*id).key()), g_obj, lb, phases),
-        );
+        match repair(p, &o, &ordered) {
+            Some(fixed) => {
+                repaired = format!("; {} pods did not replay (first {}: {r}) and were placed greedily", failures.len(), p.pod(*id).key());
+                o = fixed;
+            }
+            None => {
+                phases.push(Phase { name: "replay".into(), time_ms: ms(t3.elapsed()) });
+                return (
+                    g,
+                    report(Status::Fallback, format!("the MILP plan does not replay ({} pods; {}: {r}) ({summary})", failures.len(), p.pod(*id).key()), g_obj, lb, phases),
+                );
+            }
+        }
     }
-    o.placements = ordered;
+    phases.push(Phase { name: "replay".into(), time_ms: ms(t3.elapsed()) });
     // Reasons for pods left pending come from the greedy pass where it agrees.
     for (id, r) in &mut o.unschedulable {
         if let Some((_, gr)) = g.unschedulable.iter().find(|(gid, _)| gid == id) {
@@ -92,6 +107,61 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
         _ if timed_out => Status::TimeLimit,
         _ => Status::Heuristic,
     };
-    let detail = format!("greedy {g_obj:.6}, MILP {m_obj:.6}{kept}; {summary}");
+    let detail = format!("greedy {g_obj:.6}, MILP {m_obj:.6}{kept}{repaired}; {summary}");
     (best, report(status, detail, obj, lb, phases))
+}
+
+/// Keeps the placements that replay (`ordered`) and places the other pods of the batch greedily on
+/// top of them: a snapshot in which the plan's new nodes exist and the kept pods are bound is planned
+/// again with the same configurations. Returns the merged outcome if it replays.
+fn repair(p: &Problem, o: &Outcome, ordered: &Placements) -> Option<Outcome> {
+    let mut cluster = p.cluster.clone();
+    let base = cluster.nodes.len();
+    for (k, &f) in o.new_nodes.iter().enumerate() {
+        let c = &p.configs[f];
+        let name = new_node_name(k);
+        let mut labels = c.labels.clone();
+        labels.insert(keys::HOSTNAME.into(), name.clone());
+        cluster.nodes.push(Node {
+            name: name.clone(),
+            labels,
+            taints: c.taints.clone(),
+            allocatable: c.allocatable.clone(),
+            capacity: c.capacity.clone(),
+            unschedulable: false,
+            provider_id: None,
+            deleting: false,
+            in_flight: true,
+            nodepool: Some(p.cluster.nodepools[c.pool].name.clone()),
+        });
+        for &d in &c.daemonsets {
+            let mut pod = p.cluster.daemonsets[d].template.clone();
+            pod.name = format!("{}-{name}", pod.name);
+            pod.node_name = Some(name.clone());
+            cluster.pods.push(pod);
+        }
+    }
+    for &(id, t) in ordered {
+        cluster.pods[id.ix()].node_name = Some(match t {
+            Target::Existing(n) => p.cluster.nodes[n].name.clone(),
+            Target::New(k) => new_node_name(k),
+        });
+    }
+    let p2 = p.rebase(&cluster);
+    let g2 = greedy::plan(&p2);
+    let offset = o.new_nodes.len();
+    let mut merged = Outcome { new_nodes: o.new_nodes.clone(), placements: ordered.clone(), unschedulable: g2.unschedulable };
+    merged.new_nodes.extend(g2.new_nodes.iter().copied());
+    for (id, t) in g2.placements {
+        merged.placements.push((
+            id,
+            match t {
+                Target::Existing(i) if i >= base => Target::New(i - base),
+                Target::Existing(i) => Target::Existing(i),
+                Target::New(k) => Target::New(offset + k),
+            },
+        ));
+    }
+    greedy::remove_empty_nodes(&mut merged);
+    verify(p, &merged).is_empty().then_some(merged)
 }

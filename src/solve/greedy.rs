@@ -38,7 +38,7 @@ pub struct Options {
 /// How many configurations per group are examined with the look-ahead, and how many following classes
 /// the look-ahead counts.
 const TOP_PER_GROUP: usize = 16;
-const LOOKAHEAD_CLASSES: usize = 12;
+const LOOKAHEAD_CLASSES: usize = 32;
 
 pub fn plan(p: &Problem) -> Outcome {
     let mut o = run(p, Options::default());

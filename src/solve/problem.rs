@@ -210,6 +210,49 @@ fn relevant_keys(cluster: &Cluster, batch: &[PodId]) -> BTreeSet<String> {
     k
 }
 
+struct BatchState {
+    batch: Vec<PodId>,
+    classes: Vec<Class>,
+    class_of: FxHashMap<PodId, usize>,
+    existing: Vec<usize>,
+    usage: Vec<PoolUsage>,
+    max_weight: i32,
+}
+
+/// The pending pods grouped into classes, the usable existing nodes and the NodePools' usage.
+fn batch_state(cluster: &Cluster) -> BatchState {
+    let batch = cluster.pending();
+    let mut classes: Vec<Class> = Vec::new();
+    let mut class_of = FxHashMap::default();
+    let mut by_sig: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+    for &id in &batch {
+        let p = cluster.pod(id);
+        let sig = signature(p);
+        let bucket = by_sig.entry(sig).or_default();
+        let found = bucket.iter().copied().find(|&c| same_class(cluster.pod(classes[c].rep), p));
+        let c = match found {
+            Some(c) => c,
+            None => {
+                classes.push(Class { pods: Vec::new(), rep: id, compatible: Vec::new(), by_group: Vec::new(), rejections: BTreeMap::new() });
+                bucket.push(classes.len() - 1);
+                classes.len() - 1
+            }
+        };
+        classes[c].pods.push(id);
+        class_of.insert(id, c);
+    }
+    let existing: Vec<usize> = (0..cluster.nodes.len()).filter(|&i| !cluster.nodes[i].deleting).collect();
+    let max_weight = cluster.nodepools.iter().map(|p| p.weight).max().unwrap_or(0);
+    let mut usage = vec![PoolUsage::default(); cluster.nodepools.len()];
+    for n in &cluster.nodes {
+        if let Some(pi) = n.nodepool.as_ref().and_then(|np| cluster.nodepools.iter().position(|p| &p.name == np)) {
+            usage[pi].capacity.add(&n.capacity);
+            usage[pi].nodes += 1;
+        }
+    }
+    BatchState { batch, classes, class_of, existing, usage, max_weight }
+}
+
 /// Values pods ask for on a key (In requirements and node selectors), for open NodePool keys.
 fn wanted_values(cluster: &Cluster, batch: &[PodId], key: &str) -> Vec<String> {
     let mut v = BTreeSet::new();
@@ -246,38 +289,7 @@ fn relevant_dims(cluster: &Cluster, batch: &[PodId]) -> Vec<String> {
 
 impl<'a> Problem<'a> {
     pub fn new(cluster: &'a Cluster, catalog: &Catalog, weights: &'a Weights) -> Result<Problem<'a>, ProblemError> {
-        let batch = cluster.pending();
-        // Classes.
-        let mut classes: Vec<Class> = Vec::new();
-        let mut class_of = FxHashMap::default();
-        let mut by_sig: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
-        for &id in &batch {
-            let p = cluster.pod(id);
-            let sig = signature(p);
-            let bucket = by_sig.entry(sig).or_default();
-            let found = bucket.iter().copied().find(|&c| same_class(cluster.pod(classes[c].rep), p));
-            let c = match found {
-                Some(c) => c,
-                None => {
-                    classes.push(Class { pods: Vec::new(), rep: id, compatible: Vec::new(), by_group: Vec::new(), rejections: BTreeMap::new() });
-                    bucket.push(classes.len() - 1);
-                    classes.len() - 1
-                }
-            };
-            classes[c].pods.push(id);
-            class_of.insert(id, c);
-        }
-
-        let existing: Vec<usize> = (0..cluster.nodes.len()).filter(|&i| !cluster.nodes[i].deleting).collect();
-        let max_weight = cluster.nodepools.iter().map(|p| p.weight).max().unwrap_or(0);
-        let mut usage = vec![PoolUsage::default(); cluster.nodepools.len()];
-        for n in &cluster.nodes {
-            if let Some(pi) = n.nodepool.as_ref().and_then(|np| cluster.nodepools.iter().position(|p| &p.name == np)) {
-                usage[pi].capacity.add(&n.capacity);
-                usage[pi].nodes += 1;
-            }
-        }
-
+        let BatchState { batch, classes, class_of, existing, usage, max_weight } = batch_state(cluster);
         let relevant = relevant_keys(cluster, &batch);
         let dims = relevant_dims(cluster, &batch);
         let mut configs = Vec::new();
@@ -421,6 +433,32 @@ impl<'a> Problem<'a> {
 
     pub fn pod(&self, id: PodId) -> &'a Pod {
         self.cluster.pod(id)
+    }
+
+    /// The same candidate configurations over another snapshot of the same batch (for instance with
+    /// some pods already bound to nodes a plan launches): classes, existing nodes, usage and
+    /// compatibility are recomputed; configurations, groups and relevant keys are kept.
+    pub fn rebase<'b>(&self, cluster: &'b Cluster) -> Problem<'b>
+    where
+        'a: 'b,
+    {
+        let BatchState { batch, classes, class_of, existing, usage, max_weight } = batch_state(cluster);
+        let mut problem = Problem {
+            cluster,
+            weights: self.weights,
+            batch,
+            classes,
+            class_of,
+            existing,
+            configs: self.configs.clone(),
+            usage,
+            relevant_keys: self.relevant_keys.clone(),
+            region: self.region.clone(),
+            max_weight: max_weight.max(self.max_weight),
+            groups: self.groups.clone(),
+        };
+        problem.compute_compatibility();
+        problem
     }
 
     /// Static compatibility of every class with every configuration.

@@ -20,9 +20,19 @@ pub struct Solved {
     pub objective: f64,
     pub columns: Vec<f64>,
     pub row_duals: Vec<f64>,
+    pub col_duals: Vec<f64>,
     /// MIP only: HiGHS's dual bound (over the columns it was given).
     pub dual_bound: Option<f64>,
     pub has_solution: bool,
+    /// The LP's duals are feasible (interior-point runs without crossover end `Unknown` but feasible).
+    pub dual_feasible: bool,
+}
+
+impl Solved {
+    /// An LP solution whose duals can price columns and bound the optimum.
+    pub fn usable_lp(&self) -> bool {
+        self.status == HighsModelStatus::Optimal || (self.status == HighsModelStatus::Unknown && self.has_solution)
+    }
 }
 
 fn base(m: &Master, integer: bool, from: usize, rows_out: &mut Vec<Row>) -> ColProblem {
@@ -48,6 +58,7 @@ fn configure(model: &mut Model, o: &Options, time_limit: Duration) {
 fn extract(solved: &highs::SolvedModel, mip: bool) -> Solved {
     let status = solved.status();
     let has_solution = matches!(solved.primal_solution_status(), highs::HighsSolutionStatus::Feasible);
+    let dual_feasible = solved.int_info_value(c"dual_solution_status").is_ok_and(|v| v == 2);
     let sol = solved.get_solution();
     let dual_bound = if mip { solved.double_info_value(c"mip_dual_bound").ok() } else { None };
     Solved {
@@ -55,8 +66,10 @@ fn extract(solved: &highs::SolvedModel, mip: bool) -> Solved {
         objective: solved.objective_value(),
         columns: sol.columns().to_vec(),
         row_duals: if mip { Vec::new() } else { sol.dual_rows().to_vec() },
+        col_duals: if mip { Vec::new() } else { sol.dual_columns().to_vec() },
         dual_bound,
         has_solution,
+        dual_feasible,
     }
 }
 
@@ -90,6 +103,16 @@ impl Lp {
         self.model = Some(Model::from(solved));
         Ok(out)
     }
+}
+
+/// Solves a master's LP relaxation once (every column continuous).
+pub fn solve_lp(m: &Master, options: Options, time_limit: Duration) -> Result<Solved, String> {
+    let mut rows = Vec::new();
+    let pb = base(m, false, m.cols.len(), &mut rows);
+    let mut model = pb.optimise(Sense::Minimise);
+    configure(&mut model, &options, time_limit);
+    let solved = model.try_solve().map_err(|e| format!("HiGHS LP solve failed: {e:?}"))?;
+    Ok(extract(&solved, false))
 }
 
 /// The integer master over the generated columns, started from `start` (a full column vector).

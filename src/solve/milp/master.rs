@@ -27,6 +27,10 @@ pub enum ColKind {
     Assign { class: usize, target: usize },
     Pending(usize),
     Aux(Aux),
+    /// Aggregated relaxation only: nodes of a configuration.
+    AggNodes(usize),
+    /// Aggregated relaxation only: pods of a class on nodes of a configuration group.
+    AggPods { class: usize, group: usize },
 }
 
 /// Auxiliary columns: indicator binaries and minima of the coupling constraints.
@@ -75,8 +79,8 @@ pub struct Rows {
     pub an_self: Vec<FxHashMap<String, usize>>,
     pub an_class: Vec<FxHashMap<String, usize>>,
     pub an_others: Vec<FxHashMap<String, usize>>,
-    /// Per affinity group: domain → row (non-hostname); h rows; first-pod row.
-    pub af_dom: Vec<FxHashMap<String, usize>>,
+    /// Per affinity group: (class, domain) → row (non-hostname); h rows; first-pod row.
+    pub af_dom: Vec<FxHashMap<(usize, String), usize>>,
     pub af_free: Vec<FxHashMap<String, usize>>,
     pub af_first: Vec<Option<usize>>,
 }
@@ -86,6 +90,8 @@ pub struct Master<'p, 'a> {
     pub s: Structure,
     pub row_lo: Vec<f64>,
     pub row_hi: Vec<f64>,
+    /// What each row is (for diagnostics).
+    pub row_name: Vec<String>,
     pub cols: Vec<Column>,
     pub rows: Rows,
     pub patterns: Vec<Pattern>,
@@ -97,6 +103,8 @@ pub struct Master<'p, 'a> {
 
     /// Per hostname spread: the regime binary.
     pub hs_r: Vec<Option<usize>>,
+    /// Rows shared with the pattern master (all of them, except in the aggregated relaxation).
+    pub shared_rows: usize,
 }
 
 const INF: f64 = f64::INFINITY;
@@ -105,7 +113,14 @@ impl<'p, 'a> Master<'p, 'a> {
     fn row(&mut self, lo: f64, hi: f64) -> usize {
         self.row_lo.push(lo);
         self.row_hi.push(hi);
+        self.row_name.push(String::new());
         self.row_lo.len() - 1
+    }
+
+    fn named(&mut self, name: impl Into<String>, lo: f64, hi: f64) -> usize {
+        let r = self.row(lo, hi);
+        self.row_name[r] = name.into();
+        r
     }
 
     fn col(&mut self, cost: f64, lo: f64, hi: f64, integer: bool, entries: Vec<(usize, f64)>, kind: ColKind) -> usize {
@@ -124,6 +139,7 @@ impl<'p, 'a> Master<'p, 'a> {
             s,
             row_lo: Vec::new(),
             row_hi: Vec::new(),
+            row_name: Vec::new(),
             cols: Vec::new(),
             rows: Rows::default(),
             patterns: Vec::new(),
@@ -131,17 +147,36 @@ impl<'p, 'a> Master<'p, 'a> {
             pending_col: Vec::new(),
             assign_col: FxHashMap::default(),
             hs_r: Vec::new(),
+            shared_rows: 0,
         };
         m.build_rows();
         m.build_fixed_columns();
+        m.shared_rows = m.row_lo.len();
         m
     }
 
     fn build_rows(&mut self) {
         let nc = self.s.n.len();
+        // Demand rows are covering rows (≥ n_c) for classes whose extra, unfilled slots cannot loosen
+        // any constraint: their dual values stay non-negative and bounded, which keeps column
+        // generation out of the degenerate swamps of equality rows. Classes counted by a spread
+        // minimum or serving as affinity targets must be exact: a phantom pod there would lift a
+        // minimum or open a domain.
+        let mut exact = vec![false; nc];
+        for sg in &self.s.spread {
+            for &c in &sg.members {
+                exact[c] = true;
+            }
+        }
+        for g in &self.s.affinity {
+            for &c in &g.free_targets {
+                exact[c] = true;
+            }
+        }
         for c in 0..nc {
             let n = self.s.n[c] as f64;
-            let r = self.row(n, n);
+            let hi = if exact[c] { n } else { INF };
+            let r = self.named(format!("demand[{c}]"), n, hi);
             self.rows.demand.push(r);
         }
         for t in 0..self.s.targets.len() {
@@ -173,15 +208,19 @@ impl<'p, 'a> Master<'p, 'a> {
             let mut place = Vec::new();
             let mut skew = Vec::new();
             let mut min = Vec::new();
-            let members: f64 = self.s.spread[g].members.iter().map(|&c| self.s.n[c] as f64).sum();
+            let members: f64 = self.s.spread[g].counted.iter().map(|&c| self.s.n[c] as f64).sum();
+            let unconditional = self.s.spread[g].unconditional;
             for d in 0..nd {
                 let e = self.s.spread[g].existing[d];
                 let s = self.s.spread[g].max_skew;
                 let big = e + members + s;
                 if hard {
-                    place.push(self.row(-INF, 0.0));
-                    skew.push(self.row(-INF, s + big - e));
-                    min.push(self.row(-INF, e));
+                    if !unconditional {
+                        place.push(self.named(format!("spread[{g}].place[{d}]"), -INF, 0.0));
+                    }
+                    let rhs = if unconditional { s - e } else { s + big - e };
+                    skew.push(self.named(format!("spread[{g}].skew[{d}]"), -INF, rhs));
+                    min.push(self.named(format!("spread[{g}].min[{d}]"), -INF, e));
                 }
             }
             self.rows.sp_place.push(place);
@@ -208,11 +247,11 @@ impl<'p, 'a> Master<'p, 'a> {
             let others: f64 = self.s.anti[a].others.iter().map(|&q| self.s.n[q] as f64).sum();
             for d in domains {
                 if self.s.anti[a].self_match {
-                    selfr.insert(d.clone(), self.row(-INF, 1.0));
+                    selfr.insert(d.clone(), self.named(format!("anti[{a}].self[{d}]"), -INF, 1.0));
                 }
                 if others > 0.0 {
-                    cr.insert(d.clone(), self.row(-INF, 0.0));
-                    or.insert(d.clone(), self.row(-INF, others));
+                    cr.insert(d.clone(), self.named(format!("anti[{a}].class[{d}]"), -INF, 0.0));
+                    or.insert(d.clone(), self.named(format!("anti[{a}].others[{d}]"), -INF, others));
                 }
             }
             self.rows.an_self.push(selfr);
@@ -229,17 +268,136 @@ impl<'p, 'a> Master<'p, 'a> {
                     if g.existing.contains(d) {
                         continue;
                     }
-                    dom.insert(d.clone(), self.row(-INF, 0.0));
+                    for &c in &g.classes {
+                        dom.insert((c, d.clone()), self.named(format!("affinity[{a}].class[{c}].dom[{d}]"), -INF, 0.0));
+                    }
                     if !g.free_targets.is_empty() {
-                        free.insert(d.clone(), self.row(-INF, 0.0));
+                        free.insert(d.clone(), self.named(format!("affinity[{a}].free[{d}]"), -INF, 0.0));
                     }
                 }
             }
-            let first = self.row(-INF, if allow_first { 1.0 } else { 0.0 });
+            let first = self.named(format!("affinity[{a}].first"), -INF, if allow_first { 1.0 } else { 0.0 });
             self.rows.af_first.push(Some(first));
             self.rows.af_dom.push(dom);
             self.rows.af_free.push(free);
         }
+    }
+
+    /// The group-aggregated relaxation: the same rows and fixed columns, but instead of patterns, per
+    /// configuration the number of nodes `y_f` and per (class, group) the number of pods `x_{c,g}`, with
+    ///
+    /// ```text
+    /// capacity  Σ_c req_{c,r} x_{c,g} ≤ Σ_{f∈g} room_{f,r} y_f          ∀ g, r
+    /// cliques   Σ_{c∈K} x_{c,g} ≤ Σ_{f∈g} y_f    classes carrying the same self-matching hostname
+    ///                                           anti-affinity term repel each other pairwise
+    /// one/node  x_{c,g} ≤ Σ_{f∈g} y_f            other classes with at most one pod per node
+    /// h-spread  Σ_{c ∈ constrained ∩ members} x_{c,g} ≤ (maxSkew + mbar) Σ_{f∈g} y_f
+    /// ```
+    ///
+    /// Every plan maps onto it (y_f counts nodes, x_{c,g} pods per group), so its LP value is a lower
+    /// bound on the optimum, and its row duals on the shared rows (same indices as the pattern master)
+    /// are a stable start for pricing.
+    pub fn aggregate(p: &'p Problem<'a>) -> Self {
+        let mut m = Master::new(p);
+        m.shared_rows = m.row_lo.len();
+        let ng = p.groups.len();
+        let nd = m.s.dims.len();
+        let mut cap_rows: Vec<Vec<usize>> = Vec::new();
+        for g in 0..ng {
+            cap_rows.push((0..nd).map(|d| m.named(format!("agg.capacity[{g}][{}]", m.s.dims[d]), -INF, 0.0)).collect());
+        }
+        // Cliques of mutually repelling classes.
+        let mut cliques: Vec<Vec<usize>> = Vec::new();
+        for c in 0..m.s.n.len() {
+            let pod = p.pod(p.classes[c].rep);
+            for t in &pod.anti_affinity {
+                if t.key != crate::domain::labels::keys::HOSTNAME || !crate::semantics::interpod::term_matches(t, pod) {
+                    continue;
+                }
+                let k: Vec<usize> = (0..m.s.n.len())
+                    .filter(|&q| {
+                        let qp = p.pod(p.classes[q].rep);
+                        qp.anti_affinity.contains(t) && crate::semantics::interpod::term_matches(t, qp)
+                    })
+                    .collect();
+                if !cliques.contains(&k) {
+                    cliques.push(k);
+                }
+            }
+        }
+        let in_clique: Vec<bool> = (0..m.s.n.len()).map(|c| cliques.iter().any(|k| k.contains(&c))).collect();
+        let singles: Vec<usize> = (0..m.s.n.len()).filter(|&c| m.s.one_per_node[c] && !in_clique[c]).collect();
+        let mut node_rows: Vec<Vec<(usize, f64)>> = vec![Vec::new(); ng];
+        let mut member_rows: FxHashMap<(usize, usize), Vec<usize>> = FxHashMap::default();
+        for g in 0..ng {
+            for (k, clique) in cliques.iter().enumerate() {
+                if clique.iter().any(|&c| m.s.class_groups[c].contains(&g)) {
+                    let r = m.named(format!("agg.clique[{k}][{g}]"), -INF, 0.0);
+                    node_rows[g].push((r, -1.0));
+                    for &c in clique {
+                        member_rows.entry((c, g)).or_default().push(r);
+                    }
+                }
+            }
+            for &c in &singles {
+                if m.s.class_groups[c].contains(&g) {
+                    let r = m.named(format!("agg.one[{c}][{g}]"), -INF, 0.0);
+                    node_rows[g].push((r, -1.0));
+                    member_rows.entry((c, g)).or_default().push(r);
+                }
+            }
+            for h in 0..m.s.hspread.len() {
+                let hs = &m.s.hspread[h];
+                let limited: Vec<usize> = hs.members.iter().copied().filter(|c| hs.constrained.contains(c) && m.s.class_groups[*c].contains(&g)).collect();
+                if limited.is_empty() {
+                    continue;
+                }
+                let cap = (hs.max_skew + hs.mbar) as f64;
+                let r = m.named(format!("agg.hostspread[{h}][{g}]"), -INF, 0.0);
+                node_rows[g].push((r, -cap));
+                for c in limited {
+                    member_rows.entry((c, g)).or_default().push(r);
+                }
+            }
+        }
+        let big = m.big_nodes();
+        for g in 0..ng {
+            if !(0..m.s.n.len()).any(|c| m.s.class_groups[c].contains(&g)) {
+                continue;
+            }
+            for &f in &p.groups[g] {
+                let f = f as usize;
+                let room = p.configs[f].room();
+                let mut e = m.node_entries(f);
+                for d in 0..nd {
+                    let v = room.get(&m.s.dims[d]) as f64;
+                    if v != 0.0 {
+                        e.push((cap_rows[g][d], -v));
+                    }
+                }
+                e.extend(node_rows[g].iter().copied());
+                m.col(p.configs[f].cost, 0.0, big, true, e, ColKind::AggNodes(f));
+            }
+        }
+        for c in 0..m.s.n.len() {
+            let mut groups: Vec<usize> = m.s.class_groups[c].iter().copied().collect();
+            groups.sort();
+            for g in groups {
+                let mut e = m.unit_entries_group(c, g);
+                for d in 0..nd {
+                    let q = m.s.req[c][d];
+                    if q != 0 {
+                        e.push((cap_rows[g][d], q as f64));
+                    }
+                }
+                for &r in member_rows.get(&(c, g)).map(Vec::as_slice).unwrap_or(&[]) {
+                    e.push((r, 1.0));
+                }
+                let cost = m.s.soft_group[c].get(&g).copied().unwrap_or(0.0);
+                m.col(cost, 0.0, m.s.n[c] as f64, true, e, ColKind::AggPods { class: c, group: g });
+            }
+        }
+        m
     }
 
     /// An upper bound on the number of new nodes any sensible plan uses.
@@ -276,13 +434,15 @@ impl<'p, 'a> Master<'p, 'a> {
             if !sg.hard {
                 continue;
             }
-            let kp: f64 = sg.constrained.iter().map(|&c| self.s.n[c] as f64).sum();
-            let members: f64 = sg.members.iter().map(|&c| self.s.n[c] as f64).sum();
+            let kp: f64 = sg.counted.iter().map(|&c| self.s.n[c] as f64).sum();
+            let members: f64 = sg.counted.iter().map(|&c| self.s.n[c] as f64).sum();
             let mut mentries = Vec::new();
             for d in 0..sg.domains.len() {
-                let big = sg.existing[d] + members + sg.max_skew;
-                let e = vec![(self.rows.sp_place[g][d], -kp), (self.rows.sp_skew[g][d], big)];
-                self.aux_col(Aux::SpreadW { g, d }, 0.0, 1.0, true, e);
+                if !sg.unconditional {
+                    let big = sg.existing[d] + members + sg.max_skew;
+                    let e = vec![(self.rows.sp_place[g][d], -kp), (self.rows.sp_skew[g][d], big)];
+                    self.aux_col(Aux::SpreadW { g, d }, 0.0, 1.0, true, e);
+                }
                 mentries.push((self.rows.sp_skew[g][d], -1.0));
                 mentries.push((self.rows.sp_min[g][d], 1.0));
             }
@@ -306,7 +466,7 @@ impl<'p, 'a> Master<'p, 'a> {
                 let (e, mbar) = (cnt as f64, hs.mbar as f64);
                 let cap0 = (s - e).max(0.0);
                 let cap1 = (s + mbar - e).max(0.0);
-                // Only constrained members are limited (they bind before the other members).
+                // Constrained members bind first on the node.
                 let members: Vec<usize> =
                     hs.members.iter().copied().filter(|&c| hs.constrained.contains(&c) && self.assign_col.contains_key(&(c, t))).collect();
                 let constrained: Vec<usize> = hs.constrained.iter().copied().filter(|&c| self.assign_col.contains_key(&(c, t))).collect();
@@ -357,14 +517,22 @@ impl<'p, 'a> Master<'p, 'a> {
             if g.key == crate::domain::labels::keys::HOSTNAME {
                 continue;
             }
-            let na: f64 = g.classes.iter().map(|&c| self.s.n[c] as f64).sum();
             for d in &g.domains {
-                let Some(&dr) = self.rows.af_dom[a].get(d) else { continue };
-                if let Some(&fr) = self.rows.af_free[a].get(d) {
-                    self.aux_col(Aux::AffH { a, d: d.clone() }, 0.0, 1.0, true, vec![(dr, -na), (fr, 1.0)]);
+                // Per class: placed_{c,d} ≤ n_c (h_d + v_d), disaggregated for a tighter relaxation.
+                let dom: Vec<(usize, f64)> =
+                    g.classes.iter().filter_map(|&c| self.rows.af_dom[a].get(&(c, d.clone())).map(|&r| (r, -(self.s.n[c] as f64)))).collect();
+                if dom.is_empty() {
+                    continue;
                 }
-                let first = self.rows.af_first[a].unwrap();
-                self.aux_col(Aux::AffV { a, d: d.clone() }, 0.0, 1.0, true, vec![(dr, -na), (first, 1.0)]);
+                if let Some(&fr) = self.rows.af_free[a].get(d) {
+                    let mut e = dom.clone();
+                    e.push((fr, 1.0));
+                    self.aux_col(Aux::AffH { a, d: d.clone() }, 0.0, 1.0, true, e);
+                }
+                let first = self.rows.af_first[a].expect("every affinity group has a first-pod row");
+                let mut e = dom;
+                e.push((first, 1.0));
+                self.aux_col(Aux::AffV { a, d: d.clone() }, 0.0, 1.0, true, e);
             }
         }
     }
@@ -384,12 +552,15 @@ impl<'p, 'a> Master<'p, 'a> {
                 _ => None,
             };
             let Some(d) = d else { continue };
-            if sg.members.binary_search(&c).is_ok() {
+            let counted = sg.counted.binary_search(&c).is_ok();
+            if counted {
                 e.push((self.rows.sp_skew[g][d], 1.0));
-                e.push((self.rows.sp_min[g][d], -1.0));
+                if !sg.unconditional {
+                    e.push((self.rows.sp_place[g][d], 1.0));
+                }
             }
-            if sg.constrained.contains(&c) {
-                e.push((self.rows.sp_place[g][d], 1.0));
+            if sg.members.binary_search(&c).is_ok() {
+                e.push((self.rows.sp_min[g][d], -1.0));
             }
         }
         for (a, an) in s.anti.iter().enumerate() {
@@ -409,9 +580,7 @@ impl<'p, 'a> Master<'p, 'a> {
         }
         for (a, g) in s.affinity.iter().enumerate() {
             let Some(d) = labels.get(&g.key) else { continue };
-            if g.classes.contains(&c)
-                && let Some(&r) = self.rows.af_dom[a].get(d)
-            {
+            if let Some(&r) = self.rows.af_dom[a].get(&(c, d.clone())) {
                 e.push((r, 1.0));
             }
             if g.free_targets.binary_search(&c).is_ok()

@@ -108,7 +108,26 @@ fn warm_start(m: &mut Master, greedy: &Outcome) -> Option<Vec<f64>> {
         x[m.pending_col[c]] = *v;
     }
     fill_aux(m, &mut x);
+    if std::env::var_os("STOWAGE_DEBUG_MILP").is_some() {
+        for v in violations(m, &x) {
+            eprintln!("milp: greedy start violates {v}");
+        }
+    }
     Some(x)
+}
+
+/// Rows a full column vector violates (diagnostics).
+pub fn violations(m: &Master, x: &[f64]) -> Vec<String> {
+    let mut act = vec![0.0; m.row_lo.len()];
+    for (j, c) in m.cols.iter().enumerate() {
+        for &(r, v) in &c.entries {
+            act[r] += v * x[j];
+        }
+    }
+    (0..act.len())
+        .filter(|&r| act[r] < m.row_lo[r] - 1e-6 || act[r] > m.row_hi[r] + 1e-6)
+        .map(|r| format!("row {r} {}: {} not in [{}, {}]", m.row_name[r], act[r], m.row_lo[r], m.row_hi[r]))
+        .collect()
 }
 
 /// Sets the auxiliary columns to values consistent with the other columns.
@@ -146,7 +165,7 @@ fn fill_aux(m: &Master, x: &mut [f64]) {
                     };
                 }
                 Aux::AffV { a, d } => {
-                    let placed = m.rows.af_dom[*a].get(d).is_some_and(|&r| act[r] > 0.5);
+                    let placed = m.s.affinity[*a].classes.iter().any(|&c| m.rows.af_dom[*a].get(&(c, d.clone())).is_some_and(|&r| act[r] > 0.5));
                     let has_target = m.rows.af_free[*a].get(d).is_some_and(|&r| act[r] < -0.5);
                     x[j] = (placed && !has_target) as u8 as f64;
                 }
@@ -188,10 +207,38 @@ fn seed_columns(m: &mut Master) {
     }
 }
 
-/// Runs column generation and the integer program until `deadline`.
-pub fn solve(p: &Problem, greedy: &Outcome, greedy_objective: f64, deadline: Instant, gap: f64, opts: Options) -> Result<Run, String> {
+/// Share of the budget for the aggregated relaxation (the lower bound and the first duals).
+const AGGREGATE_SHARE: f64 = 0.2;
+/// Dual smoothing (Wentges): price with α·center + (1 − α)·current duals.
+const SMOOTHING: f64 = 0.5;
+
+fn debug() -> bool {
+    std::env::var_os("STOWAGE_DEBUG_MILP").is_some()
+}
+
+/// Reduced cost of a pattern under row duals `y`.
+fn reduced_cost(m: &Master, pat: &Pattern, y: &[f64]) -> f64 {
+    m.pattern_cost(pat) - m.pattern_entries(pat).iter().map(|&(r, a)| y[r] * a).sum::<f64>()
+}
+
+/// Runs the aggregated relaxation, column generation and the integer program until `deadline`.
+pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: Options) -> Result<Run, String> {
     let t0 = Instant::now();
     let mut phases = Vec::new();
+    let mut note = String::new();
+
+    // The aggregated relaxation: a lower bound valid for the whole model, and stable duals.
+    let agg = Master::aggregate(p);
+    let agg_left = deadline.saturating_duration_since(Instant::now()).mul_f64(AGGREGATE_SHARE);
+    let agg_sol = highs_lp::solve_lp(&agg, opts, agg_left)?;
+    let mut lower_bound = (agg_sol.status == highs::HighsModelStatus::Optimal).then_some(agg_sol.objective);
+    if lower_bound.is_none() {
+        note.push_str(&format!("aggregated relaxation ended {:?}; ", agg_sol.status));
+    }
+    let mut center: Option<Vec<f64>> = (agg_sol.row_duals.len() >= agg.shared_rows && lower_bound.is_some()).then(|| agg_sol.row_duals[..agg.shared_rows].to_vec());
+    phases.push(("aggregated-relaxation".to_string(), ms(t0.elapsed())));
+
+    let t1 = Instant::now();
     let mut m = Master::new(p);
     let start = warm_start(&mut m, greedy);
     // Few possible patterns: take them all; the integer program is then the whole model and HiGHS's
@@ -205,23 +252,23 @@ pub fn solve(p: &Problem, greedy: &Outcome, greedy_objective: f64, deadline: Ins
         }
         None => {
             seed_columns(&mut m);
+            if let Some(y) = &center {
+                let vals = pricing::values(&m, y);
+                for (_, pat) in pricing::price(&m, y, &vals, 5) {
+                    m.add_pattern(pat);
+                }
+            }
             false
         }
     };
-    phases.push(("milp-model".to_string(), ms(t0.elapsed())));
+    phases.push(("milp-model".to_string(), ms(t1.elapsed())));
 
     // Column generation: at most about half of the remaining time.
-    let t1 = Instant::now();
-    let remaining = deadline.saturating_duration_since(t1);
-    let cg_deadline = t1 + remaining.mul_f64(0.5);
+    let t2 = Instant::now();
+    let cg_deadline = t2 + deadline.saturating_duration_since(t2).mul_f64(0.5);
     let mut lp = highs_lp::Lp::new(&m, opts);
     let mut rounds = 0;
-    let mut lower_bound = None;
-    let mut note = String::new();
-    for _ in 0.. {
-        if complete {
-            break;
-        }
+    while !complete {
         let left = cg_deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             note.push_str("column generation stopped at its time share; ");
@@ -233,37 +280,45 @@ pub fn solve(p: &Problem, greedy: &Outcome, greedy_objective: f64, deadline: Ins
             break;
         }
         rounds += 1;
-        let vals = pricing::values(&m, &sol.row_duals);
-        if let Some(corr) = pricing::lagrangian_correction(&m, &sol.row_duals, &vals, greedy_objective) {
-            let lb = sol.objective + corr;
-            if std::env::var_os("STOWAGE_DEBUG_MILP").is_some() {
-                eprintln!("milp: round {rounds} lp {} correction {corr}", sol.objective);
-            }
-            lower_bound = Some(lower_bound.map_or(lb, |b: f64| b.max(lb)));
+        let y = &sol.row_duals;
+        // Price with smoothed duals; keep the columns that improve under the current duals. If none
+        // does (a mis-price), price with the current duals alone.
+        let mut cols: Vec<Pattern> = Vec::new();
+        if let Some(c) = &center {
+            let smoothed: Vec<f64> = c.iter().zip(y).map(|(a, b)| SMOOTHING * a + (1.0 - SMOOTHING) * b).collect();
+            let vals = pricing::values(&m, &smoothed);
+            cols = pricing::price(&m, &smoothed, &vals, 3).into_iter().map(|(_, pat)| pat).filter(|pat| reduced_cost(&m, pat, y) < -1e-7).collect();
+            center = Some(smoothed);
         }
-        let cols = pricing::price(&m, &sol.row_duals, &vals, 3);
+        if cols.is_empty() {
+            let vals = pricing::values(&m, y);
+            cols = pricing::price(&m, y, &vals, 3).into_iter().map(|(_, pat)| pat).collect();
+        }
+        if debug() {
+            eprintln!("milp: round {rounds}: LP {:.6}, {} columns", sol.objective, cols.len());
+        }
         if cols.is_empty() {
             break;
         }
         let before = m.cols.len();
-        for (_, pat) in cols {
+        for pat in cols {
             m.add_pattern(pat);
         }
         if m.cols.len() == before {
             break;
         }
     }
-    phases.push(("column-generation".to_string(), ms(t1.elapsed())));
+    phases.push(("column-generation".to_string(), ms(t2.elapsed())));
 
     // The integer program over the generated columns.
-    let t2 = Instant::now();
-    let left = deadline.saturating_duration_since(t2);
+    let t3 = Instant::now();
+    let left = deadline.saturating_duration_since(t3);
     let start_vec = start.map(|mut s| {
         s.resize(m.cols.len(), 0.0);
         s
     });
     let mip = highs_lp::solve_mip(&m, opts, left, gap, start_vec.as_deref())?;
-    phases.push(("integer-program".to_string(), ms(t2.elapsed())));
+    phases.push(("integer-program".to_string(), ms(t3.elapsed())));
     let outcome = if mip.has_solution { Some(decode(&m, &mip.columns)) } else { None };
     if complete {
         note.push_str("every pattern enumerated; ");

@@ -69,12 +69,14 @@ pub fn validate(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Res
             }
         }
     }
-    let count_of = |c: usize| counts.iter().find(|x| x.0 == c).map_or(0, |x| x.1);
+    let count_of = |c: usize| counts.binary_search_by_key(&c, |x| x.0).map_or(0, |i| counts[i].1);
     let mut regime1 = Vec::new();
     let mut low = Vec::new();
     for (h, hs) in s.hspread.iter().enumerate() {
-        let members: u32 = hs.members.iter().map(|&c| count_of(c)).sum();
-        let limited: u32 = hs.members.iter().filter(|c| hs.constrained.contains(c)).map(|&c| count_of(c)).sum();
+        let members: u32 = counts.iter().filter(|(c, _)| hs.members.binary_search(c).is_ok()).map(|x| x.1).sum();
+        // Constrained members bind first on the node; other members after them.
+        let limited: u32 =
+            counts.iter().filter(|(c, _)| hs.members.binary_search(c).is_ok() && hs.constrained.binary_search(c).is_ok()).map(|x| x.1).sum();
         if limited > hs.max_skew {
             let members = limited;
             if hs.mbar == 0 || members > hs.max_skew + hs.mbar {
@@ -107,27 +109,35 @@ pub fn node_value(m: &Master, y: &[f64], f: usize) -> f64 {
     m.node_entries(f).iter().map(|&(r, a)| y[r] * a).sum()
 }
 
-/// Greedy fill of configuration `f` with the classes of positive value, densest first.
-fn fill(m: &Master, f: usize, cand: &[(usize, f64)]) -> Option<Pattern> {
-    let p = m.p;
-    let cfg = &p.configs[f];
-    let room = cfg.room();
+/// Density order of the candidate classes for a room: value per dominant share, densest first.
+fn density_order(m: &Master, room: &crate::domain::resources::Resources, cand: &[(usize, f64)]) -> Vec<(usize, f64)> {
     let s = &m.s;
     let roomv: Vec<f64> = s.dims.iter().map(|d| room.get(d) as f64).collect();
     let mut order: Vec<(f64, usize, f64)> = cand
         .iter()
         .filter_map(|&(c, v)| {
-            let size = (0..s.dims.len()).map(|d| if roomv[d] > 0.0 { s.req[c][d] as f64 / roomv[d] } else if s.req[c][d] > 0 { f64::INFINITY } else { 0.0 }).fold(0.0, f64::max);
-            (size.is_finite() && size <= 1.0).then_some((v / size.max(1e-9), c, v))
+            let size = (0..s.dims.len())
+                .map(|d| if roomv[d] > 0.0 { s.req[c][d] as f64 / roomv[d] } else if s.req[c][d] > 0 { f64::INFINITY } else { 0.0 })
+                .fold(0.0, f64::max);
+            size.is_finite().then_some((v / size.max(1e-9), c, v))
         })
         .collect();
     order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    order.into_iter().map(|(_, c, v)| (c, v)).collect()
+}
+
+/// Greedy fill of configuration `f` with the classes of positive value, in the given order.
+fn fill(m: &Master, f: usize, order: &[(usize, f64)]) -> Option<Pattern> {
+    let p = m.p;
+    let cfg = &p.configs[f];
+    let room = cfg.room();
+    let s = &m.s;
     let mut left: Vec<i64> = s.dims.iter().map(|d| room.get(d)).collect();
     let mut counts: Vec<(usize, u32)> = Vec::new();
     let mut host_members: Vec<u32> = vec![0; s.hspread.len()];
     // Two passes: hostname-affinity classes may need their free target added first.
     for pass in 0..2 {
-        for &(_, c, _) in &order {
+        for &(c, _) in order {
             if counts.iter().any(|x| x.0 == c) {
                 continue;
             }
@@ -154,9 +164,8 @@ fn fill(m: &Master, f: usize, cand: &[(usize, f64)]) -> Option<Pattern> {
                 }
             }
             for (h, hs) in s.hspread.iter().enumerate() {
-                if hs.members.binary_search(&c).is_ok() && hs.constrained.contains(&c) {
-                    let limit = hs.max_skew + hs.mbar;
-                    k = k.min(limit as i64 - host_members[h] as i64);
+                if hs.members.binary_search(&c).is_ok() && hs.constrained.binary_search(&c).is_ok() {
+                    k = k.min((hs.max_skew + hs.mbar) as i64 - host_members[h] as i64);
                 }
             }
             if k <= 0 {
@@ -166,7 +175,7 @@ fn fill(m: &Master, f: usize, cand: &[(usize, f64)]) -> Option<Pattern> {
                 *l -= q * k;
             }
             for (h, hs) in s.hspread.iter().enumerate() {
-                if hs.members.binary_search(&c).is_ok() && hs.constrained.contains(&c) {
+                if hs.members.binary_search(&c).is_ok() && hs.constrained.binary_search(&c).is_ok() {
                     host_members[h] += k as u32;
                 }
             }
@@ -177,6 +186,25 @@ fn fill(m: &Master, f: usize, cand: &[(usize, f64)]) -> Option<Pattern> {
         return None;
     }
     complete(m, f, counts)
+}
+
+/// Configurations priced per group: the cheapest few and a geometric sample over the rest by size.
+const PRICED_PER_GROUP: usize = 24;
+
+fn priced_configs(configs: &[u32]) -> Vec<usize> {
+    if configs.len() <= PRICED_PER_GROUP {
+        return configs.iter().map(|&f| f as usize).collect();
+    }
+    let mut out: Vec<usize> = configs.iter().take(PRICED_PER_GROUP / 3).map(|&f| f as usize).collect();
+    let n = configs.len();
+    let rest = PRICED_PER_GROUP - out.len();
+    for i in 0..rest {
+        let ix = ((n as f64).powf((i + 1) as f64 / rest as f64) as usize).clamp(1, n) - 1;
+        out.push(configs[ix] as usize);
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// Columns with negative reduced cost: the best pattern of the best configurations of each group.
@@ -196,9 +224,12 @@ pub fn price(m: &Master, y: &[f64], vals: &[FxHashMap<usize, f64>], per_group: u
     for g in groups {
         let cand = &by_group[&g];
         let mut best: Vec<(f64, Pattern)> = Vec::new();
-        for &f in &p.groups[g] {
-            let f = f as usize;
-            let Some(pat) = fill(m, f, cand) else { continue };
+        let configs = priced_configs(&p.groups[g]);
+        // Densities do not depend much on the size within a group: order once, by the largest room.
+        let largest = configs.iter().copied().max_by_key(|&f| p.configs[f].room().cpu_m).unwrap_or(configs[0]);
+        let order = density_order(m, &p.configs[largest].room(), cand);
+        for f in configs {
+            let Some(pat) = fill(m, f, &order) else { continue };
             let value: f64 = pat.counts.iter().map(|&(c, k)| k as f64 * vals[c][&g]).sum();
             let flags: f64 = pat.regime1.iter().filter_map(|&h| m.rows.hs_regime1[h]).map(|r| y[r]).sum::<f64>()
                 + pat.low.iter().filter_map(|&h| m.rows.hs_low[h]).map(|r| y[r]).sum::<f64>()
@@ -213,88 +244,6 @@ pub fn price(m: &Master, y: &[f64], vals: &[FxHashMap<usize, f64>], per_group: u
         out.extend(best);
     }
     out
-}
-
-/// Lagrangian correction for the lower bound. Any plan better than the greedy one spends at most
-/// `ub_objective` on new nodes: Σ_f κ_f N_f ≤ ub_objective. Keeping that constraint in the Lagrangian
-/// with the restricted master's duals y, the columns not generated contribute at least
-/// `ub_objective · min(0, min_f (κ_f − μ_f − UB_f) / κ_f)`, where UB_f bounds the best pattern value of
-/// configuration f (a fractional knapsack in each resource and in each hostname-spread cap, the
-/// smallest) and μ_f is the node-level dual value. Added to the restricted master's LP value this is a
-/// lower bound on the model's optimum. None if a configuration costs nothing.
-pub fn lagrangian_correction(m: &Master, y: &[f64], vals: &[FxHashMap<usize, f64>], ub_objective: f64) -> Option<f64> {
-    let p = m.p;
-    let s = &m.s;
-    let mut by_group: FxHashMap<usize, Vec<(usize, f64)>> = FxHashMap::default();
-    for (c, vs) in vals.iter().enumerate() {
-        for (&g, &v) in vs {
-            if v > 0.0 {
-                by_group.entry(g).or_default().push((c, v));
-            }
-        }
-    }
-    let mut worst: f64 = 0.0;
-    for (g, cand) in by_group {
-        let caps: Vec<f64> = cand.iter().map(|&(c, _)| if s.one_per_node[c] { 1.0 } else { s.n[c] as f64 }).collect();
-        // Per resource: classes by value per unit of that resource.
-        let mut orders: Vec<Vec<usize>> = Vec::new();
-        for d in 0..s.dims.len() {
-            let mut ix: Vec<usize> = (0..cand.len()).collect();
-            ix.sort_by(|&a, &b| {
-                let ra = cand[a].1 / (s.req[cand[a].0][d] as f64).max(1e-12);
-                let rb = cand[b].1 / (s.req[cand[b].0][d] as f64).max(1e-12);
-                rb.total_cmp(&ra)
-            });
-            orders.push(ix);
-        }
-        // Hostname-spread caps, the same for every configuration of the group.
-        let mut cap_bound = f64::INFINITY;
-        for hs in &s.hspread {
-            let limited: Vec<usize> = (0..cand.len()).filter(|&i| hs.constrained.contains(&cand[i].0) && hs.members.binary_search(&cand[i].0).is_ok()).collect();
-            if limited.is_empty() {
-                continue;
-            }
-            let mut rest: f64 = (0..cand.len()).filter(|i| !limited.contains(i)).map(|i| cand[i].1 * caps[i]).sum();
-            let mut vals_l: Vec<f64> = limited.iter().map(|&i| cand[i].1).collect();
-            vals_l.sort_by(|a, b| b.total_cmp(a));
-            let slots = (hs.max_skew + hs.mbar) as usize;
-            rest += vals_l.iter().take(slots).sum::<f64>();
-            cap_bound = cap_bound.min(rest);
-        }
-        for &f in &p.groups[g] {
-            let f = f as usize;
-            let cost = p.configs[f].cost;
-            let room = p.configs[f].room();
-            let mut ub = cap_bound;
-            for (d, name) in s.dims.iter().enumerate() {
-                let mut left = room.get(name) as f64;
-                let mut val = 0.0;
-                for &i in &orders[d] {
-                    let (c, v) = cand[i];
-                    let q = s.req[c][d] as f64;
-                    if q <= 0.0 {
-                        val += v * caps[i];
-                        continue;
-                    }
-                    if left <= 0.0 {
-                        break;
-                    }
-                    let take = caps[i].min(left / q);
-                    val += v * take;
-                    left -= take * q;
-                }
-                ub = ub.min(val);
-            }
-            let rc = cost - node_value(m, y, f) - ub;
-            if rc < 0.0 {
-                if cost <= 0.0 {
-                    return None;
-                }
-                worst = worst.min(rc / cost);
-            }
-        }
-    }
-    Some(ub_objective * worst)
 }
 
 /// Enumerates every valid pattern when there are few: per configuration group, every count vector

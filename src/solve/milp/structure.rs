@@ -53,10 +53,21 @@ pub struct SpreadGroup {
     pub hard: bool,
     /// globalMin is 0 (fewer eligible domains than minDomains).
     pub min_zero: bool,
-    /// Classes whose pods the constraint counts.
+    /// Classes whose pods the selector counts: they all raise a domain's count, so they all bound the
+    /// global minimum from above (`M ≤ N_d`).
     pub members: Vec<usize>,
+    /// Members that carry the constraint (self-matching). Whatever the bind order, the last of them
+    /// placed in a domain saw at least `E_d + (their number) − 1` pods there and a minimum no larger
+    /// than the final one, so `E_d + counted_d − M ≤ maxSkew` holds in every domain they use: the
+    /// skew rows count only them. This is a necessary condition for every order, so every valid plan
+    /// satisfies the model (the greedy plan included) and the lower bound holds; a plan of the model
+    /// is replayed and repaired where no order realises it.
+    pub counted: Vec<usize>,
     /// Classes that carry the constraint.
     pub constrained: Vec<usize>,
+    /// Every constrained class is counted and existing counts already lie within maxSkew: the skew
+    /// row then holds in every domain, so it needs no indicator (a much tighter relaxation).
+    pub unconditional: bool,
     /// Domain universe: existing eligible domains ∪ NodePool domains (rule b).
     pub domains: Vec<String>,
     /// Matching pods already on eligible nodes, per domain.
@@ -292,7 +303,9 @@ impl Structure {
                         hard: sc.is_hard(),
                         min_zero: (domains.len() as i32) < min_domains.max(1),
                         members: members.clone(),
+                        counted: Vec::new(),
                         constrained: Vec::new(),
+                        unconditional: false,
                         domains,
                         existing,
                         group_domain,
@@ -302,6 +315,19 @@ impl Structure {
                 });
                 spread[ix].constrained.push(c);
             }
+        }
+        for sg in &mut spread {
+            sg.constrained.sort();
+            sg.constrained.dedup();
+            sg.counted = sg.members.iter().copied().filter(|c| sg.constrained.contains(c)).collect();
+            let max = sg.existing.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let min = sg.existing.iter().copied().fold(f64::INFINITY, f64::min);
+            // Domains no counted pod enters keep E_d ≤ min E + maxSkew ≤ M + maxSkew.
+            sg.unconditional = sg.existing.is_empty() || max - min <= sg.max_skew;
+        }
+        for hs in &mut hspread {
+            hs.constrained.sort();
+            hs.constrained.dedup();
         }
 
         // Anti-affinity: hostname terms restrict nodes; other keys couple domains. Existing pods'
