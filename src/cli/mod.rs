@@ -119,6 +119,18 @@ pub enum Command {
         #[arg(short, long, value_enum, default_value = "json")]
         output: Output,
     },
+    /// Run scenarios (stowage.dev/scenario/v1) end to end in the simulator: controllers, kube-scheduler,
+    /// volumes, a cloud and the provisioning loop on a simulated clock. Without arguments: the bundled
+    /// seed scenarios. Exit code 0 only if every expectation holds.
+    Simulate {
+        /// Scenario files, or folders holding scenario.yaml (or subfolders that do).
+        scenarios: Vec<PathBuf>,
+        /// Plan with this solver instead of each scenario's own (default milp).
+        #[arg(long, value_enum)]
+        solver: Option<Solver>,
+        #[arg(short, long, value_enum, default_value = "table")]
+        output: Output,
+    },
     /// Run every planner (and weights profile, and optionally Karpenter's scheduler) on every workload
     /// of the benchmark corpus; check every plan; write tables, CSV, JSON and SVG figures.
     Bench(crate::bench::cli::BenchArgs),
@@ -309,6 +321,18 @@ pub fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(e),
         },
+        Command::Simulate { scenarios, solver, output } => {
+            let solver = solver.map(|s| match s {
+                Solver::Milp => crate::sim::SolverName::Milp,
+                Solver::Greedy => crate::sim::SolverName::Greedy,
+            });
+            let format = match output {
+                Output::Table => crate::sim::Format::Table,
+                Output::Json => crate::sim::Format::Json,
+                Output::Yaml => crate::sim::Format::Yaml,
+            };
+            crate::sim::command(&scenarios, solver, format)
+        }
         Command::Bench(args) => crate::bench::cli::bench(args),
         Command::Corpus { command } => crate::bench::cli::corpus_command(command),
         Command::Crds { output } => {
