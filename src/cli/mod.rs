@@ -134,6 +134,12 @@ pub enum Command {
     /// Run every planner (and weights profile, and optionally Karpenter's scheduler) on every workload
     /// of the benchmark corpus; check every plan; write tables, CSV, JSON and SVG figures.
     Bench(crate::bench::cli::BenchArgs),
+    /// Run the cluster controller: watch pods, plan each batch of unschedulable pods, launch NodeClaims
+    /// on EC2, register, consolidate and garbage-collect nodes (Karpenter v1 APIs; README "Deploy").
+    Controller(crate::controller::cli::ControllerArgs),
+    /// Write the current batch of a live cluster (everything the planner reads) as a workload file for
+    /// `stowage plan` and `stowage bench`, and optionally the catalog the controller would plan with.
+    Record(crate::controller::cli::RecordArgs),
     /// Write benchmark corpus files (benches/workloads/README.md says which command made each).
     Corpus {
         #[command(subcommand)]
@@ -334,6 +340,8 @@ pub fn main() -> ExitCode {
             crate::sim::command(&scenarios, solver, format)
         }
         Command::Bench(args) => crate::bench::cli::bench(args),
+        Command::Controller(args) => crate::controller::cli::controller(args),
+        Command::Record(args) => crate::controller::cli::record(args),
         Command::Corpus { command } => crate::bench::cli::corpus_command(command),
         Command::Crds { output } => {
             let crds = crate::api::crds();
