@@ -141,6 +141,12 @@ async fn discovery_finds_subnets_groups_and_images_and_reports_what_is_missing()
     // The catalog covers the zones of every resolved NodeClass; catalog_for only one's.
     assert_eq!(aws.catalog_for("by-id").await.unwrap().zones, vec!["us-east-1c"]);
 
+    // A deleted NodeClass is forgotten: its zones leave the catalog, launches naming it wait again.
+    aws.forget_nodeclass("by-id");
+    let mut req = request("nc-forgotten", vec![offering("on-demand", "m5.large", "us-east-1c")]);
+    req.nodeclass = "by-id".into();
+    assert!(matches!(aws.launch(&req).await, Err(CloudError::NodeClassNotReady(_))));
+
     // Tags are ANDed within a term: nothing matches; every missing part is named at once.
     let mut broken = nodeclass("broken");
     broken.spec.subnet_selector_terms = vec![SelectorTerm { tags: Some(tags(&[(DISCOVERY_TAG_KEY, DISCOVERY_TAG_VALUE), ("tier", "private")])), ..Default::default() }];

@@ -116,4 +116,9 @@ pub trait CloudProvider: Send + Sync {
         let _ = nodeclass;
         async { Ok(EC2NodeClassStatus::default()) }
     }
+    /// Forgets a deleted EC2NodeClass (its subnets' zones leave `catalog()`; launches naming it wait
+    /// for it again).
+    fn forget_nodeclass(&self, name: &str) {
+        let _ = name;
+    }
 }

@@ -260,11 +260,6 @@ impl AwsProvider {
         self.ice.mark(&offering_key(&o.capacity_type, &o.instance_type, &o.zone), reason);
     }
 
-    /// Drops a deleted NodeClass (its zones leave the catalog).
-    pub fn forget_nodeclass(&self, name: &str) {
-        lock(&self.nodeclasses).remove(name);
-    }
-
     /// Runs discovery for `spec` unless a fresh result for the same spec is cached.
     async fn refresh(&self, spec: Arc<EC2NodeClass>) -> Result<Arc<Resolved>, CloudError> {
         let name = spec.metadata.name.clone().filter(|n| !n.is_empty()).ok_or_else(|| CloudError::Fatal("EC2NodeClass without a name".into()))?;
@@ -618,6 +613,10 @@ impl CloudProvider for AwsProvider {
 
     async fn resolve_nodeclass(&self, nodeclass: &EC2NodeClass) -> Result<EC2NodeClassStatus, CloudError> {
         Ok(self.refresh(Arc::new(nodeclass.clone())).await?.status())
+    }
+
+    fn forget_nodeclass(&self, name: &str) {
+        lock(&self.nodeclasses).remove(name);
     }
 }
 
