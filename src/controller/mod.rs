@@ -332,6 +332,7 @@ impl Controller {
         infra.push(spawn_watch::<Namespace, P>(&ctx, Api::all(client.clone()), &infra_rx));
         let leader_task = config.leader.clone().map(|cfg| tokio::spawn(leader::run(client.clone(), cfg, leader_tx, infra_rx.clone(), metrics.clone())));
         let work = vec![
+            tokio::spawn(warm_up(ctx.clone(), work_rx.clone())),
             tokio::spawn(provisioning_loop(ctx.clone(), work_rx.clone())),
             tokio::spawn(lifecycle_loop(ctx.clone(), work_rx.clone())),
             tokio::spawn(disruption_loop(ctx.clone(), work_rx.clone())),
@@ -414,6 +415,24 @@ where
     })
 }
 
+/// Resolves the NodeClasses and fetches the cloud's catalog once the state is synced, so the first
+/// batch does not wait for them (the first catalog fetch lists every instance type of the region).
+async fn warm_up<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::Receiver<bool>) {
+    loop {
+        if lock(&ctx.state).synced() {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = stop.changed() => return,
+        }
+    }
+    nodeclass::reconcile_all(&ctx).await;
+    if let Err(e) = ctx.catalog().await {
+        tracing::warn!(error = %e, "the cloud's catalog is not available yet; the first batch asks again");
+    }
+}
+
 async fn provisioning_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::Receiver<bool>) {
     let mut leader = ctx.leader.clone();
     loop {
@@ -485,7 +504,7 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
         return Ok(());
     }
     let n = ctx.batches.fetch_add(1, Ordering::Relaxed) + 1;
-    let batch_id = format!("{}-{}-{n}", ctx.config.identity, Timestamp::now().as_second());
+    let batch_id = format!("{}-{}-{n}", ctx.config.identity, Timestamp::now().as_millisecond());
     let (settings, weights) = (ctx.config.planner.clone(), ctx.config.weights.clone());
     let id = batch_id.clone();
     let decision = tokio::task::spawn_blocking(move || provisioner::plan_batch(&snapshot.cluster, &snapshot.objects, &view, &weights, &settings, &id))
@@ -635,6 +654,7 @@ async fn lifecycle_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: 
                     }
                 },
                 Ok(_) => {}
+                Err(e) if e.is_conflict() => tracing::debug!(error = %e, "lifecycle step raced another writer; retrying"),
                 Err(e) => {
                     ctx.metrics.error(Stage::Register);
                     tracing::warn!(error = %e, "lifecycle step failed; retrying");

@@ -46,7 +46,7 @@ fn differs(a: Option<&EC2NodeClassStatus>, b: &EC2NodeClassStatus) -> bool {
     a.map(strip) != Some(strip(b))
 }
 
-/// Resolves every NodeClass and writes the statuses that changed. Throttling and API errors of the
+/// Resolves every NodeClass and, as leader, writes the statuses that changed. Throttling and API errors of the
 /// cloud leave the status as it is (the provider keeps the last good resolution).
 pub async fn reconcile_all<P: CloudProvider>(ctx: &Ctx<P>) {
     let classes: Vec<EC2NodeClass> = super::lock(&ctx.state).nodeclasses.iter().filter(|c| c.metadata.deletion_timestamp.is_none()).cloned().collect();
@@ -62,7 +62,8 @@ pub async fn reconcile_all<P: CloudProvider>(ctx: &Ctx<P>) {
             continue;
         }
         let status = status_for(nc.status.as_ref(), resolved.as_ref().cloned(), Timestamp::now());
-        if !differs(nc.status.as_ref(), &status) {
+        // Followers resolve too (their provider's cache stays warm for a takeover) but never write.
+        if !differs(nc.status.as_ref(), &status) || !ctx.is_leader() {
             continue;
         }
         if let Err(e) = &resolved {

@@ -226,6 +226,15 @@ pub enum RegistrationError {
     Kube { claim: String, what: String, error: kube::Error },
 }
 
+impl RegistrationError {
+    /// Someone changed the object since it was read (the kubelet's first status updates, usually):
+    /// expected, and retried with a fresh copy on the next tick.
+    pub fn is_conflict(&self) -> bool {
+        let RegistrationError::Kube { error, .. } = self;
+        kube_status(error) == Some(409)
+    }
+}
+
 /// Carries out the next step of one NodeClaim (termination excepted).
 pub async fn reconcile<P: CloudProvider>(ctx: &Ctx<P>, name: &str) -> Result<Step, RegistrationError> {
     let (claim, node) = {

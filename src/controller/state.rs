@@ -374,19 +374,10 @@ impl ClusterState {
     /// The objects the planner reads (see the module invariants). `catalog` sizes NodeClaims that have
     /// not launched yet.
     pub fn planning_objects(&self, catalog: &Catalog) -> Objects {
-        let mut o = Objects::default();
-        o.namespaces = self.namespaces.iter().cloned().map(live).collect();
-        o.nodeclasses = self.nodeclasses.iter().cloned().map(live).collect();
         // NodePools being deleted, or whose EC2NodeClass is not ready, launch nothing.
         let class_not_ready = |p: &NodePool| self.nodeclasses.get("", &p.spec.template.spec.node_class_ref.name).is_some_and(super::nodeclass::not_ready);
-        o.nodepools = self.nodepools.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && !class_not_ready(p)).cloned().map(live).collect();
-        o.storageclasses = self.storageclasses.iter().cloned().map(live).collect();
-        o.pvs = self.pvs.iter().cloned().map(live).collect();
-        o.pvcs = self.pvcs.iter().cloned().map(live).collect();
-        o.daemonsets = self.daemonsets.iter().cloned().map(live).collect();
-        o.nodes = self.nodes.iter().map(|n| self.planning_node(n)).map(live).collect();
         let mut views: BTreeMap<String, Option<Catalog>> = BTreeMap::new();
-        o.nodeclaims = self
+        let nodeclaims = self
             .nodeclaims
             .iter()
             .filter(|c| c.metadata.deletion_timestamp.is_none())
@@ -397,7 +388,7 @@ impl ClusterState {
             })
             .map(live)
             .collect();
-        o.pods = self
+        let pods = self
             .pods
             .iter()
             .filter(|p| {
@@ -407,7 +398,19 @@ impl ClusterState {
             .cloned()
             .map(live)
             .collect();
-        o
+        Objects {
+            namespaces: self.namespaces.iter().cloned().map(live).collect(),
+            nodeclasses: self.nodeclasses.iter().cloned().map(live).collect(),
+            nodepools: self.nodepools.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && !class_not_ready(p)).cloned().map(live).collect(),
+            storageclasses: self.storageclasses.iter().cloned().map(live).collect(),
+            pvs: self.pvs.iter().cloned().map(live).collect(),
+            pvcs: self.pvcs.iter().cloned().map(live).collect(),
+            daemonsets: self.daemonsets.iter().cloned().map(live).collect(),
+            nodes: self.nodes.iter().map(|n| self.planning_node(n)).map(live).collect(),
+            nodeclaims,
+            pods,
+            ..Default::default()
+        }
     }
 
     /// The catalog as a node class sees it (kubelet settings change allocatable); `None` if the class is
