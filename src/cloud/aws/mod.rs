@@ -189,6 +189,9 @@ pub struct AwsProvider {
     nodeclasses: Mutex<BTreeMap<String, NodeClassEntry>>,
     catalog: tokio::sync::Mutex<CatalogState>,
     templates: Mutex<BTreeMap<String, Instant>>,
+    /// The last fetched type data, readable without waiting for a catalog refresh in progress (the
+    /// launch path needs instance facts, not a fresh catalog).
+    types: Mutex<Option<Arc<TypeData>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -235,6 +238,7 @@ impl AwsProvider {
             nodeclasses: Mutex::new(BTreeMap::new()),
             catalog: tokio::sync::Mutex::new(CatalogState::default()),
             templates: Mutex::new(BTreeMap::new()),
+            types: Mutex::new(None),
         })
     }
 
@@ -336,7 +340,9 @@ impl AwsProvider {
             match instance_types::fetch(&self.ec2).await {
                 Ok(d) => {
                     tracing::info!(types = d.types.len(), "fetched EC2 instance types and offerings");
-                    st.types = Some(Arc::new(d));
+                    let d = Arc::new(d);
+                    *lock(&self.types) = Some(d.clone());
+                    st.types = Some(d);
                     st.types_failed = None;
                 }
                 Err(e) => {
@@ -456,7 +462,7 @@ impl AwsProvider {
             tracing::info!(nodeclaim = %req.nodeclaim, instance = %existing.id, "NodeClaim already has an instance; not launching another");
             return Ok(existing);
         }
-        let types = self.catalog.lock().await.types.clone();
+        let types = lock(&self.types).clone();
         let tags = self.launch_tags(&nc, req);
         let mut templates: BTreeMap<String, TemplateSpec> = BTreeMap::new();
         let mut overrides: Vec<Override> = Vec::new();
