@@ -172,7 +172,7 @@ impl<'a> Engine<'a> {
             match &step.action {
                 Action::Apply(objects) => {
                     self.log(EventKind::Step { step: n, action: "apply".into(), note });
-                    for object in self.world.apply(objects.clone()) {
+                    for object in self.world.apply((**objects).clone()) {
                         self.log(EventKind::Applied { object });
                     }
                     self.adopt_nodes();

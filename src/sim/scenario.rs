@@ -58,6 +58,11 @@ impl std::error::Error for ScenarioError {}
 /// Reads the files a scenario names.
 pub trait Files {
     fn read(&self, path: &Path) -> Result<String, String>;
+
+    /// The manifest files a path stands for: itself, or for a folder its YAML and JSON files.
+    fn manifests(&self, path: &Path) -> Result<Vec<PathBuf>, String> {
+        Ok(vec![path.to_path_buf()])
+    }
 }
 
 /// The file system.
@@ -66,6 +71,10 @@ pub struct Disk;
 impl Files for Disk {
     fn read(&self, path: &Path) -> Result<String, String> {
         std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
+    }
+
+    fn manifests(&self, path: &Path) -> Result<Vec<PathBuf>, String> {
+        read::expand_paths(&[path.to_path_buf()]).map_err(|e| e.message)
     }
 }
 
@@ -397,7 +406,7 @@ pub struct Settings {
 
 #[derive(Clone, Debug)]
 pub enum Action {
-    Apply(Objects),
+    Apply(Box<Objects>),
     Delete(ObjectRef),
     Scale(Scale),
     Advance(Duration),
@@ -488,7 +497,7 @@ pub fn parse(path: &Path, text: &str, files: &dyn Files) -> Result<Scenario, Sce
             if a.is_empty() {
                 return Err(err(Some(format!("{field}.apply")), "lists no files or objects".into()));
             }
-            Action::Apply(objects_of(path, &dir, &format!("{field}.apply"), &a, files, &mut warnings)?)
+            Action::Apply(Box::new(objects_of(path, &dir, &format!("{field}.apply"), &a, files, &mut warnings)?))
         } else if let Some(d) = s.delete {
             check_kind(path, &format!("{field}.delete.kind"), &d.kind, DELETABLE)?;
             Action::Delete(d)
@@ -625,12 +634,15 @@ fn objects_of(path: &Path, dir: &Path, field: &str, entries: &[Value], files: &d
         match e {
             Value::String(rel) => {
                 let p = normalize(&dir.join(rel));
-                let text = files.read(&p).map_err(|e| ScenarioError::new(path, Some(f.clone()), format!("{}: {e}", p.display())))?;
-                let r = read::parse_text(&p, &text).map_err(|e| ScenarioError::new(path, Some(f.clone()), e.to_string()))?;
-                if r.is_empty() {
+                let mut found = Vec::new();
+                for file in files.manifests(&p).map_err(|e| ScenarioError::new(path, Some(f.clone()), format!("{}: {e}", p.display())))? {
+                    let text = files.read(&file).map_err(|e| ScenarioError::new(path, Some(f.clone()), format!("{}: {e}", file.display())))?;
+                    found.extend(read::parse_text(&file, &text).map_err(|e| ScenarioError::new(path, Some(f.clone()), e.to_string()))?);
+                }
+                if found.is_empty() {
                     return Err(ScenarioError::new(path, Some(f), format!("{}: holds no Kubernetes object", p.display())));
                 }
-                raws.extend(r);
+                raws.extend(found);
             }
             Value::Object(_) => {
                 // The object is reported as coming from "<scenario> <field>", so an error in it names

@@ -44,7 +44,7 @@ impl Serialize for SimTime {
     /// As seconds (a float when there are milliseconds), which is what a reader of the JSON timeline
     /// wants to plot.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if self.0 % 1000 == 0 { s.serialize_u64(self.0 / 1000) } else { s.serialize_f64(self.0 as f64 / 1000.0) }
+        if self.0.is_multiple_of(1000) { s.serialize_u64(self.0 / 1000) } else { s.serialize_f64(self.0 as f64 / 1000.0) }
     }
 }
 
