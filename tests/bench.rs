@@ -93,6 +93,9 @@ fn bench_on_the_small_batches_checks_every_plan() {
         assert!(r.error.is_none(), "{}/{}: {:?}", r.workload, r.planner, r.error);
         assert_eq!(r.valid, Some(true), "{}/{}: {:?}", r.workload, r.planner, r.first_violation);
         assert_eq!(r.unschedulable, Some(0), "{}/{}", r.workload, r.planner);
+        // The lower bound on $/h holds for every plan that places every pod.
+        let ratio = r.vs_bound.unwrap_or_else(|| panic!("{}/{}: no bound", r.workload, r.planner));
+        assert!(ratio >= 1.0 - 1e-9, "{}/{}: cost below the lower bound ({ratio})", r.workload, r.planner);
     }
     for w in &ws {
         let get = |p: &str| res.rows.iter().find(|r| r.workload == w.name && r.planner == p).unwrap();
@@ -108,6 +111,7 @@ fn bench_on_the_small_batches_checks_every_plan() {
         let m = res.rows.iter().find(|r| r.workload == s && r.planner == "milp").unwrap();
         assert_eq!(m.status, "optimal", "{s}: {}", m.detail);
         assert!((m.vs_lower_bound.unwrap() - 1.0).abs() < 1e-6);
+        assert!((m.vs_bound.unwrap() - 1.0).abs() < 1e-5, "{s}: {:?}", m.vs_bound);
     }
     assert!(!res.failed());
 
