@@ -72,7 +72,10 @@ fn the_seed_scenarios_pass_with_the_greedy_planner() {
 fn seed_1_recovers_when_its_first_choice_spot_offering_has_no_capacity() {
     for solver in SOLVERS {
         let sc = seed("seed-1");
-        let first = run(&sc, solver);
+        // The first spot launch happens in seed-1's first step; running up to its first expect finds it.
+        let mut probe = sc.clone();
+        probe.steps.truncate(3);
+        let first = run(&probe, solver);
         let (_, it, zone, ct) = launches(&first).into_iter().find(|l| l.3 == "spot").expect("seed-1 launches a spot node");
 
         let mut ice = sc.clone();
@@ -97,6 +100,29 @@ fn seed_1_recovers_when_its_first_choice_spot_offering_has_no_capacity() {
         assert!(spot_launches.iter().any(|l| (l.1.as_str(), l.2.as_str()) != (it.as_str(), zone.as_str())), "{solver:?}: no other spot offering was launched");
         // The offering comes back after the unavailable-offerings TTL and is tried (and refused) again.
         assert!(r.timeline.iter().any(|e| matches!(&e.kind, EventKind::OfferingAvailable { instance_type, .. } if instance_type == &it)), "{solver:?}");
+    }
+}
+
+/// seed-1 with `podManagementPolicy: Parallel`: all three pods are pending in the same batch, at the
+/// start and again after the rescale, when each is pinned to its volume's zone (the batch the seed's
+/// defect is about). Every expectation of seed-1 holds.
+#[test]
+fn seed_1_with_parallel_pod_management_plans_the_three_pods_in_one_batch() {
+    let mut sc = seed("seed-1");
+    let sts = sc
+        .steps
+        .iter_mut()
+        .find_map(|s| match &mut s.action {
+            scenario::Action::Apply(o) if !o.statefulsets.is_empty() => Some(&mut o.statefulsets[0].obj),
+            _ => None,
+        })
+        .expect("seed-1 applies its StatefulSet in a step");
+    sts.spec.as_mut().expect("a spec").pod_management_policy = Some("Parallel".into());
+    for solver in SOLVERS {
+        let r = run(&sc, solver);
+        assert_passed(&r);
+        let three = r.timeline.iter().filter(|e| matches!(&e.kind, EventKind::Batch { pods: 3, new_nodes: 3, .. })).count();
+        assert_eq!(three, 2, "{solver:?}: one 3-pod, 3-node batch at the start and one after the rescale\n{}", text(&r));
     }
 }
 
@@ -251,6 +277,53 @@ steps:
         assert!(r.timeline.iter().any(|e| matches!(&e.kind, EventKind::VolumeBound { zone: Some(z), mode, .. } if z == "us-east-1b" && mode.starts_with("Immediate"))), "{}", text(&r));
         assert!(r.bill > 0.0);
     }
+}
+
+/// FIXME(planner): a NodeClaim in flight is planned as an empty node, without the DaemonSet pods it
+/// will run once registered (Karpenter subtracts that overhead, karpenter.md §2 "Existing nodes"). Here
+/// pod b arrives while a's node boots; the planner (and the checker) put both on the in-flight
+/// m5.large, which the 1-CPU DaemonSet pod then fills, so b waits for a third batch and a second node.
+/// When the planner counts the overhead, batch 2 launches b's node and this test should expect 2 batches.
+#[test]
+fn in_flight_nodes_are_planned_without_their_daemonset_pods_fixme() {
+    let text_sc = r#"
+schema: stowage.dev/scenario/v1
+name: daemonset-overhead-in-flight
+manifests:
+  - ../common-ec2nodeclass.yaml
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {name: general}
+    spec:
+      template:
+        spec:
+          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+          requirements:
+            - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+            - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+  - apiVersion: apps/v1
+    kind: DaemonSet
+    metadata: {name: agent, namespace: default}
+    spec:
+      selector: {matchLabels: {app: agent}}
+      template:
+        metadata: {labels: {app: agent}}
+        spec: {containers: [{name: a, image: x, resources: {requests: {cpu: "1"}}}]}
+steps:
+  - apply: [{apiVersion: v1, kind: Pod, metadata: {name: a}, spec: {containers: [{name: c, image: x, resources: {requests: {cpu: 900m}}}]}}]
+  - advance: 20s
+  - apply: [{apiVersion: v1, kind: Pod, metadata: {name: b}, spec: {containers: [{name: c, image: x, resources: {requests: {cpu: 900m}}}]}}]
+  - settle: {}
+  - expect: {pendingPods: 0, launches: 2, batches: 3}
+"#;
+    let sc = scenario::parse(Path::new("scenarios/x/scenario.yaml"), text_sc, &sim::Embedded).unwrap_or_else(|e| panic!("{e}"));
+    let r = run(&sc, SolverName::Milp);
+    assert_passed(&r);
+    let second = r.timeline.iter().find_map(|e| match &e.kind {
+        EventKind::Batch { batch: 2, new_nodes, on_existing, .. } => Some((*new_nodes, *on_existing)),
+        _ => None,
+    });
+    assert_eq!(second, Some((0, 2)), "batch 2 puts a and b on the in-flight node\n{}", text(&r));
 }
 
 #[test]

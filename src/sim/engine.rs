@@ -151,7 +151,7 @@ impl<'a> Engine<'a> {
     }
 
     fn build(&self) -> Result<Cluster, SimError> {
-        self.world.build().map_err(|e| self.error(format!("the simulated cluster is not a valid workload any more: {e}")))
+        self.world.build().map_err(|e| self.error(format!("the cluster's objects are not a valid workload: {e}")))
     }
 
     /// Runs the scenario to its end.
@@ -160,8 +160,8 @@ impl<'a> Engine<'a> {
         let applied = self.world.apply(sc.manifests.clone());
         if !applied.is_empty() {
             self.log(EventKind::Step { step: 0, action: "apply the scenario's manifests".into(), note: None });
-            for object in applied {
-                self.log(EventKind::Applied { object });
+            for objects in applied {
+                self.log(EventKind::Applied { objects });
             }
             self.adopt_nodes();
         }
@@ -172,8 +172,8 @@ impl<'a> Engine<'a> {
             match &step.action {
                 Action::Apply(objects) => {
                     self.log(EventKind::Step { step: n, action: "apply".into(), note });
-                    for object in self.world.apply((**objects).clone()) {
-                        self.log(EventKind::Applied { object });
+                    for line in self.world.apply((**objects).clone()) {
+                        self.log(EventKind::Applied { objects: line });
                     }
                     self.adopt_nodes();
                 }

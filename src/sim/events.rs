@@ -30,7 +30,7 @@ pub enum EventKind {
     #[serde(rename_all = "camelCase")]
     Step { step: usize, action: String, #[serde(skip_serializing_if = "Option::is_none")] note: Option<String> },
     #[serde(rename_all = "camelCase")]
-    Applied { object: String },
+    Applied { objects: String },
     #[serde(rename_all = "camelCase")]
     PodCreated { pod: String, owner: String },
     #[serde(rename_all = "camelCase")]
@@ -123,7 +123,7 @@ impl fmt::Display for EventKind {
                 }
                 Ok(())
             }
-            Applied { object } => write!(f, "  {object}"),
+            Applied { objects } => write!(f, "  {objects}"),
             PodCreated { pod, owner } => write!(f, "created pod {pod} ({owner})"),
             PodDeleted { pod, reason } => write!(f, "deleted pod {pod} ({reason})"),
             ClaimCreated { claim, owner } => write!(f, "created claim {claim} ({owner})"),

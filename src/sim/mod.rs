@@ -147,7 +147,12 @@ pub fn command(paths: &[PathBuf], solver: Option<SolverName>, format: Format) ->
             println!("{} of {} scenario(s) pass: {}", reports.iter().filter(|r| r.passed).count(), reports.len(), verdicts.join(", "));
         }
         Format::Json | Format::Yaml => {
-            let v = serde_json::json!({ "passed": passed, "scenarios": reports });
+            #[derive(serde::Serialize)]
+            struct Out<'r> {
+                passed: bool,
+                scenarios: &'r [Report],
+            }
+            let v = Out { passed, scenarios: &reports };
             let text = if format == Format::Json { serde_json::to_string_pretty(&v).map(|s| s + "\n").map_err(|e| e.to_string()) } else { serde_saphyr::to_string(&v).map_err(|e| e.to_string()) };
             match text {
                 Ok(t) => print!("{t}"),

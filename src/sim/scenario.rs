@@ -493,30 +493,35 @@ pub fn parse(path: &Path, text: &str, files: &dyn Files) -> Result<Scenario, Sce
                 ),
             ));
         }
-        let action = if let Some(a) = s.apply {
+        let mut actions = Vec::with_capacity(1);
+        if let Some(a) = s.apply {
             if a.is_empty() {
                 return Err(err(Some(format!("{field}.apply")), "lists no files or objects".into()));
             }
-            Action::Apply(Box::new(objects_of(path, &dir, &format!("{field}.apply"), &a, files, &mut warnings)?))
-        } else if let Some(d) = s.delete {
+            actions.push(Action::Apply(Box::new(objects_of(path, &dir, &format!("{field}.apply"), &a, files, &mut warnings)?)));
+        }
+        if let Some(d) = s.delete {
             check_kind(path, &format!("{field}.delete.kind"), &d.kind, DELETABLE)?;
-            Action::Delete(d)
-        } else if let Some(sc) = s.scale {
+            actions.push(Action::Delete(d));
+        }
+        if let Some(sc) = s.scale {
             check_kind(path, &format!("{field}.scale.kind"), &sc.kind, SCALABLE)?;
             if sc.replicas < 0 {
                 return Err(err(Some(format!("{field}.scale.replicas")), format!("must be at least 0, got {}", sc.replicas)));
             }
-            Action::Scale(sc)
-        } else if let Some(d) = s.advance {
-            Action::Advance(d.0)
-        } else if let Some(st) = s.settle {
-            Action::Settle(st.max.map(|d| d.0).unwrap_or(DEFAULT_SETTLE_MAX))
-        } else if let Some(e) = s.expect {
+            actions.push(Action::Scale(sc));
+        }
+        if let Some(d) = s.advance {
+            actions.push(Action::Advance(d.0));
+        }
+        if let Some(st) = s.settle {
+            actions.push(Action::Settle(st.max.map(|d| d.0).unwrap_or(DEFAULT_SETTLE_MAX)));
+        }
+        if let Some(e) = s.expect {
             validate_expect(path, &format!("{field}.expect"), &e)?;
-            Action::Expect(Box::new(e))
-        } else {
-            unreachable!("exactly one action was counted above")
-        };
+            actions.push(Action::Expect(Box::new(e)));
+        }
+        let Some(action) = actions.pop() else { return Err(err(Some(field), "a step needs an action".into())) };
         steps.push(Step { number: i + 1, note: s.note, action });
     }
     Ok(Scenario { name: f.name, description: f.description.trim().to_string(), file: path.display().to_string(), manifests, settings, steps, warnings })
