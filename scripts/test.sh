@@ -14,6 +14,6 @@ tests/moto/moto.sh venv
 # under $STOWAGE_CACHE and takes ~50 ms when current.
 peers/karpenter/build.sh >/dev/null
 cargo build --all-targets --quiet
-cargo test --quiet
+cargo test --quiet --no-fail-fast
 cargo clippy --all-targets --quiet -- -D warnings
 echo "tests passed in $(( $(date +%s) - start ))s"
