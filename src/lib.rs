@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod check;
 pub mod cli;
 pub mod cloud;
+pub mod controller;
 pub mod domain;
 pub mod e2e;
 pub mod input;

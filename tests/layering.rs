@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 /// Modules of the pure core, and the crate paths they may not name.
 const CORE: &[&str] = &["src/domain", "src/semantics", "src/solve", "src/check", "src/plan", "src/weights.rs", "src/catalog"];
-const FORBIDDEN: &[&str] = &["kube::", "kube_runtime", "kube_client", "k8s_openapi", "aws_sdk", "aws_config", "aws_smithy", "tokio", "crate::e2e", "crate::cli", "crate::api", "reqwest", "hyper"];
+const FORBIDDEN: &[&str] = &["kube::", "kube_runtime", "kube_client", "k8s_openapi", "aws_sdk", "aws_config", "aws_smithy", "tokio", "crate::e2e", "crate::cli", "crate::api", "reqwest::", "hyper::", "hyper_util"];
 
 fn rust_files(p: &Path, out: &mut Vec<PathBuf>) {
     if p.is_dir() {

@@ -118,6 +118,12 @@ pub struct Row {
     /// Proven lower bound on the objective (MILP only; objective units).
     pub lower_bound: Option<f64>,
     pub gap: Option<f64>,
+    /// Lower bound on the cost per hour of any plan that places every pending pod ([`volume_bound`],
+    /// or the MILP's bound when the objective is the price; the larger). Same for every planner of a
+    /// workload and weights profile.
+    pub bound_per_hour: Option<f64>,
+    /// Cost per hour divided by `bound_per_hour` (only for plans that leave no pod pending).
+    pub vs_bound: Option<f64>,
     /// Cost per hour divided by the greedy plan's (same workload and weights).
     pub vs_greedy: Option<f64>,
     /// Objective divided by the MILP's lower bound (same workload and weights; for the peer, under the
@@ -135,6 +141,9 @@ pub struct Row {
     pub detail: String,
     pub synthetic_prices: bool,
     pub phases: Vec<Phase>,
+    /// The weights make the objective the price (so the MILP's bound is a bound on $/h too).
+    #[serde(skip)]
+    pub price_only: bool,
 }
 
 impl Row {
@@ -201,6 +210,8 @@ fn row_from_plan(e: &Entry, pods: usize, planner: &str, weights: &str, p: &Plan,
         gap: p.solver.gap,
         vs_greedy: None,
         vs_lower_bound: None,
+        bound_per_hour: None,
+        vs_bound: None,
         valid: Some(r.valid()),
         violations: r.violations.len(),
         first_violation: r.violations.first().map(|v| v.to_string()),
@@ -209,6 +220,7 @@ fn row_from_plan(e: &Entry, pods: usize, planner: &str, weights: &str, p: &Plan,
         detail: p.solver.detail.clone(),
         synthetic_prices: p.synthetic_prices,
         phases: p.solver.phases.clone(),
+        price_only: false,
     }
 }
 
@@ -276,6 +288,7 @@ pub fn run(workloads: &[Entry], replays: &[Replay], opts: &Options) -> Results {
             }
         };
         let pods = w.cluster.pending().len();
+        let volume = volume_bound(&w.cluster, &cat, &opts.profiles.first().map(|p| p.weights.clone()).unwrap_or_default());
         let mut rows = Vec::new();
         for prof in &opts.profiles {
             for &s in &opts.solvers {
@@ -287,7 +300,7 @@ pub fn run(workloads: &[Entry], replays: &[Replay], opts: &Options) -> Results {
                     }
                     Err(msg) => error_row(e, pods, solver_name(s), &prof.name, msg),
                 };
-                rows.push(row);
+                rows.push(Row { bound_per_hour: volume, price_only: price_only(&w.cluster, &prof.weights), ..row });
                 pb.inc(1);
             }
         }
@@ -357,6 +370,8 @@ fn peer_row(bin: &Path, e: &Entry, catalogs: &Catalogs, opts: &Options) -> Row {
         Ok(run) => {
             let r = check::check(&w.cluster, &cat, &run.plan);
             let mut row = row_from_plan(e, pods, "karpenter", "-", &run.plan, &r);
+            row.bound_per_hour = volume_bound(&w.cluster, &cat, &Weights::default());
+            row.price_only = price_only(&w.cluster, &Weights::default());
             row.time_ms = Some(run.schedule_ms);
             row.wall_ms = Some(run.wall_ms);
             row.objective = Some(objective_of(&w.cluster, &run.plan, &Weights::default()));
@@ -381,6 +396,65 @@ pub fn objective_of(cluster: &crate::domain::Cluster, plan: &Plan, weights: &Wei
         })
         .sum();
     nodes + weights.unschedulable_pod * plan.unschedulable.len() as f64
+}
+
+/// Whether the objective under `weights` is the price of the new nodes (plus the tie-break): price
+/// weight 1, no per-node or spot terms, and no NodePool-weight term (all pools of equal weight, or the
+/// term switched off).
+pub fn price_only(cluster: &crate::domain::Cluster, weights: &Weights) -> bool {
+    let equal_pools = cluster.nodepools.windows(2).all(|w| w[0].weight == w[1].weight);
+    (weights.price - 1.0).abs() < 1e-12
+        && weights.per_node == 0.0
+        && (weights.spot.price_multiplier - 1.0).abs() < 1e-12
+        && weights.spot.per_node == 0.0
+        && (equal_pools || weights.node_pool_weight == 0.0)
+}
+
+/// A lower bound on the cost per hour of any plan that places every pending pod, from resource
+/// volume alone: for each resource r, the demand the existing nodes cannot absorb (pending requests
+/// minus the free allocatable of every usable existing node) times the cheapest price per unit of r
+/// among the configurations the NodePools offer; the largest over r. Valid because every new node of
+/// configuration f costs price_f ≥ (its share of r) × min_g price_g / room_g(r). Weak when constraints
+/// (anti-affinity, spreads, selectors) rather than volume decide the node count, but never wrong,
+/// which the MILP's own bound is not guaranteed to make useful (it can be negative).
+pub fn volume_bound(cluster: &crate::domain::Cluster, catalog: &Catalog, weights: &Weights) -> Option<f64> {
+    use std::collections::BTreeMap;
+    let p = crate::solve::Problem::new(cluster, catalog, weights).ok()?;
+    let mut demand: BTreeMap<String, i64> = BTreeMap::new();
+    for id in cluster.pending() {
+        for (n, v) in cluster.pod(id).requests.iter() {
+            *demand.entry(n.to_string()).or_default() += v;
+        }
+    }
+    if demand.is_empty() {
+        return Some(0.0);
+    }
+    for node in cluster.nodes.iter().filter(|n| !n.deleting && !n.unschedulable) {
+        let mut free: BTreeMap<&str, i64> = node.allocatable.iter().collect();
+        for pod in cluster.pods.iter().filter(|q| q.node_name.as_deref() == Some(node.name.as_str()) && !q.is_terminal()) {
+            for (n, v) in pod.requests.iter() {
+                if let Some(f) = free.get_mut(n) {
+                    *f -= v;
+                }
+            }
+        }
+        for (n, f) in free {
+            if let Some(d) = demand.get_mut(n) {
+                *d -= f.max(0);
+            }
+        }
+    }
+    let mut best: f64 = 0.0;
+    for (r, need) in demand {
+        if need <= 0 {
+            continue;
+        }
+        let ratio = p.configs.iter().filter(|c| c.room().get(&r) > 0).map(|c| c.price / c.room().get(&r) as f64).fold(f64::INFINITY, f64::min);
+        if ratio.is_finite() {
+            best = best.max(need as f64 * ratio);
+        }
+    }
+    Some(best)
 }
 
 /// Rows in a fixed order: workloads as given, then weights profiles, then planners as given, the peer
@@ -423,6 +497,20 @@ fn fill_ratios(rows: &mut [Row], opts: &Options) {
             && lb > 1e-9
         {
             r.vs_lower_bound = Some(obj / lb);
+        }
+        // The MILP's bound counts in $/h when the objective is the price; the tie-break term (a
+        // fraction of the price) is taken off so that the bound stays valid.
+        let profile = opts.profiles.iter().find(|p| p.name == weights).map(|p| &p.weights);
+        if r.price_only
+            && let Some(lb) = lb.filter(|lb| *lb > 0.0 && *lb < Weights::default().unschedulable_pod)
+        {
+            let tie = 1.0 + profile.map(|w| w.tie_break).unwrap_or(0.01);
+            r.bound_per_hour = Some(r.bound_per_hour.unwrap_or(0.0).max(lb / tie));
+        }
+        if let (Some(b), Some(c), Some(0)) = (r.bound_per_hour, r.cost_per_hour, r.unschedulable)
+            && b > 1e-9
+        {
+            r.vs_bound = Some(c / b);
         }
     }
 }

@@ -1,8 +1,8 @@
 //! SVG figures of a bench run (plotters, SVG backend; no fonts needed, the viewer renders the text).
 //!
-//! * `cost-vs-bound.svg`: per workload, each planner's objective divided by the MILP's proven lower
-//!   bound (1.0 = proven optimal). The objective is the plan's cost in the weights' units; for the
-//!   Karpenter peer it is recomputed under the default weights.
+//! * `cost-vs-bound.svg`: per workload, each planner's cost per hour divided by the best lower bound
+//!   on it (`Row::bound_per_hour`: the resource-volume bound, or the MILP's proven bound when the
+//!   objective is the price). 1.0 = proven optimal; plans leaving pods pending are not drawn.
 //! * `time-vs-pods.svg`: planner time against pending pods, log–log.
 
 use plotters::prelude::*;
@@ -47,7 +47,7 @@ fn err<E: std::fmt::Display>(e: E) -> String {
 pub fn cost_vs_bound(res: &Results) -> Result<String, String> {
     let mut workloads: Vec<String> = Vec::new();
     for r in &res.rows {
-        if r.vs_lower_bound.is_some() && !workloads.contains(&r.workload) {
+        if r.vs_bound.is_some() && !workloads.contains(&r.workload) {
             workloads.push(r.workload.clone());
         }
     }
@@ -57,7 +57,7 @@ pub fn cost_vs_bound(res: &Results) -> Result<String, String> {
         .iter()
         .filter_map(|r| {
             let x = workloads.iter().position(|w| *w == r.workload)?;
-            Some((r.planner.clone(), r.weights.clone(), x, r.vs_lower_bound?))
+            Some((r.planner.clone(), r.weights.clone(), x, r.vs_bound?))
         })
         .collect();
     let ymax = points.iter().map(|p| p.3).fold(1.05_f64, f64::max).min(10.0) * 1.02;
@@ -67,7 +67,7 @@ pub fn cost_vs_bound(res: &Results) -> Result<String, String> {
         root.fill(&WHITE).map_err(err)?;
         let n = workloads.len().max(1);
         let mut chart = ChartBuilder::on(&root)
-            .caption("Objective / proven lower bound per workload (1 = optimal)", ("sans-serif", 20))
+            .caption("Cost per hour / lower bound per workload (1 = proven optimal)", ("sans-serif", 20))
             .margin(15)
             .x_label_area_size(170)
             .y_label_area_size(60)
@@ -82,7 +82,7 @@ pub fn cost_vs_bound(res: &Results) -> Result<String, String> {
                 if (x - i).abs() < 1e-6 && i >= 0.0 { names.get(i as usize).cloned().unwrap_or_default() } else { String::new() }
             })
             .x_label_style(("sans-serif", 12).into_font().transform(FontTransform::Rotate90))
-            .y_desc("objective / lower bound")
+            .y_desc("cost / lower bound")
             .disable_x_mesh()
             .draw()
             .map_err(err)?;

@@ -43,12 +43,12 @@ fn one_line(s: &str, max: usize) -> String {
 /// Every row: cost, nodes, unschedulable pods, time, lower bound, gap, and the ratios.
 pub fn main_table(res: &Results) -> String {
     let mut s = String::new();
-    s.push_str("| workload | pods | planner | weights | $/h | nodes | unsched | time ms | lower bound | gap | status | ×greedy | ×bound | check |\n");
-    s.push_str("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|\n");
+    s.push_str("| workload | pods | planner | weights | $/h | nodes | unsched | time ms | MILP bound | gap | status | $/h bound | ×greedy | ×bound | check |\n");
+    s.push_str("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|\n");
     for r in &res.rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.workload,
             r.pods,
             r.planner,
@@ -60,8 +60,9 @@ pub fn main_table(res: &Results) -> String {
             f(r.lower_bound, 4),
             pct(r.gap),
             r.status,
+            f(r.bound_per_hour, 4),
             f(r.vs_greedy, 4),
-            f(r.vs_lower_bound, 4),
+            f(r.vs_bound, 4),
             verdict(r)
         );
     }
@@ -177,7 +178,7 @@ fn csv_f(x: Option<f64>) -> String {
 
 pub fn csv(res: &Results) -> String {
     let mut s = String::from(
-        "workload,group,pods,catalog,planner,weights,cost_per_hour,nodes,unschedulable,time_ms,wall_ms,status,objective,lower_bound,gap,vs_greedy,vs_lower_bound,valid,violations,first_violation,error\n",
+        "workload,group,pods,catalog,planner,weights,cost_per_hour,nodes,unschedulable,time_ms,wall_ms,status,objective,lower_bound,gap,bound_per_hour,vs_greedy,vs_lower_bound,vs_bound,valid,violations,first_violation,error\n",
     );
     for r in &res.rows {
         let cells = [
@@ -196,8 +197,10 @@ pub fn csv(res: &Results) -> String {
             csv_f(r.objective),
             csv_f(r.lower_bound),
             csv_f(r.gap),
+            csv_f(r.bound_per_hour),
             csv_f(r.vs_greedy),
             csv_f(r.vs_lower_bound),
+            csv_f(r.vs_bound),
             r.valid.map(|v| v.to_string()).unwrap_or_default(),
             r.violations.to_string(),
             csv_cell(r.first_violation.as_deref().unwrap_or("")),

@@ -119,9 +119,27 @@ pub enum Command {
         #[arg(short, long, value_enum, default_value = "json")]
         output: Output,
     },
+    /// Run scenarios (stowage.dev/scenario/v1) end to end in the simulator: controllers, kube-scheduler,
+    /// volumes, a cloud and the provisioning loop on a simulated clock. Without arguments: the bundled
+    /// seed scenarios. Exit code 0 only if every expectation holds.
+    Simulate {
+        /// Scenario files, or folders holding scenario.yaml (or subfolders that do).
+        scenarios: Vec<PathBuf>,
+        /// Plan with this solver instead of each scenario's own (default milp).
+        #[arg(long, value_enum)]
+        solver: Option<Solver>,
+        #[arg(short, long, value_enum, default_value = "table")]
+        output: Output,
+    },
     /// Run every planner (and weights profile, and optionally Karpenter's scheduler) on every workload
     /// of the benchmark corpus; check every plan; write tables, CSV, JSON and SVG figures.
     Bench(crate::bench::cli::BenchArgs),
+    /// Run the cluster controller: watch pods, plan each batch of unschedulable pods, launch NodeClaims
+    /// on EC2, register, consolidate and garbage-collect nodes (Karpenter v1 APIs; README "Deploy").
+    Controller(crate::controller::cli::ControllerArgs),
+    /// Write the current batch of a live cluster (everything the planner reads) as a workload file for
+    /// `stowage plan` and `stowage bench`, and optionally the catalog the controller would plan with.
+    Record(crate::controller::cli::RecordArgs),
     /// Write benchmark corpus files (benches/workloads/README.md says which command made each).
     Corpus {
         #[command(subcommand)]
@@ -309,7 +327,21 @@ pub fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(e),
         },
+        Command::Simulate { scenarios, solver, output } => {
+            let solver = solver.map(|s| match s {
+                Solver::Milp => crate::sim::SolverName::Milp,
+                Solver::Greedy => crate::sim::SolverName::Greedy,
+            });
+            let format = match output {
+                Output::Table => crate::sim::Format::Table,
+                Output::Json => crate::sim::Format::Json,
+                Output::Yaml => crate::sim::Format::Yaml,
+            };
+            crate::sim::command(&scenarios, solver, format)
+        }
         Command::Bench(args) => crate::bench::cli::bench(args),
+        Command::Controller(args) => crate::controller::cli::controller(args),
+        Command::Record(args) => crate::controller::cli::record(args),
         Command::Corpus { command } => crate::bench::cli::corpus_command(command),
         Command::Crds { output } => {
             let crds = crate::api::crds();

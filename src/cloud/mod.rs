@@ -4,9 +4,18 @@
 //! cloud SDK directly. Errors say what the caller should do: `InsufficientCapacity` marks offerings
 //! unavailable and replans the pods; `Throttled` retries with backoff; `NodeClassNotReady` waits;
 //! `Fatal` surfaces an operator error (credentials, permissions, bad configuration).
+//!
+//! The controller keeps the provider's view of EC2NodeClasses current with
+//! [`CloudProvider::resolve_nodeclass`] (on every NodeClass reconcile): a launch names its NodeClass
+//! by `LaunchRequest::nodeclass`, and the provider needs the NodeClass's selectors, kubelet settings
+//! and tags to launch, which a name alone does not carry.
+
+pub mod aws;
 
 use std::future::Future;
 
+use crate::api::EC2NodeClass;
+use crate::api::ec2nodeclass::EC2NodeClassStatus;
 use crate::domain::catalog::Catalog;
 
 /// One instance type in one zone with one capacity type, with the price the plan assumed.
@@ -29,7 +38,10 @@ pub struct LaunchRequest {
     /// Offerings that fit the same pods under the same zone and label constraints, cheapest first;
     /// the first is the plan's choice, the rest are fallbacks for capacity errors.
     pub offerings: Vec<OfferingRef>,
-    /// Labels and taints the node must register with (written into user data).
+    /// Labels and taints the node must register with (written into user data). Put startup taints
+    /// here too; `karpenter.sh/unregistered:NoExecute` is always added. Labels kubelet may not set on
+    /// itself (well-known, type- or zone-specific ones) are left out of user data: set them on the
+    /// Node at registration.
     pub labels: std::collections::BTreeMap<String, String>,
     pub taints: Vec<crate::domain::taints::Taint>,
     /// Extra tags (the NodeClass's `spec.tags`).
@@ -49,7 +61,8 @@ pub struct Instance {
     pub state: String,
     /// The `karpenter.sh/nodepool` tag.
     pub nodepool: Option<String>,
-    /// The `karpenter.sh/nodeclaim` tag, once set after registration.
+    /// The `karpenter.sh/nodeclaim` tag (the AWS provider sets it at launch, and again after
+    /// registration).
     pub nodeclaim: Option<String>,
     /// Launch time, seconds since the epoch.
     pub launched_at: i64,
@@ -60,7 +73,8 @@ pub enum CloudError {
     /// No capacity for these offerings: mark them unavailable (3 minutes) and replan the pods.
     #[error("insufficient capacity for {offerings:?}: {message}")]
     InsufficientCapacity { offerings: Vec<OfferingRef>, message: String },
-    /// The API throttled the call: retry with backoff.
+    /// The API throttled the call, or was unavailable (5xx, timeouts), beyond the provider's own
+    /// bounded retries: retry later with backoff.
     #[error("throttled: {0}")]
     Throttled(String),
     /// The node class cannot be resolved yet (subnets, security groups or AMIs not found): wait and
@@ -93,4 +107,18 @@ pub trait CloudProvider: Send + Sync {
     fn list(&self) -> impl Future<Output = Result<Vec<Instance>, CloudError>> + Send;
     /// Tags an instance with its NodeClaim and node name after registration.
     fn tag_registered(&self, provider_id: &str, nodeclaim: &str, node: &str) -> impl Future<Output = Result<(), CloudError>> + Send;
+    /// Resolves an EC2NodeClass (subnets, security groups, AMIs) and registers it for `launch`, which
+    /// refers to it by name. `Ok` carries what the controller writes into `status` (it sets the
+    /// conditions: Ready=True); `NodeClassNotReady` says what is missing (Ready=False). Cached; cheap
+    /// to call on every reconcile. Added to the trait because `LaunchRequest` names the NodeClass but
+    /// the launch needs its spec. The default (for clouds without node classes) accepts anything.
+    fn resolve_nodeclass(&self, nodeclass: &EC2NodeClass) -> impl Future<Output = Result<EC2NodeClassStatus, CloudError>> + Send {
+        let _ = nodeclass;
+        async { Ok(EC2NodeClassStatus::default()) }
+    }
+    /// Forgets a deleted EC2NodeClass (its subnets' zones leave `catalog()`; launches naming it wait
+    /// for it again).
+    fn forget_nodeclass(&self, name: &str) {
+        let _ = name;
+    }
 }

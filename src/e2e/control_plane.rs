@@ -146,6 +146,19 @@ impl ControlPlane {
         self.client.request_text(req).await.map_err(|e| Error::kube("GET /readyz", e))
     }
 
+    /// Stops kube-apiserver and starts it again on the same port and etcd (`cluster.sh
+    /// restart-apiserver`); returns once `/readyz` is ok. Clients see their connections and watches
+    /// drop, then a fresh API server with every object still there.
+    pub async fn restart_apiserver(&self) -> Result<()> {
+        let top = e2e_root().join(&self.name);
+        let envs = vec![
+            ("STOWAGE_CP_DIR".to_string(), self.dir.display().to_string()),
+            ("STOWAGE_CP_PORT_BASE".to_string(), self.port_base.to_string()),
+        ];
+        let script = repo_root().join("tests").join("control-plane").join("cluster.sh");
+        run_script(&script, "restart-apiserver", &envs, &top.join("cluster-scripts.log")).await.map(|_| ())
+    }
+
     /// Stops all four processes and waits for them.
     pub async fn stop(mut self) -> Result<()> {
         self.watchdog.stop().await

@@ -30,6 +30,7 @@
 //! port in use, an API error). Timing numbers and what the stand-ins do not do: `docs/control-plane.md`.
 
 mod control_plane;
+mod faults;
 mod kubelet;
 mod moto;
 mod process;
@@ -40,6 +41,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub use control_plane::ControlPlane;
+pub use faults::CapacityError;
 pub use kubelet::{Kubelet, KubeletConfig, UNREGISTERED_TAINT_KEY};
 pub use moto::{DISCOVERY_TAG_KEY, DISCOVERY_TAG_VALUE, Moto, Network, REGION, ZONES};
 pub use volumes::{

@@ -7,6 +7,8 @@
 #   cluster.sh stop     stop everything by pid file (idempotent)
 #   cluster.sh status   show each process; exit 0 only when all run and /readyz is ok
 #   cluster.sh env      print `export KUBECONFIG=...` (and the kubectl dir) for eval
+#   cluster.sh restart-apiserver   stop and start kube-apiserver only (etcd keeps its data): what a
+#                       controller sees during an API server upgrade or crash
 #
 # Environment (all optional; set the same values for start/stop/status/env):
 #   STOWAGE_CP_DIR         run dir: pki, etcd data, kubeconfigs, logs/, pids/
@@ -175,6 +177,22 @@ EOF
   )
 }
 
+spawn_apiserver() {
+  local disable_admission=ServiceAccount
+  if [[ "$NODE_LIFECYCLE" != 1 ]]; then disable_admission+=",TaintNodesByCondition"; fi
+  spawn kube-apiserver "$K8S_BIN/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
+    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --client-ca-file="$PKI/ca.crt" \
+    --service-account-issuer="https://127.0.0.1:$API_PORT" \
+    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --authorization-mode=RBAC --allow-privileged=true \
+    --disable-admission-plugins="$disable_admission" \
+    --endpoint-reconciler-type=none
+}
+
 # --- commands --------------------------------------------------------------------------------
 
 cmd_start() {
@@ -214,20 +232,10 @@ cmd_start() {
   wait_for "etcd health" etcd etcd_healthy
   log "etcd healthy after $(since "$t0") s"
 
-  local disable_admission=ServiceAccount controllers='*,-node-lifecycle-controller'
-  if [[ "$NODE_LIFECYCLE" == 1 ]]; then controllers='*'; else disable_admission+=",TaintNodesByCondition"; fi
+  local controllers='*,-node-lifecycle-controller'
+  if [[ "$NODE_LIFECYCLE" == 1 ]]; then controllers='*'; fi
 
-  spawn kube-apiserver "$K8S_BIN/kube-apiserver" \
-    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
-    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
-    --client-ca-file="$PKI/ca.crt" \
-    --service-account-issuer="https://127.0.0.1:$API_PORT" \
-    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
-    --service-cluster-ip-range=10.0.0.0/24 \
-    --authorization-mode=RBAC --allow-privileged=true \
-    --disable-admission-plugins="$disable_admission" \
-    --endpoint-reconciler-type=none
+  spawn_apiserver
   wait_for "kube-apiserver /readyz" kube-apiserver api_ready
   log "kube-apiserver ready after $(since "$t0") s"
 
@@ -291,6 +299,20 @@ cmd_status() {
   return "$ok"
 }
 
+cmd_restart_apiserver() { # stop kube-apiserver (etcd keeps the data) and start it again
+  local pid i t0=$EPOCHREALTIME
+  bin_paths
+  if pid="$(pid_of kube-apiserver)"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do pid_of kube-apiserver >/dev/null || break; sleep 0.1; done
+    if pid_of kube-apiserver >/dev/null; then kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; fi
+  fi
+  for ((i = 0; i < 100; i++)); do port_in_use "$API_PORT" || break; sleep 0.1; done
+  spawn_apiserver
+  wait_for "kube-apiserver /readyz" kube-apiserver api_ready
+  log "kube-apiserver restarted in $(since "$t0") s"
+}
+
 cmd_env() {
   bin_paths
   printf 'export KUBECONFIG=%q\n' "$KUBECONFIG_ADMIN"
@@ -302,5 +324,6 @@ case "${1:-}" in
   stop) cmd_stop ;;
   status) cmd_status ;;
   env) cmd_env ;;
-  *) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
+  restart-apiserver) cmd_restart_apiserver ;;
+  *) echo "usage: $0 start|stop|status|env|restart-apiserver" >&2; exit 2 ;;
 esac

@@ -14,6 +14,9 @@
 #   STOWAGE_MOTO_DIR   run dir for moto.log and moto.pid (default <repo>/target/e2e/moto)
 #   STOWAGE_CACHE      cache root; the venv is $STOWAGE_CACHE/moto-venv (default ~/.cache/stowage)
 #   STOWAGE_PYTHON     interpreter for the venv (default python3)
+#   STOWAGE_MOTO_PLAIN 1 runs plain moto_server instead of ice_server.py (moto behind the
+#                      fault-injection middleware: capacity errors and throttling on demand,
+#                      EC2's prioritized allocation; see ice_server.py)
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -74,7 +77,10 @@ pid_alive() {
   pid="$(cat "$PIDFILE")"
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   comm="$(cat "/proc/$pid/comm" 2>/dev/null)" || return 1
-  [[ "$comm" == moto_server ]] || return 1
+  if [[ "$comm" != moto_server ]]; then
+    # ice_server.py runs under the venv's python: recognise it by its command line.
+    [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == *"$HERE/ice_server.py"* ]] || return 1
+  fi
   printf '%s\n' "$pid"
 }
 
@@ -89,7 +95,11 @@ cmd_start() {
   mkdir -p "$RUN"
   printf '\n===== moto start %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$LOGFILE"
   t0=$EPOCHREALTIME
-  setsid "$VENV/bin/moto_server" -H 127.0.0.1 -p "$PORT" </dev/null >>"$LOGFILE" 2>&1 &
+  if [[ "${STOWAGE_MOTO_PLAIN:-0}" == 1 ]]; then
+    setsid "$VENV/bin/moto_server" -H 127.0.0.1 -p "$PORT" </dev/null >>"$LOGFILE" 2>&1 &
+  else
+    setsid "$VENV/bin/python" "$HERE/ice_server.py" -H 127.0.0.1 -p "$PORT" </dev/null >>"$LOGFILE" 2>&1 &
+  fi
   printf '%s\n' "$!" >"$PIDFILE"
   deadline=$((SECONDS + ${STOWAGE_MOTO_TIMEOUT:-30}))
   until answers; do

@@ -1,0 +1,413 @@
+//! The AWS provider against a real moto server (one per test, `stowage::e2e::Moto`), with capacity
+//! errors and throttling injected by the middleware in front of it (`tests/moto/ice_server.py`).
+//! No mocks: every call goes through aws-sdk-ec2 and moto's EC2 implementation.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use stowage::api::ec2nodeclass::{AmiSelectorTerm, EC2NodeClassSpec, SelectorTerm};
+use stowage::api::EC2NodeClass;
+use stowage::cloud::aws::retry::RetryPolicy;
+use stowage::cloud::aws::userdata::base64_decode;
+use stowage::cloud::aws::{AwsOptions, AwsProvider, ClusterInfo};
+use stowage::cloud::{CloudError, CloudProvider, LaunchRequest, OfferingRef};
+use stowage::domain::taints::{Effect, Taint};
+use stowage::e2e::{CapacityError, DISCOVERY_TAG_KEY, DISCOVERY_TAG_VALUE, Moto};
+
+const CLUSTER: &str = "demo";
+
+fn tags(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+    kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn nodeclass(name: &str) -> EC2NodeClass {
+    let discovery = SelectorTerm { tags: Some(tags(&[(DISCOVERY_TAG_KEY, DISCOVERY_TAG_VALUE)])), ..Default::default() };
+    EC2NodeClass::new(
+        name,
+        EC2NodeClassSpec {
+            subnet_selector_terms: vec![discovery.clone()],
+            security_group_selector_terms: vec![discovery],
+            ami_selector_terms: vec![AmiSelectorTerm { alias: Some("al2023@latest".into()), ..Default::default() }],
+            role: Some("KarpenterNodeRole-demo".into()),
+            tags: Some(tags(&[("team", "platform")])),
+            ..Default::default()
+        },
+    )
+}
+
+fn options() -> AwsOptions {
+    let mut o = AwsOptions {
+        cluster: ClusterInfo {
+            endpoint: "https://127.0.0.1:6443".into(),
+            ca_bundle: "Q0EK".into(),
+            service_cidr: Some("10.100.0.0/16".into()),
+            cluster_dns: vec!["10.100.0.10".into()],
+        },
+        // Fast backoff so the throttling tests take milliseconds, not seconds.
+        retry: RetryPolicy { max_attempts: 4, base_delay: Duration::from_millis(20), max_delay: Duration::from_millis(100) },
+        ..Default::default()
+    };
+    // moto preloads plain Amazon Linux 2023 images but no EKS-optimized ones.
+    o.alias.plain_al2023_fallback = true;
+    o
+}
+
+/// moto, a provider on it and the resolved default NodeClass.
+async fn setup(name: &str) -> (Moto, AwsProvider, EC2NodeClass) {
+    let moto = Moto::start(name).await.unwrap();
+    let aws = AwsProvider::new(&moto.sdk_config(), CLUSTER, options()).unwrap();
+    let nc = nodeclass("default");
+    aws.resolve_nodeclass(&nc).await.unwrap();
+    (moto, aws, nc)
+}
+
+fn offering(capacity_type: &str, instance_type: &str, zone: &str) -> OfferingRef {
+    let price = stowage::catalog::default_catalog()
+        .get(instance_type)
+        .and_then(|t| t.offerings.iter().find(|o| o.capacity_type == capacity_type && o.zone == zone))
+        .map(|o| o.price)
+        .unwrap_or(0.1);
+    OfferingRef { instance_type: instance_type.into(), zone: zone.into(), capacity_type: capacity_type.into(), price }
+}
+
+fn request(nodeclaim: &str, offerings: Vec<OfferingRef>) -> LaunchRequest {
+    LaunchRequest {
+        nodeclaim: nodeclaim.into(),
+        nodepool: "general".into(),
+        nodeclass: "default".into(),
+        offerings,
+        labels: tags(&[("karpenter.sh/nodepool", "general"), ("workload", "web"), ("topology.kubernetes.io/zone", "us-east-1b")]),
+        taints: vec![Taint::new("dedicated", "web", Effect::NoSchedule)],
+        tags: tags(&[("cost-center", "42")]),
+    }
+}
+
+async fn describe(moto: &Moto, id: &str) -> aws_sdk_ec2::types::Instance {
+    let out = moto.ec2().describe_instances().instance_ids(id).send().await.unwrap();
+    out.reservations()[0].instances()[0].clone()
+}
+
+fn tag_map(i: &aws_sdk_ec2::types::Instance) -> BTreeMap<String, String> {
+    i.tags().iter().map(|t| (t.key().unwrap_or_default().to_string(), t.value().unwrap_or_default().to_string())).collect()
+}
+
+async fn count(moto: &Moto, what: &str, action: &str) -> u64 {
+    moto.fault_state().await.unwrap()[what][action].as_u64().unwrap_or(0)
+}
+
+fn offering_available(c: &stowage::domain::catalog::Catalog, o: &OfferingRef) -> bool {
+    c.get(&o.instance_type)
+        .and_then(|t| t.offerings.iter().find(|x| x.zone == o.zone && x.capacity_type == o.capacity_type))
+        .map(|x| x.available)
+        .unwrap_or_else(|| panic!("{o:?} is not in the catalog"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_finds_subnets_groups_and_images_and_reports_what_is_missing() {
+    let t0 = Instant::now();
+    let moto = Moto::start("cloud-aws-discovery").await.unwrap();
+    let aws = AwsProvider::new(&moto.sdk_config(), CLUSTER, options()).unwrap();
+    let net = moto.network().clone();
+
+    // Launching with a NodeClass the provider has never seen waits for it.
+    let err = aws.launch(&request("nc-unknown", vec![offering("on-demand", "m5.large", "us-east-1a")])).await.unwrap_err();
+    assert!(matches!(&err, CloudError::NodeClassNotReady(m) if m.contains("has not been resolved")), "{err}");
+
+    let status = aws.resolve_nodeclass(&nodeclass("default")).await.unwrap();
+    let subnets = status.subnets.unwrap();
+    assert_eq!(subnets.len(), 3);
+    for s in &subnets {
+        assert_eq!(net.subnets.get(&s.zone), Some(&s.id), "{s:?}");
+    }
+    assert_eq!(status.security_groups.unwrap().iter().map(|g| g.id.clone()).collect::<Vec<_>>(), vec![net.security_group_id.clone()]);
+    let amis = status.amis.unwrap();
+    let archs: Vec<_> = amis.iter().map(|a| a.requirements[0].values.clone().unwrap()[0].clone()).collect();
+    assert_eq!(archs, vec!["amd64", "arm64"]);
+    assert!(amis.iter().all(|a| a.name.as_deref().is_some_and(|n| n.starts_with("al2023-ami-2023") && !n.contains("minimal"))), "{amis:?}");
+    assert_eq!(status.instance_profile.as_deref(), Some("KarpenterNodeRole-demo"));
+
+    // Terms are ORed: one subnet by id plus a tag term that matches nothing; security group by name.
+    let mut by_id = nodeclass("by-id");
+    by_id.spec.subnet_selector_terms = vec![
+        SelectorTerm { id: Some(net.subnets["us-east-1c"].clone()), ..Default::default() },
+        SelectorTerm { tags: Some(tags(&[("no-such-tag", "*")])), ..Default::default() },
+    ];
+    by_id.spec.security_group_selector_terms = vec![SelectorTerm { name: Some("stowage-e2e".into()), ..Default::default() }];
+    by_id.spec.ami_selector_terms = vec![AmiSelectorTerm { id: Some(net.ami_id.clone()), ..Default::default() }];
+    let s = aws.resolve_nodeclass(&by_id).await.unwrap();
+    assert_eq!(s.subnets.unwrap().iter().map(|s| s.zone.clone()).collect::<Vec<_>>(), vec!["us-east-1c"]);
+    assert_eq!(s.security_groups.unwrap()[0].id, net.security_group_id);
+    assert_eq!(s.amis.unwrap().iter().map(|a| a.id.clone()).collect::<Vec<_>>(), vec![net.ami_id.clone()]);
+    // The catalog covers the zones of every resolved NodeClass; catalog_for only one's.
+    assert_eq!(aws.catalog_for("by-id").await.unwrap().zones, vec!["us-east-1c"]);
+
+    // A deleted NodeClass is forgotten: its zones leave the catalog, launches naming it wait again.
+    aws.forget_nodeclass("by-id");
+    let mut req = request("nc-forgotten", vec![offering("on-demand", "m5.large", "us-east-1c")]);
+    req.nodeclass = "by-id".into();
+    assert!(matches!(aws.launch(&req).await, Err(CloudError::NodeClassNotReady(_))));
+
+    // Tags are ANDed within a term: nothing matches; every missing part is named at once.
+    let mut broken = nodeclass("broken");
+    broken.spec.subnet_selector_terms = vec![SelectorTerm { tags: Some(tags(&[(DISCOVERY_TAG_KEY, DISCOVERY_TAG_VALUE), ("tier", "private")])), ..Default::default() }];
+    broken.spec.security_group_selector_terms = vec![SelectorTerm { id: Some("sg-00000000000000000".into()), ..Default::default() }];
+    broken.spec.ami_selector_terms = vec![AmiSelectorTerm { name: Some("no-such-image-*".into()), ..Default::default() }];
+    let err = aws.resolve_nodeclass(&broken).await.unwrap_err();
+    let CloudError::NodeClassNotReady(m) = &err else { panic!("{err}") };
+    assert!(m.contains("no subnet") && m.contains("no security group") && m.contains("no AMI"), "{m}");
+    let mut req = request("nc-broken", vec![offering("on-demand", "m5.large", "us-east-1a")]);
+    req.nodeclass = "broken".into();
+    assert!(matches!(aws.launch(&req).await, Err(CloudError::NodeClassNotReady(_))));
+
+    // Without the plain-AL2023 fallback an alias needs an EKS image, which moto does not have.
+    let strict = AwsProvider::new(&moto.sdk_config(), CLUSTER, AwsOptions { alias: Default::default(), ..options() }).unwrap();
+    let err = strict.resolve_nodeclass(&nodeclass("default")).await.unwrap_err();
+    assert!(matches!(&err, CloudError::NodeClassNotReady(m) if m.contains("no AMI")), "{err}");
+    moto.stop().await.unwrap();
+    eprintln!("discovery test: {:.1}s", t0.elapsed().as_secs_f64());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launch_list_tag_terminate_and_idempotent_relaunch() {
+    let t0 = Instant::now();
+    let (moto, aws, _) = setup("cloud-aws-launch").await;
+    let net = moto.network().clone();
+
+    let req = request("general-abc12", vec![offering("on-demand", "m5.large", "us-east-1b"), offering("on-demand", "m5.xlarge", "us-east-1c")]);
+    let inst = aws.launch(&req).await.unwrap();
+    assert_eq!((inst.instance_type.as_str(), inst.zone.as_str(), inst.capacity_type.as_str()), ("m5.large", "us-east-1b", "on-demand"));
+    assert_eq!(inst.provider_id, format!("aws:///us-east-1b/{}", inst.id));
+    assert_eq!(inst.nodeclaim.as_deref(), Some("general-abc12"));
+
+    let ec2 = describe(&moto, &inst.id).await;
+    assert_eq!(ec2.instance_type().unwrap().as_str(), "m5.large");
+    assert_eq!(ec2.subnet_id(), Some(net.subnets["us-east-1b"].as_str()));
+    assert_eq!(ec2.placement().and_then(|p| p.availability_zone()), Some("us-east-1b"));
+    let t = tag_map(&ec2);
+    for (k, v) in [
+        ("kubernetes.io/cluster/demo", "owned"),
+        ("karpenter.sh/nodepool", "general"),
+        ("eks:eks-cluster-name", "demo"),
+        ("karpenter.k8s.aws/ec2nodeclass", "default"),
+        ("karpenter.sh/nodeclaim", "general-abc12"),
+        ("team", "platform"),
+        ("cost-center", "42"),
+    ] {
+        assert_eq!(t.get(k).map(String::as_str), Some(v), "tag {k} in {t:?}");
+    }
+
+    // One launch template per maxPods (m5.large 29, m5.xlarge 58), named by its hash, tagged, with the
+    // AL2023 user data.
+    let lts = moto.ec2().describe_launch_templates().send().await.unwrap();
+    let ours: Vec<_> = lts.launch_templates().iter().filter(|l| l.launch_template_name().is_some_and(|n| n.starts_with("stowage/"))).collect();
+    assert_eq!(ours.len(), 2, "{ours:?}");
+    let status = aws.resolve_nodeclass(&nodeclass("default")).await.unwrap();
+    let amd64 = status.amis.unwrap().into_iter().find(|a| a.requirements[0].values.as_ref().unwrap()[0] == "amd64").unwrap();
+    let mut user_data = BTreeMap::new();
+    for lt in &ours {
+        let lt_tags: BTreeMap<_, _> = lt.tags().iter().map(|t| (t.key().unwrap().to_string(), t.value().unwrap().to_string())).collect();
+        assert_eq!(lt_tags.get("karpenter.sh/nodepool").map(String::as_str), Some("general"));
+        assert_eq!(lt_tags.get("kubernetes.io/cluster/demo").map(String::as_str), Some("owned"));
+        let version = moto.ec2().describe_launch_template_versions().launch_template_id(lt.launch_template_id().unwrap()).send().await.unwrap();
+        let data = version.launch_template_versions()[0].launch_template_data().unwrap().clone();
+        assert_eq!(data.image_id(), Some(amd64.id.as_str()), "m5 types get the x86_64 image");
+        let ud = String::from_utf8(base64_decode(data.user_data().unwrap()).unwrap()).unwrap();
+        let max_pods = if ud.contains("maxPods: 29") { 29 } else if ud.contains("maxPods: 58") { 58 } else { panic!("{ud}") };
+        user_data.insert(max_pods, (ud, data));
+    }
+    assert_eq!(user_data.keys().copied().collect::<Vec<_>>(), vec![29, 58]);
+    let (ud, data) = &user_data[&29];
+    assert!(ud.contains("kind: NodeConfig") && ud.contains("maxPods: 29"), "{ud}");
+    assert!(ud.contains("--register-with-taints=dedicated=web:NoSchedule,karpenter.sh/unregistered:NoExecute"), "{ud}");
+    assert!(ud.contains("--node-labels=karpenter.sh/capacity-type=on-demand,karpenter.sh/nodepool=general,workload=web"), "zone labels are not kubelet's to set: {ud}");
+    assert!(ud.contains("apiServerEndpoint: \"https://127.0.0.1:6443\""), "{ud}");
+    let bdm = &data.block_device_mappings()[0];
+    assert_eq!((bdm.device_name(), bdm.ebs().and_then(|e| e.volume_size())), (Some("/dev/xvda"), Some(20)));
+    assert_eq!(data.metadata_options().and_then(|m| m.http_put_response_hop_limit()), Some(1));
+
+    // Same NodeClaim again (a retry after a crash): the same instance, no second CreateFleet.
+    let fleets_before = count(&moto, "requests", "CreateFleet").await;
+    let again = aws.launch(&req).await.unwrap();
+    assert_eq!(again.id, inst.id);
+    assert_eq!(count(&moto, "requests", "CreateFleet").await, fleets_before);
+
+    // An instance someone else launched is not ours.
+    let foreign = moto.run_instance("us-east-1a", "t3.micro").await.unwrap();
+    let listed = aws.list().await.unwrap();
+    assert_eq!(listed.iter().map(|i| i.id.clone()).collect::<Vec<_>>(), vec![inst.id.clone()]);
+    assert_eq!(listed[0].nodepool.as_deref(), Some("general"));
+    assert_eq!(listed[0].state, "running");
+    assert!(listed[0].launched_at > 0);
+
+    aws.tag_registered(&inst.provider_id, "general-abc12", "ip-10-0-2-4.ec2.internal").await.unwrap();
+    let t = tag_map(&describe(&moto, &inst.id).await);
+    assert_eq!(t.get("Name").map(String::as_str), Some("ip-10-0-2-4.ec2.internal"));
+
+    aws.terminate(&inst.provider_id).await.unwrap();
+    assert!(aws.list().await.unwrap().iter().all(|i| i.id != inst.id || i.state == "shutting-down"));
+    assert!(matches!(aws.terminate(&inst.provider_id).await, Err(CloudError::NotFound(_))));
+    assert!(matches!(aws.terminate("aws:///us-east-1a/i-00000000000000000").await, Err(CloudError::NotFound(_))));
+    assert!(matches!(aws.terminate("not-a-provider-id").await, Err(CloudError::Fatal(_))));
+    // (CreateTags on an unknown instance: EC2 answers InvalidInstanceID.NotFound, mapped to NotFound;
+    // moto tags anything without checking, so that is not tested here.)
+
+    // After termination the NodeClaim's instance is gone: a relaunch starts a new one.
+    let relaunched = aws.launch(&req).await.unwrap();
+    assert_ne!(relaunched.id, inst.id);
+    moto.terminate_instance(foreign.instance_id().unwrap()).await.unwrap();
+    moto.stop().await.unwrap();
+    eprintln!("launch test: {:.1}s", t0.elapsed().as_secs_f64());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalog_from_ec2_with_embedded_prices_and_synthetic_spot() {
+    let t0 = Instant::now();
+    let (moto, aws, _) = setup("cloud-aws-catalog").await;
+    let c = aws.catalog().await.unwrap();
+    eprintln!("catalog: {} types, zones {:?}, {:.1}s", c.types.len(), c.zones, t0.elapsed().as_secs_f64());
+    assert_eq!(c.region.as_deref(), Some("us-east-1"));
+    assert_eq!(c.zones, vec!["us-east-1a", "us-east-1b", "us-east-1c"], "the zones of the NodeClass subnets");
+    assert!(c.types.len() > 500, "{}", c.types.len());
+    let m5 = c.get("m5.large").unwrap();
+    let a = m5.allocatable();
+    assert_eq!((a.cpu_m, a.memory >> 20, a.ephemeral >> 30, a.pods), (1930, 6903, 17, 29), "Karpenter's published m5.large allocatable");
+    assert!(m5.aws.is_some(), "facts kept for catalog::for_nodeclass");
+    let od: Vec<_> = m5.offerings.iter().filter(|o| o.capacity_type == "on-demand").collect();
+    assert_eq!(od.len(), 3);
+    assert!(od.iter().all(|o| (o.price - 0.096).abs() < 1e-9 && o.available && !o.synthetic));
+    // moto's spot prices are one constant: stowage keeps its synthetic ones and says so.
+    assert!(m5.offerings.iter().filter(|o| o.capacity_type == "spot").all(|o| o.synthetic && o.price > 0.02 && o.available));
+    assert!(c.provenance.iter().any(|p| p.starts_with("SPOT PRICES ARE SYNTHETIC") && p.contains("same price")), "{:#?}", c.provenance);
+    assert!(c.has_synthetic_prices());
+    // Per-zone availability is EC2's: every offering's zone is one EC2 offers the type in.
+    let offered = moto.ec2().describe_instance_type_offerings().location_type(aws_sdk_ec2::types::LocationType::AvailabilityZone).send().await.unwrap();
+    let pairs: std::collections::BTreeSet<(String, String)> =
+        offered.instance_type_offerings().iter().map(|o| (o.instance_type().unwrap().as_str().to_string(), o.location().unwrap().to_string())).collect();
+    for t in &c.types {
+        for o in &t.offerings {
+            assert!(pairs.contains(&(t.name.clone(), o.zone.clone())), "{} in {} is not offered by EC2", t.name, o.zone);
+        }
+    }
+    // The second call is served from the cache.
+    let t1 = Instant::now();
+    let before = count(&moto, "requests", "DescribeInstanceTypes").await;
+    aws.catalog().await.unwrap();
+    assert_eq!(count(&moto, "requests", "DescribeInstanceTypes").await, before);
+    eprintln!("cached catalog: {:.3}s", t1.elapsed().as_secs_f64());
+    moto.stop().await.unwrap();
+    eprintln!("catalog test: {:.1}s", t0.elapsed().as_secs_f64());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_error_on_the_first_offering_launches_the_fallback() {
+    let t0 = Instant::now();
+    let (moto, aws, _) = setup("cloud-aws-ice-fallback").await;
+    moto.inject_capacity_error(&CapacityError::offering("on-demand", "m5.large", "us-east-1a")).await.unwrap();
+    // Two launch templates (arm64 and amd64 images); the plan's order is the priority across both.
+    let offerings = vec![
+        offering("on-demand", "m5.large", "us-east-1a"),
+        offering("on-demand", "m6g.large", "us-east-1a"),
+        offering("on-demand", "m5.large", "us-east-1b"),
+    ];
+    let inst = aws.launch(&request("general-fallback", offerings.clone())).await.unwrap();
+    assert_eq!((inst.instance_type.as_str(), inst.zone.as_str()), ("m6g.large", "us-east-1a"));
+    let ec2 = describe(&moto, &inst.id).await;
+    assert_eq!(ec2.instance_type().unwrap().as_str(), "m6g.large");
+    assert_eq!(count(&moto, "requests", "CreateFleet").await, 1);
+    assert_eq!(moto.fault_state().await.unwrap()["iceErrors"].as_u64(), Some(1));
+    let c = aws.catalog().await.unwrap();
+    assert!(!offering_available(&c, &offerings[0]), "the failed offering is unavailable");
+    assert!(offering_available(&c, &offerings[1]) && offering_available(&c, &offerings[2]));
+    assert!(offering_available(&c, &offering("spot", "m5.large", "us-east-1a")), "spot is another offering");
+    assert_eq!(aws.ice().entries().iter().map(|e| e.key.clone()).collect::<Vec<_>>(), vec!["on-demand:m5.large:us-east-1a"]);
+    assert!(aws.ice().entries()[0].expires_in <= Duration::from_secs(180));
+
+    // The next launch leaves the cached offering out of the request altogether.
+    let next = aws.launch(&request("general-fallback-2", offerings.clone())).await.unwrap();
+    assert_eq!(next.instance_type, "m6g.large");
+    assert_eq!(moto.fault_state().await.unwrap()["iceErrors"].as_u64(), Some(1), "no second capacity error");
+    moto.stop().await.unwrap();
+    eprintln!("fallback test: {:.1}s", t0.elapsed().as_secs_f64());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_errors_on_every_offering_are_insufficient_capacity() {
+    let t0 = Instant::now();
+    let (moto, aws, _) = setup("cloud-aws-ice-all").await;
+    moto.inject_capacity_error(&CapacityError { capacity_type: Some("on-demand".into()), ..Default::default() }).await.unwrap();
+    let offerings = vec![offering("on-demand", "m5.large", "us-east-1a"), offering("on-demand", "c5.large", "us-east-1b")];
+    let err = aws.launch(&request("general-ice", offerings.clone())).await.unwrap_err();
+    let CloudError::InsufficientCapacity { offerings: failed, message } = &err else { panic!("{err}") };
+    assert_eq!(failed, &offerings);
+    assert!(message.contains("InsufficientInstanceCapacity"), "{message}");
+    assert!(err.to_string().contains("insufficient capacity"));
+    let c = aws.catalog().await.unwrap();
+    for o in &offerings {
+        assert!(!offering_available(&c, o), "{o:?}");
+    }
+    assert!(offering_available(&c, &offering("on-demand", "m5.large", "us-east-1c")));
+    // A retry for the same offerings fails at once, without asking EC2.
+    let fleets = count(&moto, "requests", "CreateFleet").await;
+    assert!(matches!(aws.launch(&request("general-ice", offerings)).await, Err(CloudError::InsufficientCapacity { .. })));
+    assert_eq!(count(&moto, "requests", "CreateFleet").await, fleets);
+    // Spot is unaffected: the controller's next plan may use it.
+    let spot = aws.launch(&request("general-ice-spot", vec![offering("spot", "m5.large", "us-east-1a")])).await.unwrap();
+    assert_eq!(spot.capacity_type, "spot");
+    assert_eq!(describe(&moto, &spot.id).await.instance_lifecycle().map(|l| l.as_str().to_string()).as_deref(), Some("spot"));
+    // Offerings of the other capacity type in the same request are ignored (never mixed in a fleet).
+    let mixed = vec![offering("on-demand", "m5.large", "us-east-1c"), offering("spot", "m5.large", "us-east-1a")];
+    let err = aws.launch(&request("general-ice-mixed", mixed)).await.unwrap_err();
+    assert!(matches!(&err, CloudError::InsufficientCapacity { offerings, .. } if offerings.len() == 1), "{err}");
+    moto.stop().await.unwrap();
+    eprintln!("insufficient-capacity test: {:.1}s", t0.elapsed().as_secs_f64());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttling_is_retried_with_backoff_up_to_the_bound() {
+    let t0 = Instant::now();
+    let (moto, aws, _) = setup("cloud-aws-throttle").await;
+    let o = vec![offering("on-demand", "m5.large", "us-east-1a")];
+    // 3 throttled CreateFleet calls, bound 4 attempts: the 4th succeeds.
+    moto.throttle(Some("CreateFleet"), 3).await.unwrap();
+    let started = Instant::now();
+    let inst = aws.launch(&request("general-throttle", o.clone())).await.unwrap();
+    let waited = started.elapsed();
+    assert_eq!(inst.instance_type, "m5.large");
+    assert_eq!(count(&moto, "throttled", "CreateFleet").await, 3);
+    assert_eq!(count(&moto, "requests", "CreateFleet").await, 4);
+    // Backoff 20, 40, 80 ms with jitter in [0.5, 1): at least 70 ms of waiting.
+    assert!(waited >= Duration::from_millis(70), "{waited:?}");
+
+    // 10 throttled calls: the provider gives up after 4 attempts.
+    moto.throttle(Some("CreateFleet"), 10).await.unwrap();
+    let err = aws.launch(&request("general-throttle-2", o.clone())).await.unwrap_err();
+    assert!(matches!(&err, CloudError::Throttled(m) if m.contains("RequestLimitExceeded") && m.contains("4 attempts")), "{err}");
+    assert!(err.retryable());
+    assert_eq!(count(&moto, "requests", "CreateFleet").await, 8);
+    // Throttled reads are retried the same way.
+    moto.reset_faults().await.unwrap();
+    moto.throttle(Some("DescribeInstances"), 2).await.unwrap();
+    assert_eq!(aws.list().await.unwrap().len(), 1);
+    assert_eq!(count(&moto, "throttled", "DescribeInstances").await, 2);
+    moto.stop().await.unwrap();
+    eprintln!("throttling test: {:.1}s", t0.elapsed().as_secs_f64());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_catalog_serves_when_ec2_cannot_be_reached() {
+    // An endpoint nothing listens on: the catalog falls back, launches fail with a typed error.
+    let sdk = aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .endpoint_url("http://127.0.0.1:9")
+        .credentials_provider(aws_sdk_ec2::config::SharedCredentialsProvider::new(aws_sdk_ec2::config::Credentials::new("k", "s", None, None, "test")))
+        .build();
+    let mut o = options();
+    o.retry = RetryPolicy { max_attempts: 2, base_delay: Duration::from_millis(1), max_delay: Duration::from_millis(2) };
+    let aws = AwsProvider::new(&sdk, CLUSTER, o).unwrap();
+    let c = aws.catalog().await.unwrap();
+    assert!(c.provenance[0].starts_with("OFFLINE"), "{:?}", c.provenance);
+    assert!(c.get("m5.large").is_some());
+    let err = aws.resolve_nodeclass(&nodeclass("default")).await.unwrap_err();
+    assert!(matches!(err, CloudError::Throttled(_)), "a connection failure is transient: {err}");
+}

@@ -1,0 +1,666 @@
+//! The controller end to end: a real control plane (kube-apiserver, kube-scheduler,
+//! kube-controller-manager), moto EC2 behind the AWS provider, the kubelet and volume-provisioner
+//! stand-ins (`stowage::e2e`, docs/control-plane.md §8), and `stowage::controller` in this process.
+//! Every pod placement below is made by the real kube-scheduler; every instance is launched through
+//! aws-sdk-ec2 into moto. No mocks.
+//!
+//! | test | what it shows |
+//! |---|---|
+//! | `seed_1_statefulset_capacity_spread_3_0_3` | seed-1: 2 on-demand + 1 spot with capacity-spread 1/2/3, zones distinct, PVs in the pods' zones; empty nodes consolidated; the rescale lands again on 2+1 in the PVs' zones |
+//! | `seed_1b_zonal_rescale_5_3_5` | seed-1b: zones 2/2/1; two emptied nodes consolidated; exactly two new nodes, each in its pod's PV zone |
+//! | `seed_2_anti_affinity_1_3` | seed-2: one m5.16xlarge for three pods; scaling to 3 launches two nodes in one batch in the two other zones |
+//! | `capacity_error_marks_the_offering_and_replans` | injected InsufficientInstanceCapacity: the offering is avoided and the pods land elsewhere |
+//! | `restart_mid_launch_launches_nothing_twice_and_leaks_nothing` | the controller aborted right after creating a NodeClaim and again right after the instance exists; a fresh one finishes with one instance per NodeClaim; an instance without a NodeClaim is garbage-collected |
+//! | `api_server_restart_is_survived` | kube-apiserver restarted under a running controller; it re-lists and provisions the next batch |
+//! | `record_then_plan_offline_gives_the_controllers_plan` | `stowage record` + `stowage plan` on the files equal the NodeClaims the controller creates from the same state |
+//!
+//! Needs Go and python3 on the first run (scripts/test.sh prepares both; docs/control-plane.md).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Event, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::json;
+use stowage::api::{NodeClaim, NodePool};
+use stowage::cloud::aws::{AwsOptions, AwsProvider, ClusterInfo};
+use stowage::cloud::aws::retry::RetryPolicy;
+use stowage::cloud::{CloudProvider, LaunchRequest, OfferingRef};
+use stowage::controller::batcher::BatchConfig;
+use stowage::controller::leader::LeaderConfig;
+use stowage::controller::provisioner::BATCH_ANNOTATION;
+use stowage::controller::registration::Timeouts;
+use stowage::controller::{Config, Controller};
+use stowage::e2e::{CapacityError, ControlPlane, Error, Kubelet, Moto, Probe, VolumeProvisioner, poll_until};
+
+const CLUSTER: &str = "demo";
+const ZONE: &str = "topology.kubernetes.io/zone";
+const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
+const NODEPOOL: &str = "karpenter.sh/nodepool";
+const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
+const POLL: Duration = Duration::from_millis(250);
+/// Bounds, not sleeps. Generous: CI machines have 2 busy cores.
+const SETTLE: Duration = Duration::from_secs(180);
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("stowage=info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+}
+
+fn repo(path: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// One test's world.
+struct World {
+    name: String,
+    cp: ControlPlane,
+    moto: Moto,
+    kubelet: Kubelet,
+    volumes: VolumeProvisioner,
+    client: kube::Client,
+    aws: Arc<AwsProvider>,
+}
+
+fn aws_options() -> AwsOptions {
+    let mut o = AwsOptions {
+        cluster: ClusterInfo { endpoint: "https://127.0.0.1:6443".into(), ca_bundle: "Q0EK".into(), service_cidr: None, cluster_dns: vec![] },
+        retry: RetryPolicy { max_attempts: 3, base_delay: Duration::from_millis(50), max_delay: Duration::from_millis(200) },
+        ..Default::default()
+    };
+    // moto preloads plain Amazon Linux 2023 images, no EKS-optimised ones.
+    o.alias.plain_al2023_fallback = true;
+    o
+}
+
+impl World {
+    async fn start(name: &str) -> World {
+        init_tracing();
+        let (cp, moto) = tokio::try_join!(ControlPlane::start(name), Moto::start(name)).unwrap();
+        let client = cp.client();
+        let kubelet = Kubelet::start(client.clone(), moto.ec2());
+        let volumes = VolumeProvisioner::start(client.clone());
+        let aws = Arc::new(AwsProvider::new(&moto.sdk_config(), CLUSTER, aws_options()).unwrap());
+        World { name: name.to_string(), cp, moto, kubelet, volumes, client, aws }
+    }
+
+    /// Short timings so a scenario takes seconds, not minutes.
+    fn config(&self, identity: &str) -> Config {
+        Config {
+            batch: BatchConfig { idle: Duration::from_millis(500), max: Duration::from_secs(5) },
+            timeouts: Timeouts { launch: Duration::from_secs(60), registration: Duration::from_secs(60) },
+            gc_interval: Duration::from_secs(1),
+            gc_grace: Duration::from_secs(8),
+            lifecycle_interval: Duration::from_millis(250),
+            disruption_interval: Duration::from_millis(500),
+            nomination_ttl: Duration::from_secs(10),
+            leader: Some(LeaderConfig {
+                namespace: "kube-system".into(),
+                name: "stowage".into(),
+                identity: identity.into(),
+                lease_duration: Duration::from_secs(4),
+                renew_deadline: Duration::from_secs(3),
+                retry_period: Duration::from_millis(500),
+            }),
+            metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
+            shutdown_grace: Duration::from_secs(10),
+            identity: identity.into(),
+            ..Default::default()
+        }
+    }
+
+    async fn controller(&self) -> Controller {
+        Controller::start(self.client.clone(), self.aws.clone(), self.config("stowage-0")).await.unwrap()
+    }
+
+    async fn kubectl(&self, args: &[&str]) -> String {
+        let out = tokio::process::Command::new(self.cp.kubectl()).arg("--kubeconfig").arg(self.cp.kubeconfig()).args(args).output().await.unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "kubectl {args:?}: {text}");
+        text
+    }
+
+    async fn apply(&self, files: &[&str]) {
+        for f in files {
+            self.kubectl(&["apply", "-f", repo(f).to_str().unwrap()]).await;
+        }
+    }
+
+    async fn consolidate_after(&self, pool: &str, after: &str) {
+        let api: Api<NodePool> = Api::all(self.client.clone());
+        api.patch(pool, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"disruption": {"consolidateAfter": after}}}))).await.unwrap();
+    }
+
+    async fn scale(&self, kind: &str, name: &str, replicas: u32) {
+        self.kubectl(&["scale", kind, name, &format!("--replicas={replicas}")]).await;
+    }
+
+    async fn pods(&self, selector: &str) -> Vec<Pod> {
+        Api::<Pod>::namespaced(self.client.clone(), "default").list(&ListParams::default().labels(selector)).await.unwrap().items
+    }
+
+    async fn nodes(&self) -> Vec<Node> {
+        Api::<Node>::all(self.client.clone()).list(&ListParams::default()).await.unwrap().items
+    }
+
+    async fn nodeclaims(&self) -> Vec<NodeClaim> {
+        Api::<NodeClaim>::all(self.client.clone()).list(&ListParams::default()).await.unwrap().items
+    }
+
+    /// Fails the test with what the world looks like.
+    async fn fail(&self, what: &str, e: Error) -> ! {
+        let mut r = format!("{what}: {e}\n");
+        for p in self.pods("").await {
+            let s = p.status.clone().unwrap_or_default();
+            let conds: Vec<String> = s.conditions.iter().flatten().map(|c| format!("{}={}({})", c.type_, c.status, c.message.clone().unwrap_or_default())).collect();
+            r += &format!("pod {}: node {:?} phase {:?} {conds:?}\n", p.metadata.name.unwrap_or_default(), p.spec.and_then(|s| s.node_name), s.phase);
+        }
+        for n in self.nodes().await {
+            let taints: Vec<String> = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default().iter().map(|t| t.key.clone()).collect();
+            r += &format!("node {} {:?} taints {taints:?} deleting {}\n", n.metadata.name.clone().unwrap_or_default(), summary_labels(&n), n.metadata.deletion_timestamp.is_some());
+        }
+        for c in self.nodeclaims().await {
+            let reqs: Vec<String> = c.spec.requirements.iter().map(|r| format!("{} {} {:?}", r.key, r.operator, r.values.iter().take(3).collect::<Vec<_>>())).collect();
+            r += &format!("nodeclaim {} status {:?} reqs {reqs:?}\n", c.metadata.name.clone().unwrap_or_default(), c.status);
+        }
+        if let Ok(evs) = Api::<Event>::all(self.client.clone()).list(&ListParams::default()).await {
+            for ev in evs.items.iter().rev().take(30) {
+                r += &format!("event {} {}: {} {}\n", ev.involved_object.kind.clone().unwrap_or_default(), ev.involved_object.name.clone().unwrap_or_default(), ev.reason.clone().unwrap_or_default(), ev.message.clone().unwrap_or_default());
+            }
+        }
+        r += &format!("kubelet errors {:?}\nvolume errors {:?}\nlogs: {}\n", self.kubelet.recent_errors(), self.volumes.recent_errors(), self.cp.run_dir().display());
+        panic!("{r}");
+    }
+
+    /// Waits until `n` pods match `selector`, all Running and Ready and none pending.
+    async fn wait_running(&self, selector: &str, n: usize) -> Vec<Pod> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), "default");
+        let sel = selector.to_string();
+        let r = poll_until(format!("{n} pods {selector} Running"), SETTLE, POLL, || {
+            let (api, sel) = (api.clone(), sel.clone());
+            async move {
+                let pods = api.list(&ListParams::default().labels(&sel)).await.map_err(|e| Error::kube("listing pods", e))?.items;
+                let live: Vec<Pod> = pods.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
+                let running = live.iter().filter(|p| running_and_ready(p)).count();
+                Ok(if running == n && live.len() == n { Probe::Done(live) } else { Probe::Waiting(format!("{running}/{} running", live.len())) })
+            }
+        })
+        .await;
+        match r {
+            Ok(p) => p,
+            Err(e) => self.fail("waiting for pods", e).await,
+        }
+    }
+
+    /// Waits until exactly `n` Nodes exist (none being deleted) and as many NodeClaims.
+    async fn wait_nodes(&self, n: usize) -> Vec<Node> {
+        let (nodes, claims): (Api<Node>, Api<NodeClaim>) = (Api::all(self.client.clone()), Api::all(self.client.clone()));
+        let r = poll_until(format!("{n} nodes"), SETTLE, POLL, || {
+            let (nodes, claims) = (nodes.clone(), claims.clone());
+            async move {
+                let ns = nodes.list(&ListParams::default()).await.map_err(|e| Error::kube("listing nodes", e))?.items;
+                let cs = claims.list(&ListParams::default()).await.map_err(|e| Error::kube("listing NodeClaims", e))?.items;
+                Ok(if ns.len() == n && cs.len() == n && ns.iter().all(|x| x.metadata.deletion_timestamp.is_none()) {
+                    Probe::Done(ns)
+                } else {
+                    Probe::Waiting(format!("{} nodes, {} NodeClaims", ns.len(), cs.len()))
+                })
+            }
+        })
+        .await;
+        match r {
+            Ok(v) => v,
+            Err(e) => self.fail("waiting for nodes", e).await,
+        }
+    }
+
+    /// Every instance the provider lists is tracked by exactly one NodeClaim and vice versa.
+    async fn assert_no_leak(&self) {
+        let r = poll_until("instances == NodeClaims", Duration::from_secs(60), POLL, || async {
+            let instances = self.aws.list().await.map_err(|e| Error::Invalid(e.to_string()))?;
+            let live: BTreeSet<String> = instances.iter().filter(|i| !matches!(i.state.as_str(), "shutting-down" | "terminated")).map(|i| i.provider_id.clone()).collect();
+            let tracked: BTreeSet<String> = self.nodeclaims().await.iter().filter_map(|c| c.status.as_ref()?.provider_id.clone()).collect();
+            Ok(if live == tracked { Probe::Done(()) } else { Probe::Waiting(format!("instances {live:?} vs NodeClaims {tracked:?}")) })
+        })
+        .await;
+        if let Err(e) = r {
+            self.fail("leak check", e).await;
+        }
+    }
+
+    async fn stop(self, controller: Controller) {
+        controller.shutdown().await;
+        let (k, v) = (self.kubelet.recent_errors(), self.volumes.recent_errors());
+        self.volumes.stop().await;
+        self.kubelet.stop().await;
+        tokio::try_join!(self.moto.stop(), self.cp.stop()).unwrap();
+        eprintln!("{}: stand-in errors: kubelet {k:?}, volumes {v:?}", self.name);
+    }
+}
+
+fn running_and_ready(p: &Pod) -> bool {
+    let s = p.status.clone().unwrap_or_default();
+    s.phase.as_deref() == Some("Running") && s.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+fn label(n: &Node, k: &str) -> String {
+    n.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default()
+}
+
+fn summary_labels(n: &Node) -> Vec<String> {
+    [NODEPOOL, CAPACITY_TYPE, ZONE, INSTANCE_TYPE, "capacity-spread"].iter().map(|k| label(n, k)).collect()
+}
+
+fn node_of<'a>(p: &Pod, nodes: &'a [Node]) -> &'a Node {
+    let name = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    nodes.iter().find(|n| n.metadata.name.as_deref() == Some(name.as_str())).unwrap_or_else(|| panic!("pod on unknown node {name}"))
+}
+
+/// Pods per value of `key` over all nodes (domains of nodes without pods count as 0).
+fn domain_counts(pods: &[Pod], nodes: &[Node], key: &str) -> BTreeMap<String, usize> {
+    let mut m: BTreeMap<String, usize> = nodes.iter().map(|n| (label(n, key), 0)).collect();
+    for p in pods {
+        *m.entry(label(node_of(p, nodes), key)).or_default() += 1;
+    }
+    m
+}
+
+fn skew(counts: &BTreeMap<String, usize>) -> usize {
+    counts.values().max().unwrap_or(&0) - counts.values().min().unwrap_or(&0)
+}
+
+/// Each pod's claimed PVs allow its node's zone.
+async fn assert_pods_in_volume_zones(w: &World, pods: &[Pod], nodes: &[Node]) {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(w.client.clone(), "default");
+    let pvs: Api<PersistentVolume> = Api::all(w.client.clone());
+    for p in pods {
+        let zone = label(node_of(p, nodes), ZONE);
+        for v in p.spec.as_ref().and_then(|s| s.volumes.clone()).unwrap_or_default() {
+            let Some(claim) = v.persistent_volume_claim else { continue };
+            let pvc = pvcs.get(&claim.claim_name).await.unwrap();
+            let pv_name = pvc.spec.and_then(|s| s.volume_name).expect("claim bound");
+            let pv = pvs.get(&pv_name).await.unwrap();
+            let zones: Vec<String> = pv
+                .spec
+                .and_then(|s| s.node_affinity)
+                .and_then(|a| a.required)
+                .map(|r| r.node_selector_terms.into_iter().flat_map(|t| t.match_expressions.unwrap_or_default()).filter(|e| e.key == ZONE).flat_map(|e| e.values.unwrap_or_default()).collect())
+                .unwrap_or_default();
+            assert!(zones.contains(&zone), "pod {} on a {zone} node, its PV {pv_name} is in {zones:?}", p.metadata.name.clone().unwrap_or_default());
+        }
+    }
+}
+
+async fn bound_claims(w: &World) -> usize {
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(w.client.clone(), "default");
+    pvcs.list(&ListParams::default()).await.unwrap().items.iter().filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")).count()
+}
+
+/// (nodepool, capacity type, capacity-spread, pods of `selector`) per node, sorted.
+fn layout(pods: &[Pod], nodes: &[Node]) -> Vec<(String, String, String, usize)> {
+    let mut v: Vec<_> = nodes
+        .iter()
+        .map(|n| {
+            let name = n.metadata.name.clone();
+            let count = pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()) == name).count();
+            (label(n, NODEPOOL), label(n, CAPACITY_TYPE), label(n, "capacity-spread"), count)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_1_statefulset_capacity_spread_3_0_3() {
+    let t0 = Instant::now();
+    let w = World::start("ctl-seed-1").await;
+    w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/seed-1-statefulset-capacity-spread/nodepools.yaml", "scenarios/seed-1-statefulset-capacity-spread/storageclass.yaml"]).await;
+    for pool in ["on-demand-np", "spot-np"] {
+        w.consolidate_after(pool, "5s").await;
+    }
+    let c = w.controller().await;
+    w.apply(&["scenarios/seed-1-statefulset-capacity-spread/statefulset.yaml"]).await;
+    let sel = "app.kubernetes.io/name=repro";
+
+    // 1. Three nodes: two on-demand (capacity-spread 1 and 2), one spot (3), one pod each, zones distinct.
+    let pods = w.wait_running(sel, 3).await;
+    let nodes = w.wait_nodes(3).await;
+    let expected = vec![
+        ("on-demand-np".to_string(), "on-demand".to_string(), "1".to_string(), 1),
+        ("on-demand-np".to_string(), "on-demand".to_string(), "2".to_string(), 1),
+        ("spot-np".to_string(), "spot".to_string(), "3".to_string(), 1),
+    ];
+    assert_eq!(layout(&pods, &nodes), expected);
+    assert_eq!(domain_counts(&pods, &nodes, ZONE).values().copied().collect::<Vec<_>>(), vec![1, 1, 1], "one pod per zone");
+    assert_eq!(bound_claims(&w).await, 3);
+    assert_pods_in_volume_zones(&w, &pods, &nodes).await;
+    eprintln!("seed-1 step 1 done at {:.1}s", t0.elapsed().as_secs_f64());
+
+    // 2. Scale to 0: the empty nodes go after consolidateAfter; the claims stay bound.
+    w.scale("statefulset", "repro", 0).await;
+    w.wait_running(sel, 0).await;
+    w.wait_nodes(0).await;
+    assert_eq!(bound_claims(&w).await, 3);
+    eprintln!("seed-1 step 2 done at {:.1}s", t0.elapsed().as_secs_f64());
+
+    // 3. Scale to 3: again 2 on-demand + 1 spot, each pod in its PV's zone, skews <= 1.
+    w.scale("statefulset", "repro", 3).await;
+    let pods = w.wait_running(sel, 3).await;
+    let nodes = w.wait_nodes(3).await;
+    assert_eq!(layout(&pods, &nodes), expected);
+    assert_pods_in_volume_zones(&w, &pods, &nodes).await;
+    assert!(skew(&domain_counts(&pods, &nodes, ZONE)) <= 1);
+    assert!(skew(&domain_counts(&pods, &nodes, "capacity-spread")) <= 1);
+    w.assert_no_leak().await;
+    eprintln!("seed-1 passed in {:.1}s", t0.elapsed().as_secs_f64());
+    w.stop(c).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_1b_zonal_rescale_5_3_5() {
+    let t0 = Instant::now();
+    let w = World::start("ctl-seed-1b").await;
+    w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/seed-1b-statefulset-zonal-rescale/nodepool.yaml", "scenarios/seed-1b-statefulset-zonal-rescale/storageclass.yaml"]).await;
+    w.consolidate_after("default", "5s").await;
+    let c = w.controller().await;
+    w.apply(&["scenarios/seed-1b-statefulset-zonal-rescale/statefulset.yaml"]).await;
+
+    // 1. Five nodes, zones 2/2/1.
+    let pods = w.wait_running("app=db", 5).await;
+    let nodes = w.wait_nodes(5).await;
+    let mut zones: Vec<usize> = domain_counts(&pods, &nodes, ZONE).values().copied().collect();
+    zones.sort();
+    assert_eq!(zones, vec![1, 2, 2]);
+    eprintln!("seed-1b step 1 done at {:.1}s", t0.elapsed().as_secs_f64());
+
+    // 2. Scale to 3: the two emptied nodes are consolidated.
+    w.scale("statefulset", "db", 3).await;
+    w.wait_running("app=db", 3).await;
+    let before: BTreeSet<String> = w.wait_nodes(3).await.iter().filter_map(|n| n.metadata.name.clone()).collect();
+
+    // 3. Scale to 5: exactly two new nodes, each in the zone of db-3's and db-4's volume.
+    w.scale("statefulset", "db", 5).await;
+    let pods = w.wait_running("app=db", 5).await;
+    let nodes = w.wait_nodes(5).await;
+    let new: Vec<&Node> = nodes.iter().filter(|n| !before.contains(n.metadata.name.as_deref().unwrap_or(""))).collect();
+    assert_eq!(new.len(), 2, "exactly two new nodes");
+    for name in ["db-3", "db-4"] {
+        let p = pods.iter().find(|p| p.metadata.name.as_deref() == Some(name)).unwrap();
+        let n = node_of(p, &nodes);
+        assert!(new.iter().any(|x| x.metadata.name == n.metadata.name), "{name} runs on a new node");
+    }
+    assert_pods_in_volume_zones(&w, &pods, &nodes).await;
+    assert!(skew(&domain_counts(&pods, &nodes, ZONE)) <= 1);
+    w.assert_no_leak().await;
+    eprintln!("seed-1b passed in {:.1}s", t0.elapsed().as_secs_f64());
+    w.stop(c).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_2_anti_affinity_1_3() {
+    let t0 = Instant::now();
+    let w = World::start("ctl-seed-2").await;
+    w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/seed-2-apiserver-anti-affinity/nodepool.yaml"]).await;
+    let c = w.controller().await;
+    w.apply(&["scenarios/seed-2-apiserver-anti-affinity/deployment.yaml", "scenarios/seed-2-apiserver-anti-affinity/companions.yaml"]).await;
+
+    // 1. One m5.16xlarge holds the three control-plane pods.
+    let all = w.wait_running("kit.k8s.sh/app", 3).await;
+    let nodes = w.wait_nodes(1).await;
+    let first = nodes[0].metadata.name.clone().unwrap();
+    assert_eq!(label(&nodes[0], INSTANCE_TYPE), "m5.16xlarge");
+    assert_eq!(label(&nodes[0], CAPACITY_TYPE), "on-demand");
+    assert!(all.iter().all(|p| node_of(p, &nodes).metadata.name.as_deref() == Some(first.as_str())));
+    let first_claims: BTreeSet<String> = w.nodeclaims().await.iter().filter_map(|c| c.metadata.name.clone()).collect();
+
+    // 2. Scale the apiserver to 3: two new m5.16xlarge nodes, in one batch, in the two other zones.
+    w.scale("deployment", "example-apiserver", 3).await;
+    let api = w.wait_running("kit.k8s.sh/app=example-apiserver", 3).await;
+    let all = w.wait_running("kit.k8s.sh/app", 5).await;
+    let nodes = w.wait_nodes(3).await;
+    assert!(nodes.iter().all(|n| label(n, INSTANCE_TYPE) == "m5.16xlarge" && label(n, CAPACITY_TYPE) == "on-demand"));
+    assert_eq!(domain_counts(&api, &nodes, ZONE).values().copied().collect::<Vec<_>>(), vec![1, 1, 1]);
+    assert_eq!(domain_counts(&api, &nodes, "kubernetes.io/hostname").values().copied().collect::<Vec<_>>(), vec![1, 1, 1]);
+    let on_first = all.iter().filter(|p| node_of(p, &nodes).metadata.name.as_deref() == Some(first.as_str())).count();
+    assert_eq!(on_first, 3, "the first node keeps its three pods");
+    let batches: BTreeSet<String> = w
+        .nodeclaims()
+        .await
+        .iter()
+        .filter(|c| !first_claims.contains(c.metadata.name.as_deref().unwrap_or("")))
+        .filter_map(|c| c.metadata.annotations.as_ref()?.get(BATCH_ANNOTATION).cloned())
+        .collect();
+    assert_eq!(batches.len(), 1, "both new NodeClaims come from one batch: {batches:?}");
+    w.assert_no_leak().await;
+    eprintln!("seed-2 passed in {:.1}s", t0.elapsed().as_secs_f64());
+    w.stop(c).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_error_marks_the_offering_and_replans() {
+    let w = World::start("ctl-ice").await;
+    w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/seed-2-apiserver-anti-affinity/nodepool.yaml"]).await;
+    // The only type the pool allows has no on-demand capacity in us-east-1a and us-east-1b.
+    for zone in ["us-east-1a", "us-east-1b"] {
+        w.moto.inject_capacity_error(&CapacityError::offering("on-demand", "m5.16xlarge", zone)).await.unwrap();
+    }
+    let c = w.controller().await;
+    w.apply(&["scenarios/seed-2-apiserver-anti-affinity/deployment.yaml", "scenarios/seed-2-apiserver-anti-affinity/companions.yaml"]).await;
+    w.wait_running("kit.k8s.sh/app", 3).await;
+    let nodes = w.wait_nodes(1).await;
+    assert_eq!(label(&nodes[0], ZONE), "us-east-1c", "the refused zones are avoided");
+    let metrics = c.metrics().render();
+    assert!(metrics.contains("stowage_launches_total{result=\"insufficient_capacity\"}"), "{metrics}");
+    let events = Api::<Event>::all(w.client.clone()).list(&ListParams::default()).await.unwrap().items;
+    assert!(events.iter().any(|e| e.reason.as_deref() == Some("InsufficientCapacityError")), "an event says why");
+    let state = w.moto.fault_state().await.unwrap();
+    assert!(state["iceErrors"].as_u64().unwrap_or(0) >= 1, "{state}");
+    w.assert_no_leak().await;
+    w.stop(c).await;
+}
+
+/// A Deployment of `n` pods of 1 CPU, one per node (hostname anti-affinity).
+fn spread_deployment(name: &str, n: u32) -> serde_json::Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": n,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": name}}}
+                    ]}},
+                    "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]
+                }
+            }
+        }
+    })
+}
+
+async fn create_deployment(w: &World, d: serde_json::Value) {
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(w.client.clone(), "default");
+    api.create(&Default::default(), &serde_json::from_value(d).unwrap()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_mid_launch_launches_nothing_twice_and_leaks_nothing() {
+    let w = World::start("ctl-restart").await;
+    w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/seed-1b-statefulset-zonal-rescale/nodepool.yaml"]).await;
+    let claims: Api<NodeClaim> = Api::all(w.client.clone());
+
+    // (a) Killed the moment a NodeClaim exists: its launch is in flight (or not yet begun).
+    let c = w.controller().await;
+    create_deployment(&w, spread_deployment("a", 2)).await;
+    let seen = poll_until("a NodeClaim", SETTLE, Duration::from_millis(10), || async {
+        let l = claims.list(&ListParams::default()).await.map_err(|e| Error::kube("listing", e))?;
+        Ok(if l.items.is_empty() { Probe::Waiting("none".into()) } else { Probe::Done(l.items) })
+    })
+    .await
+    .unwrap();
+    c.abort();
+    let unlaunched = seen.iter().filter(|c| c.status.as_ref().and_then(|s| s.provider_id.as_ref()).is_none()).count();
+    eprintln!("killed with {} NodeClaim(s), {unlaunched} without providerID", seen.len());
+    let c = w.controller().await;
+    w.wait_running("app=a", 2).await;
+    w.wait_nodes(2).await;
+    w.assert_no_leak().await;
+    assert_one_instance_per_claim(&w).await;
+
+    // (b) Killed the moment an instance exists: before or just after its NodeClaim's status is written.
+    c.abort();
+    let c = w.controller().await;
+    create_deployment(&w, spread_deployment("b", 2)).await;
+    let known: BTreeSet<String> = w.aws.list().await.unwrap().into_iter().map(|i| i.id).collect();
+    poll_until("a new instance", SETTLE, Duration::from_millis(10), || async {
+        let l = w.aws.list().await.map_err(|e| Error::Invalid(e.to_string()))?;
+        Ok(if l.iter().any(|i| !known.contains(&i.id)) { Probe::Done(()) } else { Probe::Waiting("none".into()) })
+    })
+    .await
+    .unwrap();
+    c.abort();
+    let c = w.controller().await;
+    w.wait_running("app=b", 2).await;
+    w.wait_nodes(4).await;
+    w.assert_no_leak().await;
+    assert_one_instance_per_claim(&w).await;
+
+    // (c) An instance launched for a NodeClaim that does not exist is terminated after the grace period.
+    let req = LaunchRequest {
+        nodeclaim: "ghost".into(),
+        nodepool: "default".into(),
+        nodeclass: "default".into(),
+        offerings: vec![OfferingRef { instance_type: "m5.large".into(), zone: "us-east-1a".into(), capacity_type: "on-demand".into(), price: 0.096 }],
+        labels: Default::default(),
+        taints: vec![],
+        tags: Default::default(),
+    };
+    let ghost = w.aws.launch(&req).await.unwrap();
+    poll_until("the ghost instance terminated", Duration::from_secs(60), POLL, || async {
+        let l = w.aws.list().await.map_err(|e| Error::Invalid(e.to_string()))?;
+        Ok(if l.iter().any(|i| i.id == ghost.id && !matches!(i.state.as_str(), "shutting-down" | "terminated")) { Probe::Waiting("still running".into()) } else { Probe::Done(()) })
+    })
+    .await
+    .unwrap();
+    // The round's metrics are written after its terminations.
+    poll_until("the GC metric", Duration::from_secs(10), POLL, || async {
+        let m = c.metrics().render();
+        Ok(if m.contains("stowage_gc_instances_total 1") { Probe::Done(()) } else { Probe::Waiting(m) })
+    })
+    .await
+    .unwrap();
+    w.assert_no_leak().await;
+    w.stop(c).await;
+}
+
+/// No NodeClaim has two instances (the `karpenter.sh/nodeclaim` tag), and none is duplicated.
+async fn assert_one_instance_per_claim(w: &World) {
+    let instances = w.aws.list().await.unwrap();
+    let mut per_claim: BTreeMap<String, usize> = BTreeMap::new();
+    for i in instances.iter().filter(|i| !matches!(i.state.as_str(), "shutting-down" | "terminated")) {
+        *per_claim.entry(i.nodeclaim.clone().unwrap_or_default()).or_default() += 1;
+    }
+    assert!(per_claim.values().all(|&n| n == 1), "instances per NodeClaim: {per_claim:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_server_restart_is_survived() {
+    let w = World::start("ctl-apiserver").await;
+    w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/seed-1b-statefulset-zonal-rescale/nodepool.yaml"]).await;
+    let c = w.controller().await;
+    create_deployment(&w, spread_deployment("web", 1)).await;
+    w.wait_running("app=web", 1).await;
+    w.wait_nodes(1).await;
+
+    let t = Instant::now();
+    w.cp.restart_apiserver().await.unwrap();
+    eprintln!("kube-apiserver restarted in {:.1}s", t.elapsed().as_secs_f64());
+    w.scale("deployment", "web", 3).await;
+    w.wait_running("app=web", 3).await;
+    w.wait_nodes(3).await;
+    w.assert_no_leak().await;
+    let m = c.metrics().render();
+    assert!(m.contains("stowage_state_synced 1"), "{m}");
+    w.stop(c).await;
+}
+
+/// (nodepool, instance type, zone, capacity type, capacity-spread) of a plan's new nodes.
+fn planned(plan: &serde_json::Value) -> Vec<(String, String, String, String, String)> {
+    let mut v: Vec<_> = plan["newNodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            let s = |k: &str| n[k].as_str().unwrap_or_default().to_string();
+            (s("nodePool"), s("instanceType"), s("zone"), s("capacityType"), n["labels"]["capacity-spread"].as_str().unwrap_or_default().to_string())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn claimed(claims: &[NodeClaim]) -> Vec<(String, String, String, String, String)> {
+    let mut v: Vec<_> = claims
+        .iter()
+        .map(|c| {
+            let first = |k: &str| c.spec.requirements.iter().find(|r| r.key == k).and_then(|r| r.values.first().cloned()).unwrap_or_default();
+            let l = c.metadata.labels.clone().unwrap_or_default();
+            (l.get(NODEPOOL).cloned().unwrap_or_default(), first(INSTANCE_TYPE), first(ZONE), first(CAPACITY_TYPE), first("capacity-spread"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_then_plan_offline_gives_the_controllers_plan() {
+    let w = World::start("ctl-record").await;
+    w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/seed-1-statefulset-capacity-spread/nodepools.yaml"]).await;
+    // seed-1's spread (capacity-spread and zone, one pod per host) on a Deployment: three pods at once.
+    let mut d = spread_deployment("spread", 3);
+    d["spec"]["template"]["spec"]["topologySpreadConstraints"] = json!([
+        {"maxSkew": 1, "topologyKey": "capacity-spread", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "spread"}}},
+        {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "spread"}}}
+    ]);
+    create_deployment(&w, d).await;
+    // No controller yet: kube-scheduler marks the pods unschedulable.
+    let api: Api<Pod> = Api::namespaced(w.client.clone(), "default");
+    poll_until("3 unschedulable pods", SETTLE, POLL, || async {
+        let pods = api.list(&ListParams::default().labels("app=spread")).await.map_err(|e| Error::kube("listing", e))?.items;
+        let n = pods.iter().filter(|p| stowage::controller::state::is_provisionable(p)).count();
+        Ok(if n == 3 { Probe::Done(()) } else { Probe::Waiting(format!("{n} unschedulable")) })
+    })
+    .await
+    .unwrap();
+
+    let dir = stowage::e2e::e2e_root().join(&w.name).join("record");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (workload, catalog) = (dir.join("workload.json"), dir.join("catalog.json"));
+    let bin = env!("CARGO_BIN_EXE_stowage");
+    let rec = tokio::process::Command::new(bin)
+        .args(["record", "--kubeconfig", w.cp.kubeconfig().to_str().unwrap(), "--cluster-name", CLUSTER, "--plain-al2023-fallback", "-o"])
+        .arg(&workload)
+        .arg("--catalog-out")
+        .arg(&catalog)
+        .envs(w.moto.env_vars())
+        .output()
+        .await
+        .unwrap();
+    assert!(rec.status.success(), "stowage record: {}", String::from_utf8_lossy(&rec.stderr));
+    let plan = tokio::process::Command::new(bin).arg("plan").arg(&workload).arg("--catalog").arg(&catalog).args(["-o", "json"]).output().await.unwrap();
+    assert!(plan.status.success(), "stowage plan: {}", String::from_utf8_lossy(&plan.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let offline = planned(&plan);
+    assert_eq!(offline.len(), 3, "{plan}");
+
+    let c = w.controller().await;
+    w.wait_running("app=spread", 3).await;
+    w.wait_nodes(3).await;
+    assert_eq!(claimed(&w.nodeclaims().await), offline, "the controller made the plan stowage plan made offline");
+    w.assert_no_leak().await;
+    w.stop(c).await;
+}

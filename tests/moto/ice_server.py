@@ -1,0 +1,306 @@
+"""moto's server with a fault-injection middleware in front of it (what tests/moto/moto.sh starts).
+
+moto never returns capacity errors or throttling, and its CreateFleet gives the whole capacity to the
+first override of the first launch template config whatever the Priority. This WSGI middleware wraps
+moto's own app (the same `DomainDispatcherApplication` `moto_server` serves) and adds, on the same port:
+
+    POST /stowage/ice       {"instanceType": "m5.large", "zone": "us-east-1a", "capacityType": "on-demand",
+                             "code": "InsufficientInstanceCapacity", "message": "..."}
+        Every field is optional (missing = any). From now on, CreateFleet overrides that match are removed
+        from the request before moto sees it, and the response gets one `Errors[]` entry per removed
+        override (ErrorCode `code`, default InsufficientInstanceCapacity), as EC2 reports them. If no
+        override is left, the response is a 200 with zero instances and only those errors, like EC2's.
+    POST /stowage/throttle  {"action": "CreateFleet", "count": 3, "code": "RequestLimitExceeded", "status": 503}
+        The next `count` requests for `action` (missing = any EC2 action) fail with that error code and
+        HTTP status (defaults RequestLimitExceeded / 503, as EC2 throttles) without reaching moto.
+    POST /stowage/reset     clears every rule and counter.
+    GET  /stowage/state     {"iceRules": [...], "throttleRules": [...], "requests": {action: n},
+                             "throttled": {action: n}, "iceErrors": n}
+
+It also emulates EC2's `prioritized` and `capacity-optimized-prioritized` allocation strategies, which
+moto ignores: the overrides left are ordered by Priority (lowest first) and the launch template config
+holding the best one goes first, so moto's "first override wins" picks the override EC2 would.
+
+Everything else passes through untouched. Run: python ice_server.py -H 127.0.0.1 -p PORT
+"""
+
+import argparse
+import io
+import json
+import signal
+import sys
+import threading
+import uuid
+from urllib.parse import parse_qsl, urlencode
+from xml.sax.saxutils import escape
+
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import run_simple
+
+PRIORITIZED = {"prioritized", "capacity-optimized-prioritized"}
+
+
+class State:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self):
+        self.ice_rules = []
+        self.throttle_rules = []
+        self.requests = {}
+        self.throttled = {}
+        self.ice_errors = 0
+
+    def snapshot(self):
+        return {
+            "iceRules": self.ice_rules,
+            "throttleRules": self.throttle_rules,
+            "requests": self.requests,
+            "throttled": self.throttled,
+            "iceErrors": self.ice_errors,
+        }
+
+
+def json_response(start_response, status, obj):
+    body = json.dumps(obj).encode()
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def ec2_error(start_response, status, code, message):
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Response><Errors><Error><Code>{escape(code)}</Code><Message>{escape(message)}</Message></Error></Errors>"
+        f"<RequestID>{uuid.uuid4()}</RequestID></Response>"
+    ).encode()
+    reason = {400: "Bad Request", 429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+    start_response(
+        f"{status} {reason.get(status, 'Error')}",
+        [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))],
+    )
+    return [body]
+
+
+def subnet_zone(subnet_id):
+    """The zone of a subnet in moto's backend (same process), for overrides that name no zone."""
+    try:
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.ec2.models import ec2_backends
+
+        for region, backend in ec2_backends[DEFAULT_ACCOUNT_ID].items():
+            try:
+                return backend.get_subnet(subnet_id).availability_zone
+            except Exception:
+                continue
+    except Exception:
+        pass
+    return None
+
+
+class FleetRequest:
+    """A CreateFleet query-protocol request, parsed enough to filter and reorder overrides."""
+
+    def __init__(self, pairs):
+        self.other = []
+        self.configs = {}  # config index -> {"spec": [(suffix, value)], "overrides": {index: {field: value}}}
+        for key, value in pairs:
+            parts = key.split(".")
+            if parts[0] == "LaunchTemplateConfigs" and len(parts) >= 3:
+                cfg = self.configs.setdefault(int(parts[1]), {"spec": [], "overrides": {}})
+                if parts[2] == "Overrides" and len(parts) >= 5:
+                    ov = cfg["overrides"].setdefault(int(parts[3]), {})
+                    ov[".".join(parts[4:])] = value
+                else:
+                    cfg["spec"].append((".".join(parts[2:]), value))
+            else:
+                self.other.append((key, value))
+        params = dict(self.other)
+        self.capacity_type = params.get("TargetCapacitySpecification.DefaultTargetCapacityType", "on-demand")
+        strategy_key = "SpotOptions.AllocationStrategy" if self.capacity_type == "spot" else "OnDemandOptions.AllocationStrategy"
+        self.strategy = params.get(strategy_key, "")
+
+    def lt_spec(self, cfg):
+        return {k: v for k, v in cfg["spec"] if k.startswith("LaunchTemplateSpecification.")}
+
+    def encode(self, configs):
+        pairs = list(self.other)
+        for i, (cfg, overrides) in enumerate(configs, start=1):
+            pairs += [(f"LaunchTemplateConfigs.{i}.{k}", v) for k, v in cfg["spec"]]
+            for j, ov in enumerate(overrides, start=1):
+                pairs += [(f"LaunchTemplateConfigs.{i}.Overrides.{j}.{k}", v) for k, v in ov.items()]
+        return urlencode(pairs).encode()
+
+
+def matches(rule, instance_type, zone, capacity_type):
+    return (
+        rule.get("instanceType") in (None, instance_type)
+        and rule.get("zone") in (None, zone)
+        and rule.get("capacityType") in (None, capacity_type)
+    )
+
+
+def error_item(lt_spec, override, zone, capacity_type, code, message):
+    spec_xml = "".join(
+        f"<{tag}>{escape(lt_spec[key])}</{tag}>"
+        for key, tag in (
+            ("LaunchTemplateSpecification.LaunchTemplateId", "launchTemplateId"),
+            ("LaunchTemplateSpecification.LaunchTemplateName", "launchTemplateName"),
+            ("LaunchTemplateSpecification.Version", "version"),
+        )
+        if key in lt_spec
+    )
+    ov_xml = f"<instanceType>{escape(override.get('InstanceType', ''))}</instanceType>"
+    if "SubnetId" in override:
+        ov_xml += f"<subnetId>{escape(override['SubnetId'])}</subnetId>"
+    if zone:
+        ov_xml += f"<availabilityZone>{escape(zone)}</availabilityZone>"
+    if "Priority" in override:
+        ov_xml += f"<priority>{escape(override['Priority'])}</priority>"
+    return (
+        "<item><launchTemplateAndOverrides>"
+        f"<launchTemplateSpecification>{spec_xml}</launchTemplateSpecification><overrides>{ov_xml}</overrides>"
+        f"</launchTemplateAndOverrides><lifecycle>{escape(capacity_type)}</lifecycle>"
+        f"<errorCode>{escape(code)}</errorCode><errorMessage>{escape(message)}</errorMessage></item>"
+    )
+
+
+class Middleware:
+    def __init__(self, app):
+        self.app = app
+        self.state = State()
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path.startswith("/stowage/"):
+            return self.control(path, environ, start_response)
+        if environ.get("REQUEST_METHOD") != "POST" or "x-www-form-urlencoded" not in environ.get("CONTENT_TYPE", ""):
+            return self.app(environ, start_response)
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        pairs = parse_qsl(body.decode(), keep_blank_values=True)
+        action = dict(pairs).get("Action", "")
+        with self.state.lock:
+            st = self.state
+            st.requests[action] = st.requests.get(action, 0) + 1
+            for rule in st.throttle_rules:
+                if rule["remaining"] > 0 and rule.get("action") in (None, action):
+                    rule["remaining"] -= 1
+                    st.throttled[action] = st.throttled.get(action, 0) + 1
+                    return ec2_error(start_response, rule["status"], rule["code"], rule["message"])
+            ice_rules = list(st.ice_rules)
+        if action == "CreateFleet":
+            return self.create_fleet(environ, start_response, pairs, ice_rules)
+        return self.forward(environ, start_response, body)
+
+    def forward(self, environ, start_response, body):
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        return self.app(environ, start_response)
+
+    def create_fleet(self, environ, start_response, pairs, ice_rules):
+        req = FleetRequest(pairs)
+        kept, errors = [], []
+        for ci in sorted(req.configs):
+            cfg = req.configs[ci]
+            overrides = []
+            for oi in sorted(cfg["overrides"]):
+                ov = cfg["overrides"][oi]
+                zone = ov.get("AvailabilityZone") or (subnet_zone(ov["SubnetId"]) if "SubnetId" in ov else None)
+                rule = next((r for r in ice_rules if matches(r, ov.get("InstanceType"), zone, req.capacity_type)), None)
+                if rule is None:
+                    overrides.append(ov)
+                else:
+                    errors.append(error_item(req.lt_spec(cfg), ov, zone, req.capacity_type, rule["code"], rule["message"]))
+            if overrides or not cfg["overrides"]:
+                kept.append((cfg, overrides))
+        if req.strategy in PRIORITIZED:
+            prio = lambda ov: float(ov.get("Priority", "inf"))  # noqa: E731
+            kept = [(cfg, sorted(ovs, key=prio)) for cfg, ovs in kept]
+            kept.sort(key=lambda c: min((prio(o) for o in c[1]), default=float("inf")))
+        if errors:
+            with self.state.lock:
+                self.state.ice_errors += len(errors)
+        if not errors and req.strategy not in PRIORITIZED:
+            return self.forward(environ, start_response, urlencode(pairs).encode())
+        if not kept:
+            body = (
+                '<?xml version="1.0" encoding="UTF-8"?>\n'
+                '<CreateFleetResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+                f"<requestId>{uuid.uuid4()}</requestId><fleetId>fleet-{uuid.uuid4()}</fleetId>"
+                f"<errorSet>{''.join(errors)}</errorSet><fleetInstanceSet/></CreateFleetResponse>"
+            ).encode()
+            start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))])
+            return [body]
+        captured = {}
+
+        def capture(status, headers, exc_info=None):
+            captured["status"], captured["headers"] = status, headers
+            return lambda data: None
+
+        environ["wsgi.input"] = io.BytesIO(req.encode(kept))
+        environ["CONTENT_LENGTH"] = str(len(environ["wsgi.input"].getvalue()))
+        chunks = self.app(environ, capture)
+        try:
+            out = b"".join(chunks)
+        finally:
+            if hasattr(chunks, "close"):
+                chunks.close()
+        if errors and captured["status"].startswith("200"):
+            text = out.decode()
+            marker = "</CreateFleetResponse>"
+            if marker in text and "<errorSet>" not in text:
+                text = text.replace(marker, f"<errorSet>{''.join(errors)}</errorSet>{marker}")
+            out = text.encode()
+        headers = [(k, v) for k, v in captured["headers"] if k.lower() != "content-length"]
+        headers.append(("Content-Length", str(len(out))))
+        start_response(captured["status"], headers)
+        return [out]
+
+    def control(self, path, environ, start_response):
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        raw = environ["wsgi.input"].read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw.strip() else {}
+        except ValueError as e:
+            return json_response(start_response, "400 Bad Request", {"error": f"invalid JSON: {e}"})
+        st = self.state
+        with st.lock:
+            if path == "/stowage/ice" and environ["REQUEST_METHOD"] == "POST":
+                rule = {k: body[k] for k in ("instanceType", "zone", "capacityType") if body.get(k) is not None}
+                rule["code"] = body.get("code") or "InsufficientInstanceCapacity"
+                rule["message"] = body.get("message") or "We currently do not have sufficient capacity in the Availability Zone you requested. (injected by stowage ice_server)"
+                st.ice_rules.append(rule)
+                return json_response(start_response, "200 OK", {"rules": len(st.ice_rules)})
+            if path == "/stowage/throttle" and environ["REQUEST_METHOD"] == "POST":
+                rule = {
+                    "remaining": int(body.get("count", 1)),
+                    "code": body.get("code") or "RequestLimitExceeded",
+                    "status": int(body.get("status") or 503),
+                    "message": body.get("message") or "Request limit exceeded. (injected by stowage ice_server)",
+                }
+                if body.get("action"):
+                    rule["action"] = body["action"]
+                st.throttle_rules.append(rule)
+                return json_response(start_response, "200 OK", {"rules": len(st.throttle_rules)})
+            if path == "/stowage/reset" and environ["REQUEST_METHOD"] == "POST":
+                st.reset()
+                return json_response(start_response, "200 OK", {})
+            if path == "/stowage/state":
+                return json_response(start_response, "200 OK", st.snapshot())
+        return json_response(start_response, "404 Not Found", {"error": f"unknown {environ['REQUEST_METHOD']} {path}"})
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-H", "--host", default="127.0.0.1")
+    parser.add_argument("-p", "--port", type=int, required=True)
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    app = DomainDispatcherApplication(create_backend_app)
+    app.debug = True
+    run_simple(args.host, args.port, Middleware(app), threaded=True, request_handler=MotoRequestHandler)
+
+
+if __name__ == "__main__":
+    main()

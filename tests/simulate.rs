@@ -1,0 +1,358 @@
+//! The simulator end to end (src/sim, docs/formats.md §4): the four seed scenarios with both planners,
+//! every plan checked by the independent checker on the way; seed-1 with its first-choice spot
+//! offering out of capacity; a planner that ignores spread constraints, which the simulated
+//! kube-scheduler refuses to follow; determinism; and the simulator's own layering.
+
+use std::path::Path;
+
+use stowage::domain::Cluster;
+use stowage::sim::events::EventKind;
+use stowage::sim::scenario::{self, FailOffering};
+use stowage::sim::{self, Options, Report, Scenario, SolverName};
+
+const SOLVERS: [SolverName; 2] = [SolverName::Milp, SolverName::Greedy];
+
+fn seeds() -> Vec<Scenario> {
+    sim::seed_scenarios().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn seed(name: &str) -> Scenario {
+    seeds().into_iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no seed scenario {name}"))
+}
+
+fn run(sc: &Scenario, solver: SolverName) -> Report {
+    sim::run(sc, &Options { solver: Some(solver), check_plans: true }).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The report as people read it, for assertion messages.
+fn text(r: &Report) -> String {
+    sim::report::render(r, true)
+}
+
+#[track_caller]
+fn assert_passed(r: &Report) {
+    let failed: Vec<String> = r.failed_checks().map(|c| format!("step {}: {} (observed {})", c.step, c.expectation, c.observed)).collect();
+    assert!(r.invalid_plans.is_empty(), "{} ({}): the checker rejected plans of batches {:?}\n{}", r.scenario, r.solver, r.invalid_plans, text(r));
+    assert!(failed.is_empty(), "{} ({}): failed expectations:\n  {}\n{}", r.scenario, r.solver, failed.join("\n  "), text(r));
+    assert!(r.settle_timeouts.is_empty(), "{} ({}): settle timed out at steps {:?}", r.scenario, r.solver, r.settle_timeouts);
+    assert!(r.passed);
+}
+
+fn launches(r: &Report) -> Vec<(String, String, String, String)> {
+    r.timeline
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Launch { node, instance_type, zone, capacity_type, .. } => Some((node.clone(), instance_type.clone(), zone.clone(), capacity_type.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_seed_scenarios_pass_with_the_milp_planner() {
+    for sc in seeds() {
+        let r = run(&sc, SolverName::Milp);
+        assert_passed(&r);
+        assert!(r.batches > 0 && !r.checks.is_empty(), "{}: nothing was planned or checked", sc.name);
+    }
+}
+
+#[test]
+fn the_seed_scenarios_pass_with_the_greedy_planner() {
+    for sc in seeds() {
+        let r = run(&sc, SolverName::Greedy);
+        assert_passed(&r);
+    }
+}
+
+/// seed-1 again, with the spot offering the planner picks first refused for insufficient capacity
+/// every time: the loop marks it unavailable, replans, launches another offering, and every
+/// expectation of seed-1 still holds.
+#[test]
+fn seed_1_recovers_when_its_first_choice_spot_offering_has_no_capacity() {
+    for solver in SOLVERS {
+        let sc = seed("seed-1");
+        // The first spot launch happens in seed-1's first step; running up to its first expect finds it.
+        let mut probe = sc.clone();
+        probe.steps.truncate(3);
+        let first = run(&probe, solver);
+        let (_, it, zone, ct) = launches(&first).into_iter().find(|l| l.3 == "spot").expect("seed-1 launches a spot node");
+
+        let mut ice = sc.clone();
+        ice.settings.fail_offerings.push(FailOffering { instance_type: Some(it.clone()), zone: Some(zone.clone()), capacity_type: Some(ct.clone()), times: None });
+        let r = run(&ice, solver);
+        assert_passed(&r);
+        let failed = r
+            .timeline
+            .iter()
+            .filter(|e| matches!(&e.kind, EventKind::LaunchFailed { instance_type, zone: z, capacity_type, reason, .. }
+                if instance_type == &it && z == &zone && capacity_type == &ct && reason == "InsufficientInstanceCapacity"))
+            .count();
+        assert!(failed >= 1, "{solver:?}: no refused launch of {it} {ct} {zone}\n{}", text(&r));
+        assert!(
+            r.nodes.iter().all(|n| (n.instance_type.as_str(), n.zone.as_str(), n.capacity_type.as_str()) != (it.as_str(), zone.as_str(), ct.as_str())),
+            "{solver:?}: a node of the refused offering exists\n{}",
+            text(&r)
+        );
+        assert!(r.pending.is_empty(), "{solver:?}: {:?}", r.pending);
+        // Every launch after a refusal is of another offering.
+        let spot_launches: Vec<_> = launches(&r).into_iter().filter(|l| l.3 == "spot").collect();
+        assert!(spot_launches.iter().any(|l| (l.1.as_str(), l.2.as_str()) != (it.as_str(), zone.as_str())), "{solver:?}: no other spot offering was launched");
+        // The offering comes back after the unavailable-offerings TTL and is tried (and refused) again.
+        assert!(r.timeline.iter().any(|e| matches!(&e.kind, EventKind::OfferingAvailable { instance_type, .. } if instance_type == &it)), "{solver:?}");
+    }
+}
+
+/// seed-1 with `podManagementPolicy: Parallel`: all three pods are pending in the same batch, at the
+/// start and again after the rescale, when each is pinned to its volume's zone (the batch the seed's
+/// defect is about). Every expectation of seed-1 holds.
+#[test]
+fn seed_1_with_parallel_pod_management_plans_the_three_pods_in_one_batch() {
+    let mut sc = seed("seed-1");
+    let sts = sc
+        .steps
+        .iter_mut()
+        .find_map(|s| match &mut s.action {
+            scenario::Action::Apply(o) if !o.statefulsets.is_empty() => Some(&mut o.statefulsets[0].obj),
+            _ => None,
+        })
+        .expect("seed-1 applies its StatefulSet in a step");
+    sts.spec.as_mut().expect("a spec").pod_management_policy = Some("Parallel".into());
+    for solver in SOLVERS {
+        let r = run(&sc, solver);
+        assert_passed(&r);
+        let three = r.timeline.iter().filter(|e| matches!(&e.kind, EventKind::Batch { pods: 3, new_nodes: 3, .. })).count();
+        assert_eq!(three, 2, "{solver:?}: one 3-pod, 3-node batch at the start and one after the rescale\n{}", text(&r));
+    }
+}
+
+/// A planner that drops every pod's topology spread constraints before planning. On seed-1c it
+/// "solves" the batch by putting repro-2 on spot-c without launching anything; the simulated
+/// kube-scheduler, which never reads the plan, refuses spot-c (capacity-spread skew 2), so repro-2
+/// stays Pending and the scenario fails. The checker rejects that plan too.
+#[test]
+fn a_planner_that_ignores_spread_constraints_leaves_pods_pending_and_the_scenario_fails() {
+    let sc = seed("seed-1c");
+    let mut stripped = |cluster: &Cluster, catalog: &stowage::domain::Catalog, weights: &stowage::weights::Weights| {
+        let mut blind = cluster.clone();
+        for p in &mut blind.pods {
+            p.spread.clear();
+        }
+        sim::planner::plan_with(SolverName::Greedy, std::time::Duration::from_secs(1), &blind, catalog, weights)
+    };
+    let r = sim::run_with(&sc, &mut stripped, "greedy without spread constraints", true).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!r.passed, "the scenario must fail\n{}", text(&r));
+    assert_eq!(r.pending.iter().map(|p| p.pod.as_str()).collect::<Vec<_>>(), ["default/repro-2"], "{}", text(&r));
+    assert!(r.pending[0].message.contains("topology spread"), "kube-scheduler's reason: {}", r.pending[0].message);
+    let pending_check = r.checks.iter().find(|c| c.expectation.starts_with("pendingPods")).expect("seed-1c expects pendingPods");
+    assert!(!pending_check.held, "{pending_check:?}");
+    // The plan put repro-2 on spot-c and launched nothing; kube-scheduler had just rejected spot-c.
+    let disputed = r.timeline.iter().any(|e| matches!(&e.kind, EventKind::Batch { new_nodes: 0, disputed, .. } if disputed.iter().any(|d| d == "default/repro-2 on spot-c")));
+    assert!(disputed, "{}", text(&r));
+    assert!(launches(&r).is_empty(), "{}", text(&r));
+    assert!(!r.invalid_plans.is_empty(), "the independent checker rejects the spread-blind plan as well");
+    assert!(!r.timeline.iter().any(|e| matches!(&e.kind, EventKind::Bound { pod, .. } if pod == "default/repro-2")), "repro-2 must never be bound");
+
+    // The same scenario with stowage's planner passes (the control).
+    assert_passed(&run(&sc, SolverName::Greedy));
+}
+
+/// On seed-1b the same blind planner puts db-1 next to db-0, in the cheapest zone. kube-scheduler,
+/// which sees a single zone and so a global minimum of 0 under minDomains 3, refuses the new node
+/// (skew 2); the node empties, is consolidated, and the planner launches the same node again: a
+/// launch loop that never settles. Only the first step of seed-1b is run, with a short settle.
+#[test]
+fn a_spread_blind_planner_strands_seed_1b_pods_in_a_launch_loop() {
+    let mut sc = seed("seed-1b");
+    sc.steps.truncate(3);
+    for s in &mut sc.steps {
+        if let scenario::Action::Settle(max) = &mut s.action {
+            *max = std::time::Duration::from_secs(6 * 60);
+        }
+    }
+    let mut stripped = |cluster: &Cluster, catalog: &stowage::domain::Catalog, weights: &stowage::weights::Weights| {
+        let mut blind = cluster.clone();
+        for p in &mut blind.pods {
+            p.spread.clear();
+        }
+        sim::planner::plan_with(SolverName::Greedy, std::time::Duration::from_secs(1), &blind, catalog, weights)
+    };
+    let r = sim::run_with(&sc, &mut stripped, "greedy without spread constraints", true).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!r.passed, "{}", text(&r));
+    assert!(r.failed_checks().any(|c| c.expectation.starts_with("pendingPods")), "{}", text(&r));
+    assert_eq!(r.settle_timeouts, [2], "the loop keeps the cluster busy\n{}", text(&r));
+    assert!(launches(&r).len() >= 3, "{}", text(&r));
+    assert!(r.pending.iter().any(|p| p.pod == "default/db-1"), "{:?}", r.pending);
+    let refused = r.timeline.iter().any(|e| matches!(&e.kind, EventKind::Unschedulable { pod, message } if pod == "default/db-1" && message.contains("topology spread")));
+    assert!(refused, "kube-scheduler refuses the new nodes for db-1 on spread grounds\n{}", text(&r));
+}
+
+#[test]
+fn the_same_scenario_gives_the_same_timeline() {
+    let sc = seed("seed-2");
+    let a = serde_json::to_string(&run(&sc, SolverName::Milp)).unwrap();
+    let b = serde_json::to_string(&run(&sc, SolverName::Milp)).unwrap();
+    assert_eq!(a, b);
+}
+
+/// DaemonSets, Deployments, an Immediate claim, deletion with cascading, consolidation that ignores
+/// DaemonSet pods, and the cost expectation, on an inline scenario.
+#[test]
+fn daemonsets_immediate_volumes_deletion_and_cost() {
+    let text_sc = r#"
+schema: stowage.dev/scenario/v1
+name: features
+manifests:
+  - ../common-ec2nodeclass.yaml
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {name: general}
+    spec:
+      disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 2m}
+      template:
+        spec:
+          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+          requirements:
+            - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+            - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large, m5.xlarge]}
+  - apiVersion: storage.k8s.io/v1
+    kind: StorageClass
+    metadata: {name: immediate}
+    provisioner: ebs.csi.aws.com
+    volumeBindingMode: Immediate
+    allowedTopologies: [{matchLabelExpressions: [{key: topology.kubernetes.io/zone, values: [us-east-1b]}]}]
+  - apiVersion: apps/v1
+    kind: DaemonSet
+    metadata: {name: agent, namespace: default}
+    spec:
+      selector: {matchLabels: {app: agent}}
+      template:
+        metadata: {labels: {app: agent}}
+        spec: {containers: [{name: a, image: x, resources: {requests: {cpu: 200m}}}]}
+steps:
+  - apply:
+      - {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {name: shared, namespace: default},
+         spec: {storageClassName: immediate, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}
+      - apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: web, namespace: default}
+        spec:
+          replicas: 2
+          selector: {matchLabels: {app: web}}
+          template:
+            metadata: {labels: {app: web}}
+            spec:
+              affinity:
+                podAntiAffinity:
+                  requiredDuringSchedulingIgnoredDuringExecution:
+                    - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}
+              containers: [{name: w, image: x, resources: {requests: {cpu: "1"}}}]
+      - apiVersion: v1
+        kind: Pod
+        metadata: {name: db, namespace: default}
+        spec:
+          containers: [{name: d, image: x, resources: {requests: {cpu: 500m}}}]
+          volumes: [{name: data, persistentVolumeClaim: {claimName: shared}}]
+  - settle: {}
+  - expect:
+      pendingPods: 0
+      runningPods: 3
+      boundClaims: 1
+      podsInVolumeZones: true
+      nodes: [{zone: us-east-1b, holds: [default/db], count: 1}]
+      costPerHour: {min: 0.19, max: 0.6}
+  - delete: {kind: Deployment, name: web}
+  - delete: {kind: Pod, name: db}
+  - settle: {}
+  - expect:
+      nodes: [{count: 0}]
+      costPerHour: {max: 0}
+"#;
+    let sc = scenario::parse(Path::new("scenarios/features/scenario.yaml"), text_sc, &sim::Embedded).unwrap_or_else(|e| panic!("{e}"));
+    for solver in SOLVERS {
+        let r = run(&sc, solver);
+        assert_passed(&r);
+        let daemons = r.timeline.iter().filter(|e| matches!(&e.kind, EventKind::PodCreated { owner, .. } if owner == "DaemonSet default/agent")).count();
+        assert!(daemons >= 2, "one agent pod per node: {daemons}\n{}", text(&r));
+        assert!(r.timeline.iter().any(|e| matches!(&e.kind, EventKind::VolumeBound { zone: Some(z), mode, .. } if z == "us-east-1b" && mode.starts_with("Immediate"))), "{}", text(&r));
+        assert!(r.bill > 0.0);
+    }
+}
+
+/// FIXME(planner): a NodeClaim in flight is planned as an empty node, without the DaemonSet pods it
+/// will run once registered (Karpenter subtracts that overhead, karpenter.md §2 "Existing nodes"). Here
+/// pod b arrives while a's node boots; the planner (and the checker) put both on the in-flight
+/// m5.large, which the 1-CPU DaemonSet pod then fills, so b waits for a third batch and a second node.
+/// When the planner counts the overhead, batch 2 launches b's node and this test should expect 2 batches.
+#[test]
+fn in_flight_nodes_are_planned_without_their_daemonset_pods_fixme() {
+    let text_sc = r#"
+schema: stowage.dev/scenario/v1
+name: daemonset-overhead-in-flight
+manifests:
+  - ../common-ec2nodeclass.yaml
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {name: general}
+    spec:
+      template:
+        spec:
+          nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+          requirements:
+            - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+            - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+  - apiVersion: apps/v1
+    kind: DaemonSet
+    metadata: {name: agent, namespace: default}
+    spec:
+      selector: {matchLabels: {app: agent}}
+      template:
+        metadata: {labels: {app: agent}}
+        spec: {containers: [{name: a, image: x, resources: {requests: {cpu: "1"}}}]}
+steps:
+  - apply: [{apiVersion: v1, kind: Pod, metadata: {name: a}, spec: {containers: [{name: c, image: x, resources: {requests: {cpu: 900m}}}]}}]
+  - advance: 20s
+  - apply: [{apiVersion: v1, kind: Pod, metadata: {name: b}, spec: {containers: [{name: c, image: x, resources: {requests: {cpu: 900m}}}]}}]
+  - settle: {}
+  - expect: {pendingPods: 0, launches: 2, batches: 3}
+"#;
+    let sc = scenario::parse(Path::new("scenarios/x/scenario.yaml"), text_sc, &sim::Embedded).unwrap_or_else(|e| panic!("{e}"));
+    let r = run(&sc, SolverName::Milp);
+    assert_passed(&r);
+    let second = r.timeline.iter().find_map(|e| match &e.kind {
+        EventKind::Batch { batch: 2, new_nodes, on_existing, .. } => Some((*new_nodes, *on_existing)),
+        _ => None,
+    });
+    assert_eq!(second, Some((0, 2)), "batch 2 puts a and b on the in-flight node\n{}", text(&r));
+}
+
+#[test]
+fn steps_naming_missing_objects_are_errors_not_panics() {
+    let text_sc = "schema: stowage.dev/scenario/v1\nname: x\nsteps:\n- scale: {kind: StatefulSet, name: nope, replicas: 1}\n";
+    let sc = scenario::parse(Path::new("x.yaml"), text_sc, &sim::Embedded).unwrap();
+    let e = sim::run(&sc, &Options::default()).unwrap_err();
+    assert!(e.to_string().contains("no StatefulSet default/nope"), "{e}");
+}
+
+/// The simulator is pure: no clients, SDKs, async runtime, wall clock or randomness. The one wall-clock
+/// read is the MILP budget in planner.rs (and solve::driver), which the planners own.
+#[test]
+fn the_simulator_uses_no_clients_runtime_or_wall_clock() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/sim");
+    let forbidden = ["kube::Client", "kube::Api", "kube_runtime", "aws_sdk", "aws_config", "tokio", "crate::cli", "crate::e2e", "SystemTime", "thread::sleep", "rand::"];
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(files.len() >= 10);
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for bad in forbidden {
+                assert!(!code.contains(bad), "{}:{}: {}", f.display(), i + 1, line.trim());
+            }
+            if !f.ends_with("planner.rs") {
+                assert!(!code.contains("Instant"), "{}:{}: the simulation reads the wall clock", f.display(), i + 1);
+            }
+        }
+    }
+}
