@@ -54,7 +54,9 @@ impl RawObject {
     }
 }
 
-/// Expands folders (recursively, in name order) into files ending in .yaml, .yml or .json.
+/// Expands folders (recursively, in name order) into files ending in .yaml, .yml or .json. Scenario files
+/// of `stowage simulate` (docs/formats.md §4) found in a folder are skipped: they live beside the
+/// manifests they drive.
 pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
     let mut out = Vec::new();
     for p in paths {
@@ -74,10 +76,15 @@ fn collect(p: &Path, out: &mut Vec<PathBuf>, explicit: bool) -> Result<(), Input
         for e in entries {
             collect(&e, out, false)?;
         }
-    } else if explicit || matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json")) {
+    } else if explicit || matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json")) && !is_scenario(p) {
         out.push(p.to_path_buf());
     }
     Ok(())
+}
+
+/// Whether a file is a stowage scenario (a top-level `schema: stowage.dev/scenario/...` line).
+fn is_scenario(p: &Path) -> bool {
+    std::fs::read_to_string(p).is_ok_and(|t| t.lines().any(|l| l.starts_with("schema: stowage.dev/scenario/")))
 }
 
 /// Parses one file's text into raw objects.
@@ -104,6 +111,9 @@ fn flatten(doc: Value, source: Source, out: &mut Vec<RawObject>) -> Result<(), I
         Value::Object(ref m) => {
             let kind = m.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
             let api_version = m.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
+            if kind.is_empty() && m.get("schema").and_then(Value::as_str).is_some_and(|s| s.starts_with("stowage.dev/scenario/")) {
+                return Err(InputError::at(&source, None, Some("schema"), "a stowage scenario, not a Kubernetes manifest: run it with `stowage simulate`"));
+            }
             if kind.is_empty() {
                 return Err(InputError::at(&source, None, Some("kind"), "missing kind"));
             }
