@@ -85,8 +85,9 @@ pub fn objective(p: &Problem, o: &Outcome) -> Objective {
     Objective { nodes, unschedulable, soft }
 }
 
-/// The state kube-scheduler starts from: every node of the snapshot with its bound pods, then the new
-/// nodes of the outcome with their DaemonSet pods. Returns the state and the index of each new node.
+/// The state kube-scheduler starts from: every node of the snapshot with its bound pods and the
+/// DaemonSet pods it is about to get (`daemonsets::missing`), then the new nodes of the outcome with
+/// their DaemonSet pods. Returns the state and the index of each new node.
 pub fn scheduler_state<'a>(p: &Problem<'a>, new_nodes: &[usize]) -> (FilterState<'a>, Vec<usize>) {
     let cluster = p.cluster;
     let mut sims: Vec<SimNode<'a>> = cluster
@@ -105,6 +106,16 @@ pub fn scheduler_state<'a>(p: &Problem<'a>, new_nodes: &[usize]) -> (FilterState
             && let Some(&i) = index.get(n)
         {
             sims[i].seat(pod);
+        }
+    }
+    // DaemonSet pods the node will get before anything of this batch lands (the planners' view only).
+    for (i, n) in cluster.nodes.iter().enumerate() {
+        if n.deleting {
+            continue;
+        }
+        let present = sims[i].pods.clone();
+        for ds in crate::semantics::daemonsets::missing(&cluster.daemonsets, n, &present) {
+            sims[i].seat(&ds.template);
         }
     }
     let mut fs = FilterState::new(sims);
