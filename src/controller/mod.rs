@@ -237,12 +237,20 @@ impl<P: CloudProvider> Ctx<P> {
         {
             triggers.push(p.metadata.uid.clone().unwrap_or_default());
         }
-        let (was, now_synced) = {
+        let (was, now_synced, gone) = {
             let mut s = lock(&self.state);
             let was = s.synced();
+            let nodeclasses = |s: &ClusterState| -> BTreeSet<String> { s.nodeclasses.iter().filter_map(|c| c.metadata.name.clone()).collect() };
+            let before = if matches!(K::KIND, Kind::EC2NodeClass) { nodeclasses(&s) } else { BTreeSet::new() };
             s.on_event(ev);
-            (was, s.synced())
+            let gone: Vec<String> = if before.is_empty() { Vec::new() } else { before.difference(&nodeclasses(&s)).cloned().collect() };
+            (was, s.synced(), gone)
         };
+        // A deleted EC2NodeClass (a Delete event, or missing from a re-list after a watch gap, which
+        // brings no Delete): its zones leave the cloud's catalog; launches naming it wait for it again.
+        for name in &gone {
+            self.cloud.forget_nodeclass(name);
+        }
         if now_synced != was {
             self.metrics.set_synced(now_synced);
             self.health.send_modify(|h| h.ready = now_synced);
@@ -634,6 +642,7 @@ async fn lifecycle_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: 
         }
         nodeclass::reconcile_all(&ctx).await;
         let names: Vec<String> = lock(&ctx.state).nodeclaims.iter().filter_map(|c| c.metadata.name.clone()).collect();
+        lock(&ctx.launch_backoff).retain(|n, _| names.contains(n));
         for name in names {
             match registration::reconcile(&ctx, &name).await {
                 Ok(Step::Launch) => {
