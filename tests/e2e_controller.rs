@@ -11,6 +11,7 @@
 //! | `seed_2_anti_affinity_1_3` | seed-2: one m5.16xlarge for three pods; scaling to 3 launches two nodes in one batch in the two other zones |
 //! | `capacity_error_marks_the_offering_and_replans` | injected InsufficientInstanceCapacity: the offering is avoided and the pods land elsewhere |
 //! | `restart_mid_launch_launches_nothing_twice_and_leaks_nothing` | the controller aborted right after creating a NodeClaim and again right after the instance exists; a fresh one finishes with one instance per NodeClaim; an instance without a NodeClaim is garbage-collected |
+//! | `deleting_a_nodeclaim_drains_and_replaces_its_node` | a person deletes a NodeClaim: its Node is tainted and drained through the Eviction API, the instance terminated, the Node and NodeClaim go, and the evicted pod's replacement gets a new node |
 //! | `api_server_restart_is_survived` | kube-apiserver restarted under a running controller; it re-lists and provisions the next batch |
 //! | `record_then_plan_offline_gives_the_controllers_plan` | `stowage record` + `stowage plan` on the files equal the NodeClaims the controller creates from the same state |
 //!
@@ -111,8 +112,39 @@ impl World {
         }
     }
 
+    /// The controller, as the ServiceAccount the Helm chart creates, with exactly the chart's RBAC rules
+    /// (`charts/stowage/files/*.yaml`): a verb missing there fails these tests.
     async fn controller(&self) -> Controller {
-        Controller::start(self.client.clone(), self.aws.clone(), self.config("stowage-0")).await.unwrap()
+        Controller::start(self.rbac_client().await, self.aws.clone(), self.config("stowage-0")).await.unwrap()
+    }
+
+    async fn rbac_client(&self) -> kube::Client {
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
+        let rules = |f: &str| -> Vec<PolicyRule> { serde_saphyr::from_str(&std::fs::read_to_string(repo(f)).unwrap()).unwrap() };
+        let meta = |ns: Option<&str>| kube::api::ObjectMeta { name: Some("stowage".into()), namespace: ns.map(str::to_string), ..Default::default() };
+        let subject = Subject { kind: "ServiceAccount".into(), name: "stowage".into(), namespace: Some("kube-system".into()), ..Default::default() };
+        let pp = kube::api::PostParams::default();
+        let ignore_exists = |r: Result<(), kube::Error>| match r {
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            other => other.unwrap(),
+        };
+        let sa = ServiceAccount { metadata: meta(Some("kube-system")), ..Default::default() };
+        ignore_exists(Api::<ServiceAccount>::namespaced(self.client.clone(), "kube-system").create(&pp, &sa).await.map(|_| ()));
+        let cr = ClusterRole { metadata: meta(None), rules: Some(rules("charts/stowage/files/clusterrole-rules.yaml")), ..Default::default() };
+        ignore_exists(Api::<ClusterRole>::all(self.client.clone()).create(&pp, &cr).await.map(|_| ()));
+        let crb = ClusterRoleBinding { metadata: meta(None), role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "ClusterRole".into(), name: "stowage".into() }, subjects: Some(vec![subject.clone()]) };
+        ignore_exists(Api::<ClusterRoleBinding>::all(self.client.clone()).create(&pp, &crb).await.map(|_| ()));
+        let role = Role { metadata: meta(Some("kube-system")), rules: Some(rules("charts/stowage/files/role-rules.yaml")) };
+        ignore_exists(Api::<Role>::namespaced(self.client.clone(), "kube-system").create(&pp, &role).await.map(|_| ()));
+        let rb = RoleBinding { metadata: meta(Some("kube-system")), role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "Role".into(), name: "stowage".into() }, subjects: Some(vec![subject]) };
+        ignore_exists(Api::<RoleBinding>::namespaced(self.client.clone(), "kube-system").create(&pp, &rb).await.map(|_| ()));
+
+        let kc = kube::config::Kubeconfig::read_from(self.cp.kubeconfig()).unwrap();
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+        config.auth_info.impersonate = Some("system:serviceaccount:kube-system:stowage".into());
+        config.auth_info.impersonate_groups = Some(vec!["system:serviceaccounts".into(), "system:serviceaccounts:kube-system".into(), "system:authenticated".into()]);
+        kube::Client::try_from(config).unwrap()
     }
 
     async fn kubectl(&self, args: &[&str]) -> String {
@@ -230,7 +262,15 @@ impl World {
         }
     }
 
-    async fn stop(self, controller: Controller) {
+    /// Stops everything. Unless `errors_expected`, the controller must have counted no error in a stage
+    /// that means a failed write (a missing RBAC verb shows up here first, as `event` or `create`).
+    async fn stop(self, controller: Controller, errors_expected: bool) {
+        let m = controller.metrics().render();
+        if !errors_expected {
+            for stage in ["watch", "leader", "event", "create", "register", "terminate", "disrupt", "gc", "plan", "snapshot"] {
+                assert!(!m.contains(&format!("stowage_errors_total{{stage=\"{stage}\"}}")), "errors in stage {stage}:\n{m}");
+            }
+        }
         controller.shutdown().await;
         let (k, v) = (self.kubelet.recent_errors(), self.volumes.recent_errors());
         self.volumes.stop().await;
@@ -355,7 +395,7 @@ async fn seed_1_statefulset_capacity_spread_3_0_3() {
     assert!(skew(&domain_counts(&pods, &nodes, "capacity-spread")) <= 1);
     w.assert_no_leak().await;
     eprintln!("seed-1 passed in {:.1}s", t0.elapsed().as_secs_f64());
-    w.stop(c).await;
+    w.stop(c, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -395,7 +435,7 @@ async fn seed_1b_zonal_rescale_5_3_5() {
     assert!(skew(&domain_counts(&pods, &nodes, ZONE)) <= 1);
     w.assert_no_leak().await;
     eprintln!("seed-1b passed in {:.1}s", t0.elapsed().as_secs_f64());
-    w.stop(c).await;
+    w.stop(c, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -435,7 +475,7 @@ async fn seed_2_anti_affinity_1_3() {
     assert_eq!(batches.len(), 1, "both new NodeClaims come from one batch: {batches:?}");
     w.assert_no_leak().await;
     eprintln!("seed-2 passed in {:.1}s", t0.elapsed().as_secs_f64());
-    w.stop(c).await;
+    w.stop(c, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -458,7 +498,7 @@ async fn capacity_error_marks_the_offering_and_replans() {
     let state = w.moto.fault_state().await.unwrap();
     assert!(state["iceErrors"].as_u64().unwrap_or(0) >= 1, "{state}");
     w.assert_no_leak().await;
-    w.stop(c).await;
+    w.stop(c, false).await;
 }
 
 /// A Deployment of `n` pods of 1 CPU, one per node (hostname anti-affinity).
@@ -554,7 +594,7 @@ async fn restart_mid_launch_launches_nothing_twice_and_leaks_nothing() {
     .await
     .unwrap();
     w.assert_no_leak().await;
-    w.stop(c).await;
+    w.stop(c, false).await;
 }
 
 /// No NodeClaim has two instances (the `karpenter.sh/nodeclaim` tag), and none is duplicated.
@@ -565,6 +605,47 @@ async fn assert_one_instance_per_claim(w: &World) {
         *per_claim.entry(i.nodeclaim.clone().unwrap_or_default()).or_default() += 1;
     }
     assert!(per_claim.values().all(|&n| n == 1), "instances per NodeClaim: {per_claim:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_nodeclaim_drains_and_replaces_its_node() {
+    let w = World::start("ctl-drain").await;
+    w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/seed-1b-statefulset-zonal-rescale/nodepool.yaml"]).await;
+    let c = w.controller().await;
+    create_deployment(&w, spread_deployment("web", 1)).await;
+    let before = w.wait_running("app=web", 1).await;
+    let old_node = w.wait_nodes(1).await[0].metadata.name.clone().unwrap();
+    let old_claim = w.nodeclaims().await[0].metadata.name.clone().unwrap();
+    let old_instance = w.nodeclaims().await[0].status.as_ref().and_then(|s| s.provider_id.clone()).unwrap();
+
+    // What `kubectl delete nodeclaim` does. The NodePool has no terminationGracePeriod, so the Node only
+    // goes once its pod has left through the Eviction API.
+    let claims: Api<NodeClaim> = Api::all(w.client.clone());
+    claims.delete(&old_claim, &Default::default()).await.unwrap();
+    let gone = poll_until("the deleted NodeClaim's finalizer removed", SETTLE, POLL, || async {
+        Ok(match claims.get_opt(&old_claim).await.map_err(|e| Error::kube("reading the NodeClaim", e))? {
+            None => Probe::Done(()),
+            Some(c) => Probe::Waiting(format!("finalizers {:?}", c.metadata.finalizers)),
+        })
+    })
+    .await;
+    if let Err(e) = gone {
+        w.fail("terminating the NodeClaim", e).await;
+    }
+    let after = w.wait_running("app=web", 1).await;
+    let nodes = w.wait_nodes(1).await;
+    assert_ne!(after[0].metadata.uid, before[0].metadata.uid, "the pod was evicted and replaced");
+    assert_ne!(nodes[0].metadata.name.as_deref(), Some(old_node.as_str()), "the replacement runs on a new node");
+    let old_state = w.aws.list().await.unwrap().into_iter().find(|i| i.provider_id == old_instance).map(|i| i.state);
+    assert!(old_state.as_deref().is_none_or(|s| matches!(s, "shutting-down" | "terminated")), "the old instance is terminated: {old_state:?}");
+    poll_until("the termination metric", Duration::from_secs(10), POLL, || async {
+        let m = c.metrics().render();
+        Ok(if m.contains("stowage_terminations_total 1") { Probe::Done(()) } else { Probe::Waiting(m) })
+    })
+    .await
+    .unwrap();
+    w.assert_no_leak().await;
+    w.stop(c, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -585,7 +666,7 @@ async fn api_server_restart_is_survived() {
     w.assert_no_leak().await;
     let m = c.metrics().render();
     assert!(m.contains("stowage_state_synced 1"), "{m}");
-    w.stop(c).await;
+    w.stop(c, true).await;
 }
 
 /// (nodepool, instance type, zone, capacity type, capacity-spread) of a plan's new nodes.
@@ -662,5 +743,5 @@ async fn record_then_plan_offline_gives_the_controllers_plan() {
     w.wait_nodes(3).await;
     assert_eq!(claimed(&w.nodeclaims().await), offline, "the controller made the plan stowage plan made offline");
     w.assert_no_leak().await;
-    w.stop(c).await;
+    w.stop(c, false).await;
 }
