@@ -274,7 +274,7 @@ fn files_on_disk() {
     let msg = input::load(std::slice::from_ref(&bad)).unwrap_err().to_string();
     assert_mentions("a file", &msg, &[&bad.display().to_string(), "Pod default/p", "spec.containers[0].resources.requests.cpu"]);
     let missing: PathBuf = dir.join("missing.yaml");
-    let msg = input::load(&[missing.clone()]).unwrap_err().to_string();
+    let msg = input::load(std::slice::from_ref(&missing)).unwrap_err().to_string();
     assert_mentions("a missing file", &msg, &[&missing.display().to_string(), "cannot read"]);
 
     let cat = dir.join("catalog.yaml");

@@ -207,6 +207,12 @@ impl<'a> FilterState<'a> {
         ix
     }
 
+    /// Gives a node another allocatable: a planned node grown to a larger instance type whose labels
+    /// agree on everything a constraint reads (the planners' configuration groups).
+    pub fn set_allocatable(&mut self, node: usize, allocatable: Resources) {
+        self.nodes[node].allocatable = allocatable;
+    }
+
     /// Places a pod on a node (binding or assuming it), whether or not it passes the filters.
     pub fn add_pod(&mut self, pod: &'a Pod, node: usize) {
         let n = &mut self.nodes[node];

@@ -8,7 +8,11 @@
 //! 3. Otherwise a new node is opened: among the configurations whose NodePool, labels and DaemonSets
 //!    pass the pod's constraints, the one with the lowest cost per pod it would hold, counting the
 //!    pods of this class and of the next classes in line that would fit (price per unit of what the
-//!    pods need, across every NodePool and instance type).
+//!    pods need, across every NodePool and instance type). Unless growing a node already opened in
+//!    this plan is cheaper: a new node's instance type is not final until the end (as Karpenter's
+//!    NodeClaims keep a range of types), so a node may move to a larger type of its configuration
+//!    group (same NodePool, same labels for every constraint, same DaemonSets) when the price step is
+//!    below the cost per pod of a new node. This fills the nodes that one-per-node pods open.
 //! 4. Pods that fit nowhere are retried after a full pass (in-batch affinity targets may have been
 //!    placed meanwhile), until a pass makes no progress.
 //! 5. Each new node is shrunk to the cheapest instance type of its group that still holds its pods.
@@ -113,6 +117,10 @@ struct Greedy<'p, 'a> {
     /// Per class: rejection reasons seen for NodePools while opening nodes.
     pool_rejects: Vec<BTreeMap<String, Reject>>,
     compatible: Vec<rustc_hash::FxHashSet<u32>>,
+    /// FilterState index of each new node.
+    new_ix: Vec<usize>,
+    /// Per configuration group: its configurations by increasing cost.
+    by_cost: Vec<Vec<usize>>,
 }
 
 fn permanent(r: &Reject) -> bool {
@@ -145,6 +153,16 @@ fn run(p: &Problem, opts: Options) -> Outcome {
         pool_domains: FxHashMap::default(),
         pool_rejects: vec![BTreeMap::new(); p.classes.len()],
         compatible: p.classes.iter().map(|c| c.compatible.iter().copied().collect()).collect(),
+        new_ix: Vec::new(),
+        by_cost: p
+            .groups
+            .iter()
+            .map(|g| {
+                let mut v: Vec<usize> = g.iter().map(|&f| f as usize).collect();
+                v.sort_by(|&a, &b| p.configs[a].cost.total_cmp(&p.configs[b].cost).then(a.cmp(&b)));
+                v
+            })
+            .collect(),
     };
     let order = class_order(p);
     let mut queue: VecDeque<(usize, PodId)> = order.iter().flat_map(|&c| p.classes[c].pods.iter().map(move |&id| (c, id))).collect();
@@ -259,7 +277,15 @@ impl<'p, 'a> Greedy<'p, 'a> {
             self.commit(class, id, ix);
             return Ok(());
         }
-        match self.choose_config(class, &prep, pod, order) {
+        let fresh = self.choose_config(class, &prep, pod, order);
+        let limit = fresh.map_or(f64::INFINITY, |(score, _)| score);
+        if let Some((_, ix, to)) = self.best_growth(class, &prep, pod, limit)
+        {
+            self.grow(ix, to);
+            self.commit(class, id, ix);
+            return Ok(());
+        }
+        match fresh.map(|(_, f)| f) {
             Some(f) => {
                 let ix = self.open(f);
                 self.ensure_skip_len();
@@ -280,10 +306,70 @@ impl<'p, 'a> Greedy<'p, 'a> {
         self.remaining[class] -= 1;
     }
 
+    /// The cheapest way to make room for the pod on a new node of this plan by moving it to a larger
+    /// instance type of its group, at a price step of at most `limit`: (price step, node, configuration).
+    fn best_growth(&mut self, class: usize, prep: &Prepared, pod: &Pod, limit: f64) -> Option<(f64, usize, usize)> {
+        let p = self.p;
+        let mut best: Option<(f64, usize, usize)> = None;
+        for k in 0..self.new_nodes.len() {
+            let ix = self.new_ix[k];
+            if self.skip[class][ix] {
+                continue;
+            }
+            let f = self.new_nodes[k];
+            let node = &self.fs.nodes()[ix];
+            let mut need = node.requested.clone();
+            need.add(&pod.requests);
+            if need.fits_in(&node.allocatable) {
+                continue; // room enough: the best-fit pass judged it already
+            }
+            let cur = &p.configs[f];
+            let within = best.as_ref().map_or(limit, |b| b.0.min(limit));
+            let Some(&to) = self.by_cost[cur.group].iter().skip_while(|&&g| p.configs[g].cost <= cur.cost).take_while(|&&g| p.configs[g].cost - cur.cost <= within).find(|&&g| {
+                let c = &p.configs[g];
+                need.fits_in(&c.allocatable)
+                    && self.compatible[class].contains(&(g as u32))
+                    && p.cluster.nodepools[c.pool].limits.as_ref().is_none_or(|l| {
+                        let without = self.usage[c.pool].capacity.minus(&cur.capacity);
+                        limits::check(l, &without, self.usage[c.pool].nodes - 1, &c.capacity).is_ok()
+                    })
+            }) else {
+                continue;
+            };
+            let delta = p.configs[to].cost - cur.cost;
+            if best.as_ref().is_some_and(|b| b.0 <= delta) {
+                continue;
+            }
+            let keep = node.allocatable.clone();
+            self.fs.set_allocatable(ix, p.configs[to].allocatable.clone());
+            let ok = self.fs.filter(prep, pod, ix).is_ok() && self.wide_spread_ok(class, prep, pod, &self.fs.nodes()[ix].labels);
+            self.fs.set_allocatable(ix, keep);
+            if ok {
+                best = Some((delta, ix, to));
+            }
+        }
+        best
+    }
+
+    /// Moves new node `ix` to configuration `to` of its group.
+    fn grow(&mut self, ix: usize, to: usize) {
+        let Some(Target::New(k)) = self.targets[ix] else { return };
+        let from = self.new_nodes[k];
+        let before = self.fs.nodes()[ix].free().cpu_m;
+        self.fs.set_allocatable(ix, self.p.configs[to].allocatable.clone());
+        self.free.remove(&(before, ix));
+        self.free.insert((self.fs.nodes()[ix].free().cpu_m, ix));
+        let pool = self.p.configs[from].pool;
+        self.usage[pool].capacity.sub(&self.p.configs[from].capacity);
+        self.usage[pool].capacity.add(&self.p.configs[to].capacity);
+        self.new_nodes[k] = to;
+    }
+
     fn open(&mut self, f: usize) -> usize {
         let k = self.new_nodes.len();
         let sim = new_sim_node(self.p, f, &new_node_name(k));
         let ix = self.fs.add_node(sim);
+        self.new_ix.push(ix);
         self.new_nodes.push(f);
         self.targets.push(Some(Target::New(k)));
         self.free.insert((self.fs.nodes()[ix].free().cpu_m, ix));
@@ -323,7 +409,8 @@ impl<'p, 'a> Greedy<'p, 'a> {
         cap.max(1)
     }
 
-    fn choose_config(&mut self, class: usize, prep: &Prepared, pod: &'a Pod, order: &[usize]) -> Option<usize> {
+    /// The configuration of a new node for the pod and its cost per pod (the look-ahead's score).
+    fn choose_config(&mut self, class: usize, prep: &Prepared, pod: &'a Pod, order: &[usize]) -> Option<(f64, usize)> {
         let p = self.p;
         let r = self.remaining[class];
         let own_cap = self.class_cap(class, pod);
@@ -368,7 +455,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
                 }
             }
         }
-        best.map(|b| b.2)
+        best.map(|b| (b.0, b.2))
     }
 
     /// Pods a new node of `f` would take: this class first, then the next classes, by resources.

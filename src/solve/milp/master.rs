@@ -173,9 +173,9 @@ impl<'p, 'a> Master<'p, 'a> {
                 exact[c] = true;
             }
         }
-        for c in 0..nc {
+        for (c, &exact) in exact.iter().enumerate().take(nc) {
             let n = self.s.n[c] as f64;
-            let hi = if exact[c] { n } else { INF };
+            let hi = if exact { n } else { INF };
             let r = self.named(format!("demand[{c}]"), n, hi);
             self.rows.demand.push(r);
         }
@@ -329,11 +329,11 @@ impl<'p, 'a> Master<'p, 'a> {
         let singles: Vec<usize> = (0..m.s.n.len()).filter(|&c| m.s.one_per_node[c] && !in_clique[c]).collect();
         let mut node_rows: Vec<Vec<(usize, f64)>> = vec![Vec::new(); ng];
         let mut member_rows: FxHashMap<(usize, usize), Vec<usize>> = FxHashMap::default();
-        for g in 0..ng {
+        for (g, rows) in node_rows.iter_mut().enumerate() {
             for (k, clique) in cliques.iter().enumerate() {
                 if clique.iter().any(|&c| m.s.class_groups[c].contains(&g)) {
                     let r = m.named(format!("agg.clique[{k}][{g}]"), -INF, 0.0);
-                    node_rows[g].push((r, -1.0));
+                    rows.push((r, -1.0));
                     for &c in clique {
                         member_rows.entry((c, g)).or_default().push(r);
                     }
@@ -342,7 +342,7 @@ impl<'p, 'a> Master<'p, 'a> {
             for &c in &singles {
                 if m.s.class_groups[c].contains(&g) {
                     let r = m.named(format!("agg.one[{c}][{g}]"), -INF, 0.0);
-                    node_rows[g].push((r, -1.0));
+                    rows.push((r, -1.0));
                     member_rows.entry((c, g)).or_default().push(r);
                 }
             }
@@ -354,7 +354,7 @@ impl<'p, 'a> Master<'p, 'a> {
                 }
                 let cap = (hs.max_skew + hs.mbar) as f64;
                 let r = m.named(format!("agg.hostspread[{h}][{g}]"), -INF, 0.0);
-                node_rows[g].push((r, -cap));
+                rows.push((r, -cap));
                 for c in limited {
                     member_rows.entry((c, g)).or_default().push(r);
                 }
@@ -369,10 +369,10 @@ impl<'p, 'a> Master<'p, 'a> {
                 let f = f as usize;
                 let room = p.configs[f].room();
                 let mut e = m.node_entries(f);
-                for d in 0..nd {
-                    let v = room.get(&m.s.dims[d]) as f64;
+                for (dim, &row) in m.s.dims.iter().zip(&cap_rows[g]) {
+                    let v = room.get(dim) as f64;
                     if v != 0.0 {
-                        e.push((cap_rows[g][d], -v));
+                        e.push((row, -v));
                     }
                 }
                 e.extend(node_rows[g].iter().copied());
@@ -384,10 +384,9 @@ impl<'p, 'a> Master<'p, 'a> {
             groups.sort();
             for g in groups {
                 let mut e = m.unit_entries_group(c, g);
-                for d in 0..nd {
-                    let q = m.s.req[c][d];
+                for (&q, &row) in m.s.req[c].iter().zip(&cap_rows[g]) {
                     if q != 0 {
-                        e.push((cap_rows[g][d], q as f64));
+                        e.push((row, q as f64));
                     }
                 }
                 for &r in member_rows.get(&(c, g)).map(Vec::as_slice).unwrap_or(&[]) {

@@ -268,44 +268,47 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
     let cg_deadline = t2 + deadline.saturating_duration_since(t2).mul_f64(0.5);
     let mut lp = highs_lp::Lp::new(&m, opts);
     let mut rounds = 0;
-    while !complete {
-        let left = cg_deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            note.push_str("column generation stopped at its time share; ");
-            break;
-        }
-        let sol = lp.solve(&m, left)?;
-        if sol.status != highs::HighsModelStatus::Optimal {
-            note.push_str(&format!("LP relaxation ended {:?}; ", sol.status));
-            break;
-        }
-        rounds += 1;
-        let y = &sol.row_duals;
-        // Price with smoothed duals; keep the columns that improve under the current duals. If none
-        // does (a mis-price), price with the current duals alone.
-        let mut cols: Vec<Pattern> = Vec::new();
-        if let Some(c) = &center {
-            let smoothed: Vec<f64> = c.iter().zip(y).map(|(a, b)| SMOOTHING * a + (1.0 - SMOOTHING) * b).collect();
-            let vals = pricing::values(&m, &smoothed);
-            cols = pricing::price(&m, &smoothed, &vals, 3).into_iter().map(|(_, pat)| pat).filter(|pat| reduced_cost(&m, pat, y) < -1e-7).collect();
-            center = Some(smoothed);
-        }
-        if cols.is_empty() {
-            let vals = pricing::values(&m, y);
-            cols = pricing::price(&m, y, &vals, 3).into_iter().map(|(_, pat)| pat).collect();
-        }
-        if debug() {
-            eprintln!("milp: round {rounds}: LP {:.6}, {} columns", sol.objective, cols.len());
-        }
-        if cols.is_empty() {
-            break;
-        }
-        let before = m.cols.len();
-        for pat in cols {
-            m.add_pattern(pat);
-        }
-        if m.cols.len() == before {
-            break;
+    // Skipped when the enumeration already gave every column.
+    if !complete {
+        loop {
+            let left = cg_deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                note.push_str("column generation stopped at its time share; ");
+                break;
+            }
+            let sol = lp.solve(&m, left)?;
+            if sol.status != highs::HighsModelStatus::Optimal {
+                note.push_str(&format!("LP relaxation ended {:?}; ", sol.status));
+                break;
+            }
+            rounds += 1;
+            let y = &sol.row_duals;
+            // Price with smoothed duals; keep the columns that improve under the current duals. If none
+            // does (a mis-price), price with the current duals alone.
+            let mut cols: Vec<Pattern> = Vec::new();
+            if let Some(c) = &center {
+                let smoothed: Vec<f64> = c.iter().zip(y).map(|(a, b)| SMOOTHING * a + (1.0 - SMOOTHING) * b).collect();
+                let vals = pricing::values(&m, &smoothed);
+                cols = pricing::price(&m, &smoothed, &vals, 3).into_iter().map(|(_, pat)| pat).filter(|pat| reduced_cost(&m, pat, y) < -1e-7).collect();
+                center = Some(smoothed);
+            }
+            if cols.is_empty() {
+                let vals = pricing::values(&m, y);
+                cols = pricing::price(&m, y, &vals, 3).into_iter().map(|(_, pat)| pat).collect();
+            }
+            if debug() {
+                eprintln!("milp: round {rounds}: LP {:.6}, {} columns", sol.objective, cols.len());
+            }
+            if cols.is_empty() {
+                break;
+            }
+            let before = m.cols.len();
+            for pat in cols {
+                m.add_pattern(pat);
+            }
+            if m.cols.len() == before {
+                break;
+            }
         }
     }
     phases.push(("column-generation".to_string(), ms(t2.elapsed())));
