@@ -3,7 +3,6 @@
 //! be gzip-compressed (`*.json.gz`, `*.yaml.gz`); they are decompressed in memory and read with the
 //! ordinary workload loader, so a corpus file is an ordinary workload once unpacked.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -223,14 +222,7 @@ pub fn parse_index(path: &Path, text: &str) -> Result<Corpus, String> {
 
 /// Reads a file as text, gunzipping names ending in `.gz`.
 pub fn read_text(path: &Path) -> Result<String, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    if path.extension().and_then(|e| e.to_str()) == Some("gz") {
-        let mut s = String::new();
-        flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut s).map_err(|e| format!("{}: cannot decompress: {e}", path.display()))?;
-        Ok(s)
-    } else {
-        String::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))
-    }
+    crate::input::read::read_text(path).map_err(|e| e.to_string())
 }
 
 /// Writes `text` gzip-compressed (best compression; the header carries no name and no time, so the

@@ -90,7 +90,7 @@ pub fn load(paths: &[PathBuf]) -> Result<Workload, LoadError> {
     let files = read::expand_paths(paths).map_err(|e| LoadError(vec![e]))?;
     let mut texts = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(&f).map_err(|e| LoadError(vec![InputError::file(&f, format!("cannot read: {e}"))]))?;
+        let text = read::read_text(&f).map_err(|e| LoadError(vec![e]))?;
         texts.push((f, text));
     }
     load_texts(texts.iter().map(|(f, t)| (f.as_path(), t.as_str())))

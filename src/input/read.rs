@@ -76,20 +76,41 @@ fn collect(p: &Path, out: &mut Vec<PathBuf>, explicit: bool) -> Result<(), Input
         for e in entries {
             collect(&e, out, false)?;
         }
-    } else if explicit || matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json")) && !is_scenario(p) {
+    } else if explicit || is_manifest_name(p) && !is_scenario(p) {
         out.push(p.to_path_buf());
     }
     Ok(())
 }
 
+/// Names a folder contributes: `.yaml`, `.yml`, `.json`, each maybe gzip-compressed (`.json.gz`).
+fn is_manifest_name(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let name = name.strip_suffix(".gz").unwrap_or(name);
+    [".yaml", ".yml", ".json"].iter().any(|x| name.ends_with(x))
+}
+
+/// Reads a file as text, gunzipping names ending in `.gz` (the benchmark corpus stores its workloads so).
+pub fn read_text(path: &Path) -> Result<String, InputError> {
+    use std::io::Read;
+    let bytes = std::fs::read(path).map_err(|e| InputError::file(path, format!("cannot read: {e}")))?;
+    if path.extension().and_then(|e| e.to_str()) == Some("gz") {
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut s).map_err(|e| InputError::file(path, format!("cannot decompress: {e}")))?;
+        Ok(s)
+    } else {
+        String::from_utf8(bytes).map_err(|e| InputError::file(path, format!("not UTF-8 text: {e}")))
+    }
+}
+
 /// Whether a file is a stowage scenario (a top-level `schema: stowage.dev/scenario/...` line).
 fn is_scenario(p: &Path) -> bool {
-    std::fs::read_to_string(p).is_ok_and(|t| t.lines().any(|l| l.starts_with("schema: stowage.dev/scenario/")))
+    read_text(p).is_ok_and(|t| t.lines().any(|l| l.starts_with("schema: stowage.dev/scenario/")))
 }
 
 /// Parses one file's text into raw objects.
 pub fn parse_text(file: &Path, text: &str) -> Result<Vec<RawObject>, InputError> {
-    let is_json = file.extension().and_then(|e| e.to_str()) == Some("json") || text.trim_start().starts_with('{');
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let is_json = name.ends_with(".json") || name.ends_with(".json.gz") || text.trim_start().starts_with('{');
     let docs: Vec<Value> = if is_json {
         let v: Value = serde_json::from_str(text).map_err(|e| InputError::file(file, format!("invalid JSON: {e}")))?;
         vec![v]
