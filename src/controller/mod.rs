@@ -411,6 +411,11 @@ where
             tokio::select! {
                 ev = stream.next() => match ev {
                     Some(Ok(ev)) => ctx.on_event(ev),
+                    Some(Err(e)) if watch_expired(&e) => {
+                        // 410 Gone / Expired: the resource version left the API server's watch cache
+                        // (routine after a restart or a slow start); the watcher re-lists. Not an error.
+                        tracing::info!(kind = %K::KIND, error = %e, "watch expired; re-listing");
+                    }
                     Some(Err(e)) => {
                         ctx.metrics.error(Stage::Watch);
                         tracing::warn!(kind = %K::KIND, error = %e, "watch failed; retrying with backoff");
@@ -791,5 +796,17 @@ async fn gc_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::
             }
         }
         ctx.metrics.gc(terminated, deleted);
+    }
+}
+
+/// Whether a watch error is the API server saying the resource version is too old (HTTP 410), which
+/// kube-rs's watcher answers by listing again.
+fn watch_expired(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::WatchError(s) => s.code == 410,
+        watcher::Error::InitialListFailed(kube::Error::Api(s)) | watcher::Error::WatchFailed(kube::Error::Api(s)) | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => {
+            s.code == 410
+        }
+        _ => false,
     }
 }

@@ -75,6 +75,9 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
         // Some pods only fit in an order the search did not find: keep what replays, place the rest
         // greedily on top of it.
         let (id, r) = &failures[0];
+        if std::env::var_os("STOWAGE_DEBUG_MILP").is_some() {
+            debug_replay_failures(p, &o, &ordered, &failures);
+        }
         match repair(p, &o, &ordered) {
             Some(fixed) => {
                 repaired = format!("; {} pods did not replay (first {}: {r}) and were placed greedily", failures.len(), p.pod(*id).key());
@@ -164,4 +167,69 @@ fn repair(p: &Problem, o: &Outcome, ordered: &Placements) -> Option<Outcome> {
     }
     greedy::remove_empty_nodes(&mut merged);
     verify(p, &merged).is_empty().then_some(merged)
+}
+
+/// STOWAGE_DEBUG_MILP: why a MILP plan did not replay (each failure, and for the first one the spread
+/// counts of the pods ordered so far).
+fn debug_replay_failures(
+    p: &Problem,
+    o: &Outcome,
+    ordered: &Placements,
+    failures: &[(crate::domain::pod::PodId, crate::semantics::Reject)],
+) {
+    let (id, _) = &failures[0];
+    for (fid, fr) in failures {
+        let t = o.placements.iter().find(|x| x.0 == *fid).map(|x| x.1);
+        eprintln!("milp debug: failed {} -> {:?}: {fr}", p.pod(*fid).key(), t);
+    }
+    let pod = p.pod(*id);
+    let (fs, ix) = super::scheduler_state(p, &o.new_nodes);
+    let node_of = |t: Target| match t {
+        Target::Existing(n) => n,
+        Target::New(k) => ix[k],
+    };
+    for c in &pod.spread {
+        let mut counts: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
+        for &(q, t) in ordered {
+            let qp = p.pod(q);
+            if crate::semantics::selectors::opt_matches(c.selector.as_ref(), &qp.labels)
+                && qp.namespace == pod.namespace
+            {
+                let d = fs.nodes()[node_of(t)]
+                    .labels
+                    .get(&c.key)
+                    .cloned()
+                    .unwrap_or_else(|| "<none>".into());
+                counts.entry(d).or_default().0 += 1;
+            }
+        }
+        for n in fs.nodes() {
+            for qp in &n.pods {
+                if crate::semantics::selectors::opt_matches(c.selector.as_ref(), &qp.labels)
+                    && qp.namespace == pod.namespace
+                {
+                    let d = n
+                        .labels
+                        .get(&c.key)
+                        .cloned()
+                        .unwrap_or_else(|| "<none>".into());
+                    counts.entry(d).or_default().1 += 1;
+                }
+            }
+        }
+        eprintln!(
+            "milp debug: {} spread {} (new, existing) {:?}",
+            pod.key(),
+            c.key,
+            counts
+        );
+    }
+    let t = o.placements.iter().find(|x| x.0 == *id).map(|x| x.1);
+    if let Some(t) = t {
+        eprintln!(
+            "milp debug: on {:?} labels {:?}",
+            t,
+            fs.nodes()[node_of(t)].labels
+        );
+    }
 }

@@ -219,57 +219,222 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
 /// Pods and where they go, in bind order.
 pub type Placements = Vec<(PodId, Target)>;
 
-/// Finds a bind order for an outcome's placements in which every pod passes kube-scheduler's filters
-/// (all new nodes present from the start), if the simple search finds one: pods of required-affinity
-/// groups that start a domain go first (the first-pod exception needs an empty world), then pods are
-/// interleaved across domains per class (water-filling for spreads), and whatever fails is retried
-/// after the others until a pass places nothing. Returns the ordered placements and the failures.
-pub fn order_placements(p: &Problem, o: &Outcome) -> (Placements, Vec<(PodId, Reject)>) {
+/// Orders an outcome's placements so that kube-scheduler, binding them one at a time, accepts each: the
+/// order a replay of the plan and the controller's nominations follow. Returns the placements in that
+/// order and the pods no order found (with the last rejection).
+///
+/// 1. Pods with required affinity first (a first pod of a group needs an empty world), in passes.
+/// 2. Pods with hard spreads or anti-affinity one at a time, each step taking a pod that passes from the
+///    (class, spread domains) bucket with the most pods left. With maxSkew 1 every step must land in a
+///    domain at the minimum of every constraint at once; a final state balanced on two keys (zone and a
+///    capacity split) is a sum of such rounds (König), and draining the fullest bucket first finds them
+///    where interleaving each class's domains in turn gets stuck.
+/// 3. The rest, then anything left over, in passes until a pass places nothing.
+pub fn order_placements<'a>(p: &Problem<'a>, o: &Outcome) -> (Placements, Vec<(PodId, Reject)>) {
     let (mut fs, ix) = scheduler_state(p, &o.new_nodes);
     let node_of = |t: Target| match t {
         Target::Existing(n) => n,
         Target::New(k) => ix[k],
     };
-    // Interleave each class's pods across the domains (labels) of their nodes.
-    let mut by_class: BTreeMap<usize, BTreeMap<String, Vec<(PodId, Target)>>> = BTreeMap::new();
-    for &(id, t) in &o.placements {
-        let c = p.class_of.get(&id).copied().unwrap_or(usize::MAX);
-        let pod = p.pod(id);
-        let labels = &fs.nodes()[node_of(t)].labels;
-        let dom: String = pod.spread.iter().map(|s| labels.get(&s.key).cloned().unwrap_or_default()).collect::<Vec<_>>().join("/");
-        by_class.entry(c).or_default().entry(dom).or_default().push((id, t));
-    }
-    // Affinity pods first (a first pod needs an empty world), then pods with hard spreads or
-    // anti-affinity (they count the members placed before them), then the rest.
     let mut first: Vec<(PodId, Target)> = Vec::new();
-    let mut middle: Vec<(PodId, Target)> = Vec::new();
+    let mut buckets: BTreeMap<(usize, String), Vec<(PodId, Target)>> = BTreeMap::new();
+    // Per bucket its (spread key, domain) pairs; per pair the pods left in every bucket that has it.
+    let mut pairs: BTreeMap<(usize, String), Vec<(String, String)>> = BTreeMap::new();
+    let mut left_in: BTreeMap<(String, String), usize> = BTreeMap::new();
     let mut rest: Vec<(PodId, Target)> = Vec::new();
-    for (_, doms) in by_class {
-        let mut lists: Vec<Vec<(PodId, Target)>> = doms.into_values().collect();
-        let longest = lists.iter().map(Vec::len).max().unwrap_or(0);
-        for lst in &mut lists {
-            lst.reverse();
+    for &(id, t) in &o.placements {
+        let pod = p.pod(id);
+        if !pod.affinity.is_empty() {
+            first.push((id, t));
+        } else if pod.spread.iter().any(|s| s.is_hard()) || !pod.anti_affinity.is_empty() {
+            let c = p.class_of.get(&id).copied().unwrap_or(usize::MAX);
+            let labels = &fs.nodes()[node_of(t)].labels;
+            let dom: String = pod
+                .spread
+                .iter()
+                .map(|s| labels.get(&s.key).cloned().unwrap_or_default())
+                .collect::<Vec<_>>()
+                .join("/");
+            let kd: Vec<(String, String)> = pod
+                .spread
+                .iter()
+                .filter(|s| s.is_hard())
+                .map(|s| {
+                    (
+                        s.key.clone(),
+                        labels.get(&s.key).cloned().unwrap_or_default(),
+                    )
+                })
+                .collect();
+            for x in &kd {
+                *left_in.entry(x.clone()).or_default() += 1;
+            }
+            pairs.entry((c, dom.clone())).or_insert(kd);
+            buckets.entry((c, dom)).or_default().push((id, t));
+        } else {
+            rest.push((id, t));
         }
-        for _ in 0..longest {
-            for lst in &mut lists {
-                if let Some(x) = lst.pop() {
-                    let pod = p.pod(x.0);
-                    if !pod.affinity.is_empty() {
-                        first.push(x);
-                    } else if pod.spread.iter().any(|s| s.is_hard()) || !pod.anti_affinity.is_empty() {
-                        middle.push(x);
-                    } else {
-                        rest.push(x);
+    }
+    for b in buckets.values_mut() {
+        b.reverse(); // pop() takes them in plan order
+    }
+    let mut done = Vec::new();
+    let mut last: BTreeMap<PodId, Reject> = BTreeMap::new();
+    let mut left = replay_passes(p, &mut fs, &node_of, first, &mut done, &mut last);
+    // Depth-first over the buckets, most constrained domains first, with backtracking under a budget.
+    let mut pair_ix: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut bk: Vec<Vec<(PodId, Target)>> = Vec::new();
+    let mut bpairs: Vec<Vec<usize>> = Vec::new();
+    for (k, v) in buckets {
+        let ixs = pairs[&k]
+            .iter()
+            .map(|x| {
+                let n = pair_ix.len();
+                *pair_ix.entry(x.clone()).or_insert(n)
+            })
+            .collect();
+        bpairs.push(ixs);
+        bk.push(v);
+    }
+    let mut left_n = vec![0usize; pair_ix.len()];
+    for (x, &i) in &pair_ix {
+        left_n[i] = left_in[x];
+    }
+    struct Frame {
+        cands: Vec<usize>,
+        next: usize,
+        placed: Option<usize>,
+    }
+    let candidates = |bk: &[Vec<(PodId, Target)>], left_n: &[usize]| -> Vec<usize> {
+        let mut c: Vec<(usize, usize, usize)> = (0..bk.len())
+            .filter(|&b| !bk[b].is_empty())
+            .map(|b| {
+                (
+                    bpairs[b].iter().map(|&x| left_n[x]).sum::<usize>(),
+                    bk[b].len(),
+                    b,
+                )
+            })
+            .collect();
+        c.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+        c.into_iter().map(|x| x.2).collect()
+    };
+    let total: usize = bk.iter().map(Vec::len).sum();
+    let mut budget = 50 * total + 10_000;
+    let mut best_depth = 0;
+    let mut best_done: Option<Placements> = None;
+    let base = done.len();
+    let mut stack = vec![Frame {
+        cands: candidates(&bk, &left_n),
+        next: 0,
+        placed: None,
+    }];
+    while let Some(top) = stack.last_mut() {
+        if done.len() - base == total {
+            break;
+        }
+        let mut moved = false;
+        while top.next < top.cands.len() && budget > 0 {
+            let b = top.cands[top.next];
+            top.next += 1;
+            budget -= 1;
+            let &(id, t) = bk[b].last().expect("candidates are not empty");
+            let pod = p.pod(id);
+            match fs.check(pod, node_of(t)) {
+                Ok(()) => {
+                    fs.add_pod(pod, node_of(t));
+                    done.push((id, t));
+                    bk[b].pop();
+                    for &x in &bpairs[b] {
+                        left_n[x] -= 1;
                     }
+                    top.placed = Some(b);
+                    moved = true;
+                    break;
+                }
+                Err(r) => {
+                    last.insert(id, r);
                 }
             }
         }
+        if moved {
+            stack.push(Frame {
+                cands: candidates(&bk, &left_n),
+                next: 0,
+                placed: None,
+            });
+            continue;
+        }
+        if done.len() - base > best_depth || best_done.is_none() {
+            best_depth = done.len() - base;
+            best_done = Some(done[base..].to_vec());
+        }
+        if budget == 0 {
+            break;
+        }
+        // Dead end: undo the placement that led here and try the next candidate there.
+        stack.pop();
+        let Some(parent) = stack.last_mut() else {
+            break;
+        };
+        if let Some(b) = parent.placed.take() {
+            let (id, t) = done.pop().expect("placed");
+            fs.remove_pod(p.pod(id), node_of(t));
+            bk[b].push((id, t));
+            for &x in &bpairs[b] {
+                left_n[x] += 1;
+            }
+        }
     }
-    first.extend(middle);
-    first.extend(rest);
-    let mut todo = first;
-    let mut done = Vec::new();
-    let mut last: BTreeMap<PodId, Reject> = BTreeMap::new();
+    if done.len() - base < total {
+        // No complete order within the budget: keep the deepest partial order found.
+        if let Some(best) = best_done.filter(|b| b.len() > done.len() - base) {
+            for &(id, t) in done[base..].iter().rev() {
+                fs.remove_pod(p.pod(id), node_of(t));
+            }
+            done.truncate(base);
+            for b in bk.iter_mut() {
+                b.clear();
+            }
+            for &(id, t) in &best {
+                fs.add_pod(p.pod(id), node_of(t));
+                done.push((id, t));
+            }
+            let taken: std::collections::BTreeSet<PodId> =
+                done.iter().chain(&left).chain(&rest).map(|x| x.0).collect();
+            let mut unplaced: Vec<(PodId, Target)> = o
+                .placements
+                .iter()
+                .copied()
+                .filter(|(id, _)| !taken.contains(id))
+                .collect();
+            unplaced.reverse(); // undone by the reverse below
+            bk = vec![unplaced];
+        }
+    }
+    left.extend(bk.into_iter().flat_map(|mut b| {
+        b.reverse();
+        b
+    }));
+    left.extend(rest);
+    let left = replay_passes(p, &mut fs, &node_of, left, &mut done, &mut last);
+    let failures = left
+        .into_iter()
+        .map(|(id, _)| (id, last.remove(&id).expect("a rejection was recorded")))
+        .collect();
+    (done, failures)
+}
+
+/// Binds pods in the given order, retrying the rejected ones after each pass until a pass binds
+/// nothing; returns those left.
+fn replay_passes<'a>(
+    p: &Problem<'a>,
+    fs: &mut FilterState<'a>,
+    node_of: &dyn Fn(Target) -> usize,
+    mut todo: Vec<(PodId, Target)>,
+    done: &mut Placements,
+    last: &mut BTreeMap<PodId, Reject>,
+) -> Vec<(PodId, Target)> {
     loop {
         let mut left = Vec::new();
         for (id, t) in todo.iter().copied() {
@@ -286,8 +451,7 @@ pub fn order_placements(p: &Problem, o: &Outcome) -> (Placements, Vec<(PodId, Re
             }
         }
         if left.is_empty() || left.len() == todo.len() {
-            let failures = left.into_iter().map(|(id, _)| (id, last.remove(&id).expect("a rejection was recorded"))).collect();
-            return (done, failures);
+            return left;
         }
         todo = left;
     }

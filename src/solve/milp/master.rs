@@ -413,9 +413,38 @@ impl<'p, 'a> Master<'p, 'a> {
             let col = self.col(penalty, 0.0, n, true, vec![(r, 1.0)], ColKind::Pending(c));
             self.pending_col.push(col);
         }
+        // Classes that may not share an existing node (structure.rs: one-per-node pairs).
+        let mut conflict: FxHashMap<(usize, usize), Vec<(usize, f64)>> = FxHashMap::default();
+        let cap_of = |c: usize, t: usize| self.s.allowed[c].iter().find(|a| a.0 == t).map(|a| a.1);
+        let mut pairs = Vec::new();
+        for c in 0..nc {
+            for q in c + 1..nc {
+                if !(self.s.host_conflicts[c].contains(&q) || self.s.port_conflicts[c].contains(&q)) {
+                    continue;
+                }
+                for &(t, cap_c) in &self.s.allowed[c] {
+                    if let Some(cap_q) = cap_of(q, t) {
+                        pairs.push((c, q, t, cap_c, cap_q));
+                    }
+                }
+            }
+        }
+        for (c, q, t, cap_c, cap_q) in pairs {
+            let (one_c, one_q) = (self.s.one_per_node[c], self.s.one_per_node[q]);
+            let (a, b, big) = match (one_c, one_q) {
+                (true, true) => (1.0, 1.0, 1.0),
+                (true, false) => (cap_q as f64, 1.0, cap_q as f64),
+                (false, true) => (1.0, cap_c as f64, cap_c as f64),
+                (false, false) => continue, // structure.rs leaves the node to one of them
+            };
+            let r = self.named(format!("hostconflict[{c}][{q}][{t}]"), -INF, big);
+            conflict.entry((c, t)).or_default().push((r, a));
+            conflict.entry((q, t)).or_default().push((r, b));
+        }
         for c in 0..nc {
             for (t, cap) in self.s.allowed[c].clone() {
                 let mut e = self.unit_entries_target(c, t);
+                e.extend(conflict.get(&(c, t)).into_iter().flatten().copied());
                 for d in 0..self.s.dims.len() {
                     let q = self.s.req[c][d];
                     if q != 0 {

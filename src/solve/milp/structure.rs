@@ -392,6 +392,26 @@ impl Structure {
         // Affinity groups.
         let mut affinity: Vec<AffinityGroup> = Vec::new();
         let mut class_affinity = vec![None; nc];
+        // Existing nodes: a one-per-node class takes at most one pod of a node, and of two classes that
+        // may not share a node, where neither is one-per-node (no exact linear form), only the first
+        // keeps the node. The master adds x_c + x_q <= 1 (both one-per-node) and cap_q * x_c + x_q <= cap_q
+        // (c one-per-node) per node.
+        for c in 0..nc {
+            if one_per_node[c] {
+                for a in &mut allowed[c] {
+                    a.1 = a.1.min(1);
+                }
+            }
+        }
+        for c in 0..nc {
+            for q in c + 1..nc {
+                if one_per_node[c] || one_per_node[q] || !(host_conflicts[c].contains(&q) || port_conflicts[c].contains(&q)) {
+                    continue;
+                }
+                let mine: FxHashSet<usize> = allowed[c].iter().map(|a| a.0).collect();
+                allowed[q].retain(|a| !mine.contains(&a.0));
+            }
+        }
         let mut no_new_nodes = vec![false; nc];
         let mut aff_ix: FxHashMap<Vec<PodAffinityTerm>, usize> = FxHashMap::default();
         for c in 0..nc {
