@@ -320,7 +320,7 @@ pub fn order_placements<'a>(p: &Problem<'a>, o: &Outcome) -> (Placements, Vec<(P
         c.into_iter().map(|x| x.2).collect()
     };
     let total: usize = bk.iter().map(Vec::len).sum();
-    let mut budget = 50 * total + 10_000;
+    let mut budget = 5 * total + 1_000;
     let mut best_depth = 0;
     let mut best_done: Option<Placements> = None;
     let base = done.len();
