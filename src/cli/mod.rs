@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::catalog;
 use crate::domain::catalog::Catalog;
 use crate::input;
-use crate::plan::{self, Phase, SolverReport, Status};
+use crate::plan::{self, Phase};
 use crate::solve::{self, Problem};
 use crate::weights::Weights;
 
@@ -212,32 +212,13 @@ pub fn make_plan(w: &input::Workload, catalog: &Catalog, weights: &Weights, args
     let t0 = Instant::now();
     let problem = Problem::new(&w.cluster, catalog, weights).map_err(|e| e.to_string())?;
     let build_ms = ms(t0);
-    match args.solver {
-        Solver::Milp => {
-            let opts = solve::driver::DriverOptions { budget: args.time_budget, gap: args.gap, threads: args.threads };
-            let (o, mut report) = solve::driver::plan(&problem, opts);
-            report.phases.insert(0, Phase { name: "problem".into(), time_ms: build_ms });
-            report.time_ms += build_ms;
-            Ok(solve::to_plan(&problem, &o, report))
-        }
-        Solver::Greedy => {
-            let t1 = Instant::now();
-            let o = solve::greedy::plan(&problem);
-            let greedy_ms = ms(t1);
-            let obj = solve::objective(&problem, &o);
-            let report = SolverReport {
-                name: "greedy".into(),
-                status: Status::Heuristic,
-                detail: String::new(),
-                time_ms: build_ms + greedy_ms,
-                objective: Some(obj.total()),
-                lower_bound: None,
-                gap: None,
-                phases: vec![Phase { name: "problem".into(), time_ms: build_ms }, Phase { name: "greedy".into(), time_ms: greedy_ms }],
-            };
-            Ok(solve::to_plan(&problem, &o, report))
-        }
-    }
+    let (o, mut report) = match args.solver {
+        Solver::Milp => solve::driver::plan(&problem, solve::driver::DriverOptions { budget: args.time_budget, gap: args.gap, threads: args.threads }),
+        Solver::Greedy => solve::driver::plan_greedy(&problem),
+    };
+    report.phases.insert(0, Phase { name: "problem".into(), time_ms: build_ms });
+    report.time_ms += build_ms;
+    Ok(solve::to_plan(&problem, &o, report))
 }
 
 fn print_yaml<T: serde::Serialize>(v: &T) -> Result<(), String> {

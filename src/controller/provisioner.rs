@@ -29,7 +29,7 @@ use crate::domain::pod::PodId;
 use crate::domain::resources::Resources;
 use crate::domain::Cluster;
 use crate::input::Objects;
-use crate::plan::{Phase, Plan, SolverReport, Status};
+use crate::plan::{Phase, Plan};
 use crate::semantics::{daemonsets, nodepool};
 use crate::solve::problem::{static_check, Config};
 use crate::solve::{self, Outcome, Problem, Target};
@@ -138,22 +138,7 @@ pub fn plan_batch(cluster: &Cluster, objects: &Objects, catalog: &Catalog, weigh
             let opts = solve::driver::DriverOptions { budget: settings.time_budget, gap: settings.gap, threads: settings.threads };
             solve::driver::plan(&problem, opts)
         }
-        PlannerKind::Greedy => {
-            let t1 = Instant::now();
-            let o = solve::greedy::plan(&problem);
-            let obj = solve::objective(&problem, &o).total();
-            let report = SolverReport {
-                name: "greedy".into(),
-                status: Status::Heuristic,
-                detail: String::new(),
-                time_ms: ms(t1),
-                objective: Some(obj),
-                lower_bound: None,
-                gap: None,
-                phases: vec![Phase { name: "greedy".into(), time_ms: ms(t1) }],
-            };
-            (o, report)
-        }
+        PlannerKind::Greedy => solve::driver::plan_greedy(&problem),
     };
     report.phases.insert(0, Phase { name: "problem".into(), time_ms: build_ms });
     report.time_ms += build_ms;

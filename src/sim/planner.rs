@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::scenario::SolverName;
 use crate::domain::catalog::Catalog;
 use crate::domain::Cluster;
-use crate::plan::{Phase, Plan, SolverReport, Status};
+use crate::plan::{Phase, Plan};
 use crate::solve::{self, Problem};
 use crate::weights::Weights;
 
@@ -54,22 +54,7 @@ pub fn plan_with(solver: SolverName, time_budget: Duration, cluster: &Cluster, c
             let opts = solve::driver::DriverOptions { budget: time_budget, ..Default::default() };
             solve::driver::plan(&problem, opts)
         }
-        SolverName::Greedy => {
-            let t1 = Instant::now();
-            let o = solve::greedy::plan(&problem);
-            let obj = solve::objective(&problem, &o).total();
-            let report = SolverReport {
-                name: "greedy".into(),
-                status: Status::Heuristic,
-                detail: String::new(),
-                time_ms: ms(t1),
-                objective: Some(obj),
-                lower_bound: None,
-                gap: None,
-                phases: vec![Phase { name: "greedy".into(), time_ms: ms(t1) }],
-            };
-            (o, report)
-        }
+        SolverName::Greedy => solve::driver::plan_greedy(&problem),
     };
     report.phases.insert(0, Phase { name: "problem".into(), time_ms: build_ms });
     report.time_ms += build_ms;

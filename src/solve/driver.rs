@@ -35,6 +35,24 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// The greedy planner alone, with the report every command shows.
+pub fn plan_greedy(p: &Problem) -> (Outcome, SolverReport) {
+    let t = Instant::now();
+    let o = greedy::plan(p);
+    let time_ms = ms(t.elapsed());
+    let report = SolverReport {
+        name: "greedy".into(),
+        status: Status::Heuristic,
+        detail: String::new(),
+        time_ms,
+        objective: Some(objective(p, &o).total()),
+        lower_bound: None,
+        gap: None,
+        phases: vec![Phase { name: "greedy".into(), time_ms }],
+    };
+    (o, report)
+}
+
 pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
     let t0 = Instant::now();
     let deadline = t0 + opts.budget;
