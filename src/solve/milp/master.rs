@@ -110,6 +110,24 @@ pub struct Master<'p, 'a> {
 const INF: f64 = f64::INFINITY;
 
 impl<'p, 'a> Master<'p, 'a> {
+    /// The first row (name, activity, lo, hi) or column bound a solution violates, if any: HiGHS has
+    /// returned infeasible "optimal" solutions when given a start (see `milp::solve`).
+    pub fn violation(&self, x: &[f64]) -> Option<String> {
+        let mut act = vec![0.0; self.row_lo.len()];
+        for (j, c) in self.cols.iter().enumerate() {
+            let v = x.get(j).copied().unwrap_or(0.0);
+            if v < c.lo - 1e-6 || v > c.hi + 1e-6 || c.integer && (v - v.round()).abs() > 1e-6 {
+                return Some(format!("column {j} = {v} outside [{}, {}]", c.lo, c.hi));
+            }
+            for &(r, a) in &c.entries {
+                act[r] += a * v;
+            }
+        }
+        (0..act.len())
+            .find(|&r| act[r] < self.row_lo[r] - 1e-6 * (1.0 + self.row_lo[r].abs()) || act[r] > self.row_hi[r] + 1e-6 * (1.0 + self.row_hi[r].abs()))
+            .map(|r| format!("row {r} {} = {} outside [{}, {}]", self.row_name[r], act[r], self.row_lo[r], self.row_hi[r]))
+    }
+
     fn row(&mut self, lo: f64, hi: f64) -> usize {
         self.row_lo.push(lo);
         self.row_hi.push(hi);

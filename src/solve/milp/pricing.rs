@@ -275,8 +275,11 @@ pub fn enumerate(m: &Master, limit: usize) -> Option<Vec<Pattern>> {
         }
         seen += vectors.len();
         let limited = p.cluster.nodepools[p.configs[configs[0] as usize].pool].limits.is_some();
+        // Cheapest first: without limits a vector takes the first configuration that holds it.
+        let mut by_cost: Vec<u32> = configs.clone();
+        by_cost.sort_by(|&a, &b| p.configs[a as usize].cost.total_cmp(&p.configs[b as usize].cost).then(a.cmp(&b)));
         for v in vectors {
-            for &f in configs {
+            for &f in &by_cost {
                 if let Some(pat) = complete(m, f as usize, v.clone()) {
                     out.push(pat);
                     if !limited {

@@ -1,0 +1,127 @@
+//! Property tests of the MILP planner on generated batches (proptest, fixed seed): its plan passes the
+//! checker, costs no more than the greedy plan, its lower bound is no higher than its objective, and on
+//! tiny batches (at most 8 pods, 3 instance types, 2 zones, both capacity types) its cost equals the
+//! optimum found by brute force over every partition of the pods into nodes.
+
+mod common;
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use proptest::sample::select;
+use proptest::test_runner::{Config as ProptestConfig, RngSeed};
+use stowage::check;
+use stowage::cli::{make_plan, Solver};
+use stowage::input;
+use stowage::weights::Weights;
+
+use common::{pod, pool, small_catalog, NODECLASS};
+
+const TYPES: [&str; 3] = ["t.small", "t.medium", "t.large"];
+const ZONES: [&str; 2] = ["zone-a", "zone-b"];
+
+#[derive(Clone, Debug)]
+struct TinyPod {
+    cpu_m: i64,
+    zone: Option<&'static str>,
+}
+
+fn tiny_pod() -> impl Strategy<Value = TinyPod> {
+    (select(vec![250i64, 500, 900, 1000, 1500, 2500, 3500, 6000]), proptest::option::weighted(0.3, select(ZONES.to_vec())))
+        .prop_map(|(cpu_m, zone)| TinyPod { cpu_m, zone })
+}
+
+fn render(pods: &[TinyPod]) -> String {
+    let mut text = String::from(NODECLASS);
+    text.push_str(&pool(
+        "tiny",
+        &format!(
+            "[{{key: node.kubernetes.io/instance-type, operator: In, values: [{}]}}, {{key: topology.kubernetes.io/zone, operator: In, values: [{}]}}]",
+            TYPES.join(", "),
+            ZONES.join(", ")
+        ),
+    ));
+    for (i, p) in pods.iter().enumerate() {
+        let spec = p.zone.map(|z| format!("nodeSelector: {{topology.kubernetes.io/zone: {z}}}")).unwrap_or_default();
+        text.push_str(&pod(&format!("p{i}"), "", &format!("{}m", p.cpu_m), &spec));
+    }
+    text
+}
+
+/// The cheapest node (price) that holds `block`, or None.
+fn cheapest_node(pods: &[TinyPod], block: &[usize]) -> Option<f64> {
+    let cpu: i64 = block.iter().map(|&i| pods[i].cpu_m).sum();
+    let zones: Vec<&str> = block.iter().filter_map(|&i| pods[i].zone).collect();
+    let mut best: Option<f64> = None;
+    for t in small_catalog().types.iter().filter(|t| TYPES.contains(&t.name.as_str())) {
+        let a = t.allocatable();
+        if cpu > a.cpu_m || block.len() as i64 > a.pods {
+            continue;
+        }
+        for o in t.offerings.iter().filter(|o| o.available && ZONES.contains(&o.zone.as_str())) {
+            if zones.iter().all(|z| *z == o.zone) {
+                best = Some(best.map_or(o.price, |b: f64| b.min(o.price)));
+            }
+        }
+    }
+    best
+}
+
+/// The optimum over every partition of the pods into nodes (restricted growth strings).
+fn brute_force(pods: &[TinyPod]) -> Option<f64> {
+    fn go(pods: &[TinyPod], i: usize, blocks: &mut Vec<Vec<usize>>, best: &mut Option<f64>) {
+        if i == pods.len() {
+            let mut total = 0.0;
+            for b in blocks.iter() {
+                match cheapest_node(pods, b) {
+                    Some(c) => total += c,
+                    None => return,
+                }
+            }
+            *best = Some(best.map_or(total, |x: f64| x.min(total)));
+            return;
+        }
+        for k in 0..blocks.len() {
+            blocks[k].push(i);
+            go(pods, i + 1, blocks, best);
+            blocks[k].pop();
+        }
+        blocks.push(vec![i]);
+        go(pods, i + 1, blocks, best);
+        blocks.pop();
+    }
+    let mut best = None;
+    go(pods, 0, &mut Vec::new(), &mut best);
+    best
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, rng_seed: RngSeed::Fixed(20261129), max_shrink_iters: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn milp_is_checked_no_dearer_than_greedy_bounded_and_optimal_on_tiny_batches(pods in proptest::collection::vec(tiny_pod(), 1..=8)) {
+        let text = render(&pods);
+        let w = input::load_texts([(Path::new("tiny.yaml"), text.as_str())]).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let weights = Weights::default();
+        let greedy = make_plan(&w, small_catalog(), &weights, Solver::Greedy).unwrap();
+        let milp = make_plan(&w, small_catalog(), &weights, Solver::Milp).unwrap();
+        for plan in [&greedy, &milp] {
+            let r = check::check(&w.cluster, small_catalog(), plan);
+            prop_assert!(r.valid(), "{}: {:?}\n{text}", plan.solver.name, r.violations);
+        }
+        let eps = 1e-6;
+        prop_assert!(milp.cost_per_hour <= greedy.cost_per_hour + eps, "MILP {} > greedy {}\n{text}", milp.cost_per_hour, greedy.cost_per_hour);
+        let (obj, lb) = (milp.solver.objective.unwrap(), milp.solver.lower_bound);
+        if let Some(lb) = lb {
+            prop_assert!(lb <= obj + eps, "lower bound {lb} > objective {obj}\n{text}");
+        }
+        match brute_force(&pods) {
+            Some(opt) => {
+                prop_assert!(milp.unschedulable.is_empty(), "pods left pending though a plan exists\n{text}");
+                prop_assert!((milp.cost_per_hour - opt).abs() <= 1e-4, "MILP {} vs brute-force optimum {opt}\n{text}", milp.cost_per_hour);
+                prop_assert!(greedy.cost_per_hour >= opt - eps, "greedy {} below the optimum {opt}\n{text}", greedy.cost_per_hour);
+            }
+            None => prop_assert!(!milp.unschedulable.is_empty(), "brute force finds no plan but the MILP placed every pod\n{text}"),
+        }
+    }
+}
