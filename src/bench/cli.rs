@@ -107,16 +107,7 @@ pub fn corpus_command(c: CorpusCommand) -> ExitCode {
         })(),
         CorpusCommand::Mixed { scale, out } => super::mixed::workload(scale).and_then(|t| write(&out, &t)).map(|_| format!("wrote {}", out.display())),
     };
-    match r {
-        Ok(m) => {
-            eprintln!("{m}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    crate::cli::report(r)
 }
 
 /// Resolves the WORKLOAD arguments into corpus entries and replays.

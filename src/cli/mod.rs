@@ -175,9 +175,20 @@ pub enum CatalogCommand {
     },
 }
 
-fn fail(msg: impl std::fmt::Display) -> ExitCode {
+pub(crate) fn fail(msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("error: {msg}");
     ExitCode::from(2)
+}
+
+/// A command's one-line outcome: the message on success (exit 0), `error: ...` otherwise (exit 2).
+pub(crate) fn report(r: Result<String, String>) -> ExitCode {
+    match r {
+        Ok(m) => {
+            eprintln!("{m}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
 }
 
 fn load_workload(paths: &[PathBuf]) -> Result<input::Workload, String> {

@@ -263,14 +263,5 @@ pub fn record(args: RecordArgs) -> ExitCode {
             Ok(format!("recorded {} pending pod(s)", rec.pending))
         })
     })();
-    match r {
-        Ok(m) => {
-            eprintln!("{m}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    crate::cli::report(r)
 }
