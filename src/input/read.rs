@@ -103,8 +103,15 @@ pub fn read_text(path: &Path) -> Result<String, InputError> {
 }
 
 /// Whether a file is a stowage scenario (a top-level `schema: stowage.dev/scenario/...` line).
+/// Only the head of a plain YAML file is read: the key is written first (docs/formats.md §4), and a
+/// folder's manifests are read in full once more when they load.
 fn is_scenario(p: &Path) -> bool {
-    read_text(p).is_ok_and(|t| t.lines().any(|l| l.starts_with("schema: stowage.dev/scenario/")))
+    use std::io::BufRead;
+    if p.extension().is_some_and(|e| e == "gz" || e == "json") {
+        return false;
+    }
+    let Ok(f) = std::fs::File::open(p) else { return false };
+    std::io::BufReader::new(f).lines().take(64).map_while(Result::ok).any(|l| l.starts_with("schema: stowage.dev/scenario/"))
 }
 
 /// Parses one file's text into raw objects.
