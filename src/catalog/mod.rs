@@ -20,8 +20,6 @@ pub const DEFAULT_JSON: &str = include_str!("../../models/catalog/aws-us-east-1.
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
-    #[error("{file}: cannot read: {source}")]
-    Io { file: String, source: std::io::Error },
     #[error("{file}: {message}")]
     Invalid { file: String, message: String },
 }
@@ -38,7 +36,7 @@ pub fn default_catalog() -> &'static Catalog {
 
 pub fn load(path: &Path) -> Result<Catalog, CatalogError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Io { file: name.clone(), source })?;
+    let text = crate::input::read::read_text(path).map_err(|e| invalid(&name, e.message))?;
     parse(&name, &text)
 }
 

@@ -224,7 +224,8 @@ pub fn make_plan(w: &input::Workload, catalog: &Catalog, weights: &Weights, args
     let problem = Problem::new(&w.cluster, catalog, weights).map_err(|e| e.to_string())?;
     let build_ms = ms(t0);
     let (o, mut report) = match args.solver {
-        Solver::Milp => solve::driver::plan(&problem, solve::driver::DriverOptions { budget: args.time_budget, gap: args.gap, threads: args.threads }),
+        // The budget is for the whole plan: building the problem spends part of it.
+        Solver::Milp => solve::driver::plan(&problem, solve::driver::DriverOptions { budget: args.time_budget.saturating_sub(t0.elapsed()), gap: args.gap, threads: args.threads }),
         Solver::Greedy => solve::driver::plan_greedy(&problem),
     };
     report.phases.insert(0, Phase { name: "problem".into(), time_ms: build_ms });

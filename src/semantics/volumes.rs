@@ -45,7 +45,7 @@ pub fn filter(v: &VolumeNeeds, labels: &Labels, node_name: Option<&str>) -> Resu
     }
     // A node with no topology label at all passes (single-zone clusters); a node with some must carry
     // every topology label of the PV with an allowed value.
-    if TOPOLOGY_LABELS.iter().any(|k| labels.contains_key(*k)) {
+    if !v.zone_labels.is_empty() && TOPOLOGY_LABELS.iter().any(|k| labels.contains_key(*k)) {
         for (key, allowed) in &v.zone_labels {
             if !node_value(labels, key).is_some_and(|val| allowed.iter().any(|a| a == val)) {
                 return Err(Reject::unresolvable(Plugin::VolumeZone, "node(s) had no available volume zone"));

@@ -53,6 +53,18 @@ pub fn plan_greedy(p: &Problem) -> (Outcome, SolverReport) {
     (o, report)
 }
 
+/// The relative gap of `obj` over the bound `lb`, and the status it earns.
+fn judge(obj: f64, lb: Option<f64>, timed_out: bool, target_gap: f64) -> (Option<f64>, Status) {
+    let gap = lb.map(|b| if obj.abs() < 1e-12 { 0.0 } else { ((obj - b) / obj.abs()).max(0.0) });
+    let status = match gap {
+        Some(x) if x <= 1e-6 => Status::Optimal,
+        Some(x) if x <= target_gap => Status::GapReached,
+        _ if timed_out => Status::TimeLimit,
+        _ => Status::Heuristic,
+    };
+    (gap, status)
+}
+
 pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
     let t0 = Instant::now();
     let deadline = t0 + opts.budget;
@@ -60,7 +72,7 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
     let g_obj = objective(p, &g).total();
     let mut phases = vec![Phase { name: "greedy".into(), time_ms: ms(t0.elapsed()) }];
     let report = |status: Status, detail: String, obj: f64, lb: Option<f64>, phases: Vec<Phase>| {
-        let gap = lb.map(|lb| if obj.abs() < 1e-12 { 0.0 } else { ((obj - lb) / obj.abs()).max(0.0) });
+        let (gap, _) = judge(obj, lb, false, 0.0);
         SolverReport { name: "milp".into(), status, detail, time_ms: ms(t0.elapsed()), objective: Some(obj), lower_bound: lb, gap, phases }
     };
     if p.batch.is_empty() {
@@ -72,17 +84,33 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
     };
     phases.extend(run.phases.iter().map(|(n, t)| Phase { name: n.clone(), time_ms: *t }));
     let lb = run.lower_bound.map(|lb| lb.min(g_obj));
-    let summary = format!(
-        "{} columns, {} column-generation rounds, MIP {:?}{}{}",
-        run.columns,
-        run.cg_rounds,
-        run.mip_status,
-        if run.start_accepted { ", started from greedy" } else { ", greedy start not representable" },
-        if run.note.is_empty() { String::new() } else { format!("; {}", run.note.trim_end_matches("; ")) }
-    );
+    let summary = if run.mip_status.is_none() {
+        run.note.trim_end_matches("; ").to_string()
+    } else {
+        format!(
+            "{} columns, {} column-generation rounds, MIP {:?}{}{}",
+            run.columns,
+            run.cg_rounds,
+            run.mip_status,
+            if run.start_accepted { ", started from greedy" } else { ", greedy start not representable" },
+            if run.note.is_empty() { String::new() } else { format!("; {}", run.note.trim_end_matches("; ")) }
+        )
+    };
     let Some(mut o) = run.outcome else {
+        if run.mip_status.is_none() {
+            // The budget ran out before the integer program: the greedy plan, with the bound if any.
+            let (_, status) = judge(g_obj, lb, true, opts.gap);
+            return (g, report(status, format!("greedy {g_obj:.6}; {summary}"), g_obj, lb, phases));
+        }
         return (g, report(Status::Fallback, format!("no integer solution within the budget ({summary})"), g_obj, lb, phases));
     };
+    // An integer solution no cheaper than the start is the greedy plan again, up to which pod of a class
+    // goes where: keep the greedy plan and its bind order.
+    if run.mip_objective.is_some_and(|v| v >= g_obj - 1e-9 * (1.0 + g_obj.abs())) {
+        let timed_out = run.mip_status == Some(highs::HighsModelStatus::ReachedTimeLimit) || Instant::now() >= deadline;
+        let (_, status) = judge(g_obj, lb, timed_out, opts.gap);
+        return (g, report(status, format!("greedy {g_obj:.6}, MILP no cheaper; the greedy plan is kept; {summary}"), g_obj, lb, phases));
+    }
     let t3 = Instant::now();
     greedy::downsize(p, &mut o);
     let (ordered, failures) = order_placements(p, &o);
@@ -120,14 +148,8 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
     let m_obj = objective(p, &o).total();
     let (best, obj, kept) = if m_obj < g_obj - 1e-9 { (o, m_obj, "") } else { (g, g_obj, "; the greedy plan is as good, kept") };
     let lb = lb.map(|b| b.min(obj));
-    let gap = lb.map(|b| if obj.abs() < 1e-12 { 0.0 } else { ((obj - b) / obj.abs()).max(0.0) });
     let timed_out = Instant::now() >= deadline || run.mip_status == Some(highs::HighsModelStatus::ReachedTimeLimit);
-    let status = match gap {
-        Some(x) if x <= 1e-6 => Status::Optimal,
-        Some(x) if x <= opts.gap => Status::GapReached,
-        _ if timed_out => Status::TimeLimit,
-        _ => Status::Heuristic,
-    };
+    let (_, status) = judge(obj, lb, timed_out, opts.gap);
     let detail = format!("greedy {g_obj:.6}, MILP {m_obj:.6}{kept}{repaired}; {summary}");
     (best, report(status, detail, obj, lb, phases))
 }

@@ -240,6 +240,9 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let prep = self.fs.prepare(pod);
         let has_spread = FilterState::spread_len(&prep) > 0;
         let mut best: Option<((i64, i64, i64), usize)> = None;
+        // Nodes come by increasing free cpu, so a node whose spread balance is the smallest any node can
+        // have and that misses no preference cannot be beaten by a later one.
+        let balance_floor: i64 = (0..FilterState::spread_len(&prep)).map(|k| self.fs.spread_view(&prep, k).2.unwrap_or(0).max(0)).sum();
         let mut newly_skipped = Vec::new();
         for &(free_cpu, ix) in self.free.range((pod.requests.cpu_m, 0)..) {
             if self.skip[class][ix] {
@@ -266,7 +269,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
             if best.as_ref().is_none_or(|(b, _)| key < *b) {
                 best = Some((key, ix));
             }
-            if !has_spread && pod.preferred_node.is_empty() {
+            if (!has_spread && pod.preferred_node.is_empty()) || (balance <= balance_floor && soft == 0) {
                 break;
             }
         }
