@@ -49,7 +49,13 @@ fn base(m: &Master, integer: bool, from: usize, rows_out: &mut Vec<Row>) -> ColP
 }
 
 fn configure(model: &mut Model, o: &Options, time_limit: Duration) {
-    model.make_quiet();
+    // STOWAGE_DEBUG_HIGHS: HiGHS's own log on stdout.
+    if std::env::var_os("STOWAGE_DEBUG_HIGHS").is_none() {
+        model.make_quiet();
+    } else {
+        model.set_option("output_flag", true);
+        model.set_option("log_to_console", true);
+    }
     model.set_option("threads", o.threads as i32);
     model.set_option("random_seed", o.seed);
     model.set_option("time_limit", time_limit.as_secs_f64().max(0.001));
