@@ -386,7 +386,7 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
             if again.has_solution && let Some(why) = check_answer(&m, &mut again) {
                 note.push_str(&format!("nor without it ({why}); "));
             }
-            if again.has_solution && (!mip.has_solution || again.objective < mip.objective) || !mip.has_solution {
+            if !mip.has_solution || again.has_solution && again.objective < mip.objective {
                 mip = again;
             }
         } else if mip.has_solution {
