@@ -305,6 +305,12 @@ impl<'a> Problem<'a> {
             // group key → candidate configs
             let mut groups: BTreeMap<(String, String, Projection, Vec<usize>), Vec<Config>> = BTreeMap::new();
             for it in &view.types {
+                // A requirement on a label the instance type alone fixes rules the type out before any
+                // label set is built (most types, for pools that pin a family or category).
+                let fixed_by_type = |k: &str| it.labels.contains_key(k) && !pool.labels.contains_key(k) && ![keys::ZONE, keys::CAPACITY_TYPE, keys::REGION, keys::NODEPOOL, keys::NODECLASS].contains(&k);
+                if pool.requirements.iter().any(|r| fixed_by_type(&r.req.key) && !node_affinity::requirement_matches(&r.req, &it.labels)) {
+                    continue;
+                }
                 let alloc = it.allocatable();
                 for o in it.offerings.iter().filter(|o| o.available) {
                     let base = nodepool::base_labels(pool, it, &o.zone, &o.capacity_type, catalog.region.as_deref());
