@@ -23,6 +23,14 @@ pub fn is_offering_or_node_key(key: &str) -> bool {
     matches!(key, keys::ZONE | keys::CAPACITY_TYPE | keys::REGION | keys::HOSTNAME | keys::NODEPOOL | keys::NODECLASS | "topology.k8s.aws/zone-id")
 }
 
+/// Whether a requirement of `pool` on a label that `itype` alone fixes (not an offering or node key, not
+/// overridden by the template) fails: then no node of that type from the pool is allowed, whatever its
+/// offering, and its label sets need not be built.
+pub fn type_ruled_out(pool: &NodePool, itype: &InstanceType) -> bool {
+    let fixed_by_type = |k: &str| itype.labels.contains_key(k) && !pool.labels.contains_key(k) && !is_offering_or_node_key(k);
+    pool.requirements.iter().any(|r| fixed_by_type(&r.req.key) && !node_affinity::requirement_matches(&r.req, &itype.labels))
+}
+
 /// The labels of a node launched from `pool` with `itype` in (`zone`, `capacity_type`), before open
 /// keys get their values and before the hostname is known.
 pub fn base_labels(pool: &NodePool, itype: &InstanceType, zone: &str, capacity_type: &str, region: Option<&str>) -> Labels {
@@ -98,4 +106,51 @@ pub fn karpenter_order(pools: &[NodePool]) -> Vec<usize> {
     let mut ix: Vec<usize> = (0..pools.len()).collect();
     ix.sort_by(|&a, &b| pools[b].weight.cmp(&pools[a].weight).then_with(|| pools[b].name.cmp(&pools[a].name)));
     ix
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::labels::NodeRequirement;
+    use crate::domain::nodepool::{ConsolidationPolicy, PoolRequirement};
+    use crate::domain::resources::Resources;
+
+    fn pool(reqs: Vec<NodeRequirement>, labels: &[(&str, &str)]) -> NodePool {
+        NodePool {
+            name: "p".into(),
+            weight: 0,
+            requirements: reqs.into_iter().map(|req| PoolRequirement { req, min_values: None }).collect(),
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            taints: vec![],
+            startup_taints: vec![],
+            limits: None,
+            node_class: "default".into(),
+            consolidation: ConsolidationPolicy::WhenEmpty,
+            consolidate_after: None,
+            expire_after: None,
+        }
+    }
+
+    fn itype(family: &str) -> InstanceType {
+        InstanceType {
+            name: format!("{family}.large"),
+            labels: [("karpenter.k8s.aws/instance-family".to_string(), family.to_string())].into_iter().collect(),
+            capacity: Resources::default(),
+            overhead: Resources::default(),
+            offerings: vec![],
+            aws: None,
+        }
+    }
+
+    #[test]
+    fn only_labels_the_type_fixes_rule_a_type_out() {
+        let family = NodeRequirement::new("karpenter.k8s.aws/instance-family", NodeOp::In, ["m5"]);
+        assert!(type_ruled_out(&pool(vec![family.clone()], &[]), &itype("c5")));
+        assert!(!type_ruled_out(&pool(vec![family.clone()], &[]), &itype("m5")));
+        // The template overrides the type's label: the offering's labels decide, not the type.
+        assert!(!type_ruled_out(&pool(vec![family], &[("karpenter.k8s.aws/instance-family", "m5")]), &itype("c5")));
+        // Offering keys and keys the type does not carry are left to the label sets.
+        assert!(!type_ruled_out(&pool(vec![NodeRequirement::new(keys::ZONE, NodeOp::In, ["us-east-1a"])], &[]), &itype("c5")));
+        assert!(!type_ruled_out(&pool(vec![NodeRequirement::new("capacity-spread", NodeOp::In, ["1"])], &[]), &itype("c5")));
+    }
 }

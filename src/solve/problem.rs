@@ -305,10 +305,8 @@ impl<'a> Problem<'a> {
             // group key → candidate configs
             let mut groups: BTreeMap<(String, String, Projection, Vec<usize>), Vec<Config>> = BTreeMap::new();
             for it in &view.types {
-                // A requirement on a label the instance type alone fixes rules the type out before any
-                // label set is built (most types, for pools that pin a family or category).
-                let fixed_by_type = |k: &str| it.labels.contains_key(k) && !pool.labels.contains_key(k) && ![keys::ZONE, keys::CAPACITY_TYPE, keys::REGION, keys::NODEPOOL, keys::NODECLASS].contains(&k);
-                if pool.requirements.iter().any(|r| fixed_by_type(&r.req.key) && !node_affinity::requirement_matches(&r.req, &it.labels)) {
+                // Most types, for pools that pin a family or category: skip them before building labels.
+                if nodepool::type_ruled_out(pool, it) {
                     continue;
                 }
                 let alloc = it.allocatable();
