@@ -2,15 +2,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::catalog;
 use crate::domain::catalog::Catalog;
 use crate::input;
-use crate::plan::{self, Phase};
-use crate::solve::{self, Problem};
+use crate::plan;
+use crate::solve;
 use crate::weights::Weights;
 
 #[derive(Parser)]
@@ -213,23 +212,14 @@ fn load_weights(path: &Option<PathBuf>) -> Result<Weights, String> {
     }
 }
 
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1000.0
-}
-
 /// Plans a loaded workload with the chosen solver.
 pub fn make_plan(w: &input::Workload, catalog: &Catalog, weights: &Weights, args: impl Into<SolveArgs>) -> Result<plan::Plan, String> {
     let args: SolveArgs = args.into();
-    let t0 = Instant::now();
-    let problem = Problem::new(&w.cluster, catalog, weights).map_err(|e| e.to_string())?;
-    let build_ms = ms(t0);
-    let (o, mut report) = match args.solver {
-        // The budget is for the whole plan: building the problem spends part of it.
-        Solver::Milp => solve::driver::plan(&problem, solve::driver::DriverOptions { budget: args.time_budget.saturating_sub(t0.elapsed()), gap: args.gap, threads: args.threads }),
-        Solver::Greedy => solve::driver::plan_greedy(&problem),
+    let planner = match args.solver {
+        Solver::Milp => solve::driver::Planner::Milp(solve::driver::DriverOptions { budget: args.time_budget, gap: args.gap, threads: args.threads }),
+        Solver::Greedy => solve::driver::Planner::Greedy,
     };
-    report.phases.insert(0, Phase { name: "problem".into(), time_ms: build_ms });
-    report.time_ms += build_ms;
+    let (problem, o, report) = solve::driver::build_and_plan(&w.cluster, catalog, weights, planner).map_err(|e| e.to_string())?;
     Ok(solve::to_plan(&problem, &o, report))
 }
 

@@ -16,7 +16,7 @@
 //! in-flight NodeClaim are planned there again rather than launched for twice.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
@@ -29,7 +29,7 @@ use crate::domain::pod::PodId;
 use crate::domain::resources::Resources;
 use crate::domain::Cluster;
 use crate::input::Objects;
-use crate::plan::{Phase, Plan};
+use crate::plan::Plan;
 use crate::semantics::{daemonsets, nodepool};
 use crate::solve::problem::{static_check, Config};
 use crate::solve::{self, Outcome, Problem, Target};
@@ -130,18 +130,11 @@ fn pod_ref(cluster: &Cluster, id: PodId) -> PodRef {
 /// Plans a batch. `objects` are the snapshot's objects (the NodePools' owner references and templates
 /// come from them); `catalog` already has the offerings the cloud refused marked unavailable.
 pub fn plan_batch(cluster: &Cluster, objects: &Objects, catalog: &Catalog, weights: &Weights, settings: &PlannerSettings, batch_id: &str) -> Result<Decision, ProvisionError> {
-    let t0 = Instant::now();
-    let problem = Problem::new(cluster, catalog, weights)?;
-    let build_ms = ms(t0);
-    let (outcome, mut report) = match settings.kind {
-        PlannerKind::Milp => {
-            let opts = solve::driver::DriverOptions { budget: settings.time_budget, gap: settings.gap, threads: settings.threads };
-            solve::driver::plan(&problem, opts)
-        }
-        PlannerKind::Greedy => solve::driver::plan_greedy(&problem),
+    let planner = match settings.kind {
+        PlannerKind::Milp => solve::driver::Planner::Milp(solve::driver::DriverOptions { budget: settings.time_budget, gap: settings.gap, threads: settings.threads }),
+        PlannerKind::Greedy => solve::driver::Planner::Greedy,
     };
-    report.phases.insert(0, Phase { name: "problem".into(), time_ms: build_ms });
-    report.time_ms += build_ms;
+    let (problem, outcome, report) = solve::driver::build_and_plan(cluster, catalog, weights, planner)?;
     let plan = solve::to_plan(&problem, &outcome, report);
 
     let mut views: BTreeMap<String, Catalog> = BTreeMap::new();
@@ -169,10 +162,6 @@ pub fn plan_batch(cluster: &Cluster, objects: &Objects, catalog: &Catalog, weigh
     }
     let unschedulable = outcome.unschedulable.iter().map(|(id, r)| (pod_ref(cluster, *id), r.to_string())).collect();
     Ok(Decision { plan, claims, nominations, unschedulable })
-}
-
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1000.0
 }
 
 /// The NodeClaim for new node `k` of an outcome.

@@ -4,13 +4,13 @@
 //! plan's new nodes and nothing else. Tests swap the planner (any closure with the same signature) to
 //! show what the rest of the simulation does with a wrong plan.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::scenario::SolverName;
 use crate::domain::catalog::Catalog;
 use crate::domain::Cluster;
-use crate::plan::{Phase, Plan};
-use crate::solve::{self, Problem};
+use crate::plan::Plan;
+use crate::solve;
 use crate::weights::Weights;
 
 pub trait Planner {
@@ -45,18 +45,10 @@ impl Planner for StowagePlanner {
 
 /// Plans a cluster snapshot with one of stowage's solvers (what `stowage plan` does after loading).
 pub fn plan_with(solver: SolverName, time_budget: Duration, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, String> {
-    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1000.0;
-    let t0 = Instant::now();
-    let problem = Problem::new(cluster, catalog, weights).map_err(|e| e.to_string())?;
-    let build_ms = ms(t0);
-    let (outcome, mut report) = match solver {
-        SolverName::Milp => {
-            let opts = solve::driver::DriverOptions { budget: time_budget, ..Default::default() };
-            solve::driver::plan(&problem, opts)
-        }
-        SolverName::Greedy => solve::driver::plan_greedy(&problem),
+    let planner = match solver {
+        SolverName::Milp => solve::driver::Planner::Milp(solve::driver::DriverOptions { budget: time_budget, ..Default::default() }),
+        SolverName::Greedy => solve::driver::Planner::Greedy,
     };
-    report.phases.insert(0, Phase { name: "problem".into(), time_ms: build_ms });
-    report.time_ms += build_ms;
+    let (problem, outcome, report) = solve::driver::build_and_plan(cluster, catalog, weights, planner).map_err(|e| e.to_string())?;
     Ok(solve::to_plan(&problem, &outcome, report))
 }

@@ -11,11 +11,14 @@
 use std::time::{Duration, Instant};
 
 use super::milp::{self, Options};
-use super::problem::Problem;
+use super::problem::{Problem, ProblemError};
 use super::{greedy, new_node_name, objective, order_placements, verify, Outcome, Placements, Target};
 use crate::domain::labels::keys;
+use crate::domain::catalog::Catalog;
 use crate::domain::node::Node;
+use crate::domain::Cluster;
 use crate::plan::{Phase, SolverReport, Status};
+use crate::weights::Weights;
 
 #[derive(Clone, Copy, Debug)]
 pub struct DriverOptions {
@@ -33,6 +36,30 @@ impl Default for DriverOptions {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// Which planner a command runs.
+#[derive(Clone, Copy, Debug)]
+pub enum Planner {
+    Greedy,
+    Milp(DriverOptions),
+}
+
+/// Builds a snapshot's problem and plans it: what `stowage plan`, the simulator and the controller
+/// share. The report's first phase is the build. The MILP's budget starts after the build: counting the
+/// build against it left no time for the MILP on the seed batches in debug builds under parallel tests
+/// (tests/bench.rs saw `timeLimit` instead of `optimal`).
+pub fn build_and_plan<'a>(cluster: &'a Cluster, catalog: &Catalog, weights: &'a Weights, planner: Planner) -> Result<(Problem<'a>, Outcome, SolverReport), ProblemError> {
+    let t0 = Instant::now();
+    let problem = Problem::new(cluster, catalog, weights)?;
+    let build = t0.elapsed();
+    let (o, mut report) = match planner {
+        Planner::Milp(opts) => plan(&problem, opts),
+        Planner::Greedy => plan_greedy(&problem),
+    };
+    report.phases.insert(0, Phase { name: "problem".into(), time_ms: ms(build) });
+    report.time_ms += ms(build);
+    Ok((problem, o, report))
 }
 
 /// The greedy planner alone, with the report every command shows.
