@@ -23,6 +23,8 @@ use stowage::check;
 use stowage::cli::{make_plan, Solver};
 use stowage::input;
 use stowage::plan::Plan;
+use stowage::solve::problem::Problem;
+use stowage::solve::{greedy, scheduler_state, Target};
 use stowage::weights::Weights;
 
 const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
@@ -382,6 +384,49 @@ proptest! {
         let r = check::check(&w.cluster, cat, &plan);
         prop_assert!(r.valid(), "the checker rejects the greedy plan: {:#?}\nplan:\n{}\nworkload:\n{}", r.violations, summary(&plan), text);
         prop_assert!(r.stated_order_ok, "the plan's bind order does not replay: {:?}\n{}\n{}", r.notes, summary(&plan), text);
+    }
+}
+
+proptest! {
+    #![proptest_config(config(32, 0x7e30_5e11))]
+
+    /// Taking pods off nodes in kube-scheduler's simulated state (FilterState::remove_pod, which the
+    /// bind-order search and the local improvement use) leaves the same state as never placing them:
+    /// every pending pod gets the same verdict on every node.
+    #[test]
+    fn removing_pods_equals_never_adding_them(g in workload_strategy(), stride in 1usize..4) {
+        let text = render(&g);
+        let w = input::load_texts([(Path::new("generated.yaml"), text.as_str())]).map_err(|e| TestCaseError::fail(format!("the generated workload does not load: {e}\n{text}")))?;
+        let weights = Weights::default();
+        let Ok(p) = Problem::new(&w.cluster, small_catalog(), &weights) else { return Ok(()) };
+        let o = greedy::plan(&p);
+        let node_of = |ix: &[usize], t: Target| match t {
+            Target::Existing(n) => n,
+            Target::New(k) => ix[k],
+        };
+        let (mut incremental, ix) = scheduler_state(&p, &o.new_nodes);
+        for &(id, t) in &o.placements {
+            incremental.add_pod(p.pod(id), node_of(&ix, t));
+        }
+        // Warm the counters, so that removal has to keep them right.
+        for &id in &p.batch {
+            incremental.verdicts(p.pod(id));
+        }
+        let removed: Vec<usize> = (0..o.placements.len()).step_by(stride).collect();
+        for &i in &removed {
+            let (id, t) = o.placements[i];
+            prop_assert!(incremental.remove_pod(p.pod(id), node_of(&ix, t)));
+        }
+        let (mut fresh, ix2) = scheduler_state(&p, &o.new_nodes);
+        for (i, &(id, t)) in o.placements.iter().enumerate() {
+            if !removed.contains(&i) {
+                fresh.add_pod(p.pod(id), node_of(&ix2, t));
+            }
+        }
+        for &id in &p.batch {
+            let (a, b) = (incremental.verdicts(p.pod(id)), fresh.verdicts(p.pod(id)));
+            prop_assert_eq!(format!("{a:?}"), format!("{b:?}"), "verdicts differ for {}\n{}", p.pod(id).key(), text);
+        }
     }
 }
 

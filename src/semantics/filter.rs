@@ -102,17 +102,22 @@ impl SpreadCounter {
     }
 
     fn bump(&mut self, domain: &str) {
+        self.shift(domain, 1);
+    }
+
+    /// Adds `delta` to a domain's count, keeping the histogram.
+    fn shift(&mut self, domain: &str, delta: i64) {
         self.add_domain(domain);
-        let c = self.counts.entry(domain.to_string()).or_insert(0);
+        let c = self.counts.get_mut(domain).expect("domain added above");
         let old = *c;
-        *c += 1;
+        *c += delta;
         if let Some(n) = self.hist.get_mut(&old) {
             *n -= 1;
             if *n == 0 {
                 self.hist.remove(&old);
             }
         }
-        *self.hist.entry(old + 1).or_default() += 1;
+        *self.hist.entry(old + delta).or_default() += 1;
     }
 
     fn min(&self) -> Option<i64> {
@@ -134,7 +139,6 @@ struct AffinityCounter {
 
 /// The per-pod view prepared once and then used for every node (kube-scheduler's PreFilter result).
 pub struct Prepared {
-    generation: u64,
     spread: Vec<(usize, usize)>,
     anti: Vec<usize>,
     affinity: Option<usize>,
@@ -153,7 +157,6 @@ pub struct FilterState<'a> {
     /// Required anti-affinity terms of pods on nodes, per value of the term's key (always maintained).
     symmetric: Vec<TermCounter>,
     symmetric_ix: FxHashMap<PodAffinityTerm, usize>,
-    generation: u64,
 }
 
 impl<'a> FilterState<'a> {
@@ -169,7 +172,6 @@ impl<'a> FilterState<'a> {
             affinity_ix: FxHashMap::default(),
             symmetric: Vec::new(),
             symmetric_ix: FxHashMap::default(),
-            generation: 0,
         };
         for n in nodes {
             s.add_node(n);
@@ -272,41 +274,52 @@ impl<'a> FilterState<'a> {
                 n.ports.remove(i);
             }
         }
-        self.invalidate();
-        true
-    }
-
-    fn invalidate(&mut self) {
-        self.generation += 1;
-        self.spread.clear();
-        self.spread_ix.clear();
-        self.anti.clear();
-        self.anti_ix.clear();
-        self.affinity.clear();
-        self.affinity_ix.clear();
-        self.symmetric.clear();
-        self.symmetric_ix.clear();
-        let mut sym: Vec<(PodAffinityTerm, String)> = Vec::new();
-        for n in &self.nodes {
-            for p in &n.pods {
-                for t in &p.anti_affinity {
+        // Every counter add_pod bumped for this pod goes down by one; `Prepared` values stay valid.
+        let n = &self.nodes[node];
+        for sc in &mut self.spread {
+            if sc.eligible[node]
+                && sc.counts_pod(p)
+                && let Some(d) = n.labels.get(&sc.spec.key)
+            {
+                sc.shift(d, -1);
+            }
+        }
+        let drop_one = |counts: &mut FxHashMap<String, i64>, v: &String| {
+            if let Some(c) = counts.get_mut(v) {
+                *c -= 1;
+                if *c <= 0 {
+                    counts.remove(v);
+                }
+            }
+        };
+        for tc in &mut self.anti {
+            if let Some(v) = n.labels.get(&tc.term.key)
+                && interpod::term_matches(&tc.term, p)
+            {
+                drop_one(&mut tc.counts, v);
+            }
+        }
+        for ac in &mut self.affinity {
+            if interpod::matches_all(&ac.terms, p) {
+                for t in &ac.terms {
                     if let Some(v) = n.labels.get(&t.key) {
-                        sym.push((t.clone(), v.clone()));
+                        let k = (t.key.clone(), v.clone());
+                        if let Some(c) = ac.counts.get_mut(&k) {
+                            *c -= 1;
+                            if *c <= 0 {
+                                ac.counts.remove(&k);
+                            }
+                        }
                     }
                 }
             }
         }
-        for (t, v) in sym {
-            let ix = match self.symmetric_ix.get(&t) {
-                Some(&i) => i,
-                None => {
-                    self.symmetric.push(TermCounter { term: t.clone(), counts: FxHashMap::default() });
-                    self.symmetric_ix.insert(t, self.symmetric.len() - 1);
-                    self.symmetric.len() - 1
-                }
-            };
-            *self.symmetric[ix].counts.entry(v).or_default() += 1;
+        for t in &p.anti_affinity {
+            if let (Some(v), Some(&ix)) = (n.labels.get(&t.key), self.symmetric_ix.get(t)) {
+                drop_one(&mut self.symmetric[ix].counts, v);
+            }
         }
+        true
     }
 
     /// kube-scheduler's PreFilter for one pod: builds (or finds) the counts its constraints need.
@@ -383,7 +396,7 @@ impl<'a> FilterState<'a> {
             })
         };
         let symmetric = (0..self.symmetric.len()).filter(|&i| interpod::term_matches(&self.symmetric[i].term, pod)).collect();
-        Prepared { generation: self.generation, spread: spread_refs, anti, affinity, symmetric }
+        Prepared { spread: spread_refs, anti, affinity, symmetric }
     }
 
     fn build_spread(&self, spec: SpreadKey) -> SpreadCounter {
@@ -415,7 +428,6 @@ impl<'a> FilterState<'a> {
     }
 
     fn filter_node(&self, prep: &Prepared, pod: &Pod, n: &SimNode<'_>, in_state: bool) -> Result<(), Reject> {
-        assert_eq!(prep.generation, self.generation, "FilterState changed structurally since prepare(); prepare again");
         taints::filter(&n.taints, n.unschedulable, &pod.tolerations)?;
         node_affinity::filter(&pod.node_matcher, &n.labels, Some(&n.name))?;
         ports::filter(&n.ports, &pod.host_ports)?;
