@@ -543,6 +543,39 @@ mod shrink {
         assert_eq!(types, ["t.small", "t.small"]);
     }
 
+    /// x1 (500m) and x2 (200m) differ only in their requests, and a hostname spread reads both, so
+    /// neither may move; exchanging them (nodes and places in the bind order) is invisible, and lets the
+    /// t.medium holding a (1500m) and x1 step down.
+    #[test]
+    fn pods_that_differ_only_in_requests_exchange_places() {
+        let spread = "topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: x}}}]";
+        let text = format!(
+            "{NODECLASS}{}{}{}{}{}",
+            default_pool(),
+            pod("a", "{app: a}", "1500m", ""),
+            pod("b", "{app: b}", "1000m", B_PINNED),
+            pod("x1", "{app: x}", "500m", spread),
+            pod("x2", "{app: x}", "200m", spread)
+        );
+        let w = input::load_texts([(Path::new("exchange.yaml"), text.as_str())]).expect("loads");
+        let weights = Weights::default();
+        let p = Problem::new(&w.cluster, small_catalog(), &weights).expect("builds");
+        let config = |t: &str| p.configs.iter().position(|c| c.instance_type == t && c.zone == "zone-a" && c.capacity_type == "on-demand").expect("exists");
+        let id = |name: &str| -> PodId { *p.batch.iter().find(|&&i| p.pod(i).name == name).expect("pod exists") };
+        let o = Outcome {
+            new_nodes: vec![config("t.medium"), config("t.small")],
+            placements: vec![(id("a"), Target::New(0)), (id("x1"), Target::New(0)), (id("b"), Target::New(1)), (id("x2"), Target::New(1))],
+            unschedulable: vec![],
+        };
+        assert!(verify(&p, &o).is_empty(), "the hand-made plan is valid");
+        let better = improve::shrink(&p, &o).expect("an improvement");
+        assert!(verify(&p, &better).is_empty(), "the improved plan replays");
+        let types: Vec<&str> = better.new_nodes.iter().map(|&f| p.configs[f].instance_type.as_str()).collect();
+        assert_eq!(types, ["t.small", "t.small"]);
+        let order: Vec<(&str, Target)> = better.placements.iter().map(|&(i, t)| (p.pod(i).name.as_str(), t)).collect();
+        assert_eq!(order, [("a", Target::New(0)), ("x2", Target::New(0)), ("b", Target::New(1)), ("x1", Target::New(1))]);
+    }
+
     #[test]
     fn pods_a_hostname_rule_reads_stay() {
         let host_spread = "topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: x}}}]";

@@ -4,7 +4,8 @@
 //!
 //! * The greedy plan is the cheaper of two passes (size order, then packing order while the budget
 //!   allows); the MILP phase gets what is left of the budget after them.
-//! * Its plan is shrunk (`greedy::downsize`), ordered and replayed through kube-scheduler's filters.
+//! * Its plan is shrunk (`greedy::downsize`), ordered and replayed through kube-scheduler's filters,
+//!   then improved locally (`improve::shrink`).
 //!   If HiGHS fails, finds no integer solution, or its plan does not replay, the greedy plan is
 //!   returned with status `fallback` and the reason.
 //! * The returned plan never costs more than the greedy plan under the same weights.
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::milp::{self, Options};
 use super::problem::{Problem, ProblemError};
-use super::{greedy, new_node_name, objective, order_placements, verify, Outcome, Placements, Target};
+use super::{greedy, improve, new_node_name, objective, order_placements, verify, Outcome, Placements, Target};
 use crate::domain::labels::keys;
 use crate::domain::catalog::Catalog;
 use crate::domain::node::Node;
@@ -82,14 +83,14 @@ pub fn plan_greedy(p: &Problem) -> (Outcome, SolverReport) {
 }
 
 /// The greedy plan in Karpenter's size order, then in the packing order (`greedy::Order::Packing`) if
-/// what is left of the budget is at least twice what the first pass took; the cheaper plan, its
+/// what is left of the budget is at least what the first pass took; the cheaper plan, its
 /// objective and one phase per pass.
 fn greedy_portfolio(p: &Problem, t0: Instant, deadline: Instant) -> (Outcome, f64, Vec<Phase>) {
     let g = greedy::plan(p);
     let g_obj = objective(p, &g).total();
     let first = t0.elapsed();
     let mut phases = vec![Phase { name: "greedy".into(), time_ms: ms(first) }];
-    if p.batch.is_empty() || deadline.saturating_duration_since(Instant::now()) < first * 3 / 2 {
+    if p.batch.is_empty() || deadline.saturating_duration_since(Instant::now()) < first {
         return (g, g_obj, phases);
     }
     let t = Instant::now();
@@ -185,6 +186,10 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
                 );
             }
         }
+    }
+    // The same local improvement the greedy plans get.
+    if let Some(better) = improve::shrink(p, &o) {
+        o = better;
     }
     phases.push(Phase { name: "replay".into(), time_ms: ms(t3.elapsed()) });
     // Reasons for pods left pending come from the greedy pass where it agrees.

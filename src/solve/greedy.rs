@@ -20,6 +20,8 @@
 //! 6. The outcome is replayed through kube-scheduler's filters with all new nodes present. Hostname
 //!    spreads can fail there (a node opened later lowers the global minimum); the plan is then redone
 //!    taking the hostname minimum as 0, which is always safe.
+//! 7. Pods move into room other nodes already have where that lets a node step down to a cheaper type
+//!    or go away, in moves no topology rule can see (`improve::shrink`).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -72,9 +74,6 @@ pub fn plan_in(p: &Problem, order: Order) -> Outcome {
         o = run(p, Options { pessimistic_hostname: true, order });
     }
     let o = settle(p, o);
-    if std::env::var_os("STOWAGE_NO_SHRINK").is_some() {
-        return o;
-    }
     improve::shrink(p, &o).unwrap_or(o)
 }
 

@@ -12,12 +12,19 @@
 //! and `B`, so the soft terms of the objective do not change. The moved pod keeps its place in the
 //! bind order.
 //!
-//! Node `A` is shrunk step by step: for the next cheaper configuration `g` of its group, the pods whose
-//! requests exceed `g`'s allocatable are moved (largest share of the excess first, each to the node
-//! that fits it most tightly by cpu); if the excess cannot be covered the attempt is undone. The plan
-//! is replayed at the end, and the original is kept if it does not replay or is not cheaper.
+//! Two pods that differ only in their requests (same namespace, labels and constraints) may also
+//! exchange nodes *and* places in the bind order: every selector matches both or neither, so every
+//! domain count at every step is unchanged, and each node's final load still fits. This moves pods
+//! whose hostname a rule reads (one-per-node pods, hostname spreads), which single moves cannot.
+//!
+//! Node `A` is shrunk step by step: for the next cheaper configuration `g` of its group, pods are moved
+//! off it until its requests fit `g`'s allocatable (largest share of the excess first, each to the node
+//! that fits it most tightly by cpu), or exchanged for a smaller look-alike on a node with room for the
+//! difference; if the excess cannot be covered the attempt is undone. The plan is replayed at the end,
+//! and the original is kept if it does not replay or is not cheaper.
 
 use std::collections::BTreeSet;
+use std::hash::{Hash, Hasher};
 
 use rustc_hash::FxHashMap;
 
@@ -86,6 +93,9 @@ fn shortfall(pod: &Pod, labels: &Labels, name: &str) -> i64 {
     total - node_affinity::preferred_score(&pod.preferred_node, labels, Some(name))
 }
 
+/// Scans over the new nodes, at most.
+const PASSES: usize = 3;
+
 struct State<'p, 'a> {
     p: &'p Problem<'a>,
     fs: FilterState<'a>,
@@ -101,6 +111,10 @@ struct State<'p, 'a> {
     placements: Vec<(PodId, Target)>,
     /// (free cpu, node) of every target node.
     free: BTreeSet<(i64, usize)>,
+    /// FilterState node of each plan pod.
+    node_of: FxHashMap<PodId, usize>,
+    /// Plan pods by `rule_signature`, in bind order.
+    peers: FxHashMap<u64, Vec<PodId>>,
 }
 
 impl<'a> State<'_, 'a> {
@@ -145,8 +159,28 @@ impl<'a> State<'_, 'a> {
         self.update(to, |fs| fs.add_pod(pod, to));
         self.on[from].retain(|&x| x != id);
         self.on[to].push(id);
+        self.node_of.insert(id, to);
         let i = self.placement_of[&id];
         self.placements[i].1 = self.target_of[to].expect("moves go to targets");
+    }
+
+    /// The dearest configuration of new node `k`'s group that is cheaper than its current one and still
+    /// holds its DaemonSet pods and the pods that cannot move.
+    fn next_step(&self, k: usize) -> Option<usize> {
+        let p = self.p;
+        let ix = self.new_ix[k];
+        let cur = &p.configs[self.new_nodes[k]];
+        let mut floor = self.fs.nodes()[ix].requested.clone();
+        for id in &self.on[ix] {
+            if self.pinned[p.class_of[id]].is_some() {
+                floor.sub(&p.pod(*id).requests);
+            }
+        }
+        p.groups[cur.group]
+            .iter()
+            .map(|&g| g as usize)
+            .filter(|&g| p.configs[g].cost < cur.cost && floor.fits_in(&p.configs[g].allocatable))
+            .max_by(|&a, &b| p.configs[a].cost.total_cmp(&p.configs[b].cost).then(b.cmp(&a)))
     }
 
     /// Moves pods off new node `k` until it fits configuration `g`'s allocatable; undoes the moves and
@@ -155,18 +189,19 @@ impl<'a> State<'_, 'a> {
         let p = self.p;
         let ix = self.new_ix[k];
         let cap = g.map_or_else(Resources::default, |g| p.configs[g].allocatable.clone());
-        let mut moved: Vec<(PodId, usize)> = Vec::new();
-        let mut candidates: Vec<PodId> = self.on[ix].iter().copied().filter(|id| self.pinned[p.class_of[id]].is_some()).collect();
-        if g.is_none() && candidates.len() < self.on[ix].len() {
+        let mut done: Vec<Move> = Vec::new();
+        // Emptying takes moves only; stepping down may also exchange pods.
+        let mut candidates: Vec<PodId> = self.on[ix].clone();
+        if g.is_none() && candidates.iter().any(|id| self.pinned[p.class_of[id]].is_none()) {
             return false; // a pod that cannot move keeps the node
         }
         loop {
             let requested = &self.fs.nodes()[ix].requested;
-            let done = match g {
+            let fits = match g {
                 None => self.on[ix].is_empty(),
                 Some(_) => requested.fits_in(&cap),
             };
-            if done {
+            if fits {
                 return true;
             }
             let excess = requested.minus(&cap);
@@ -177,26 +212,140 @@ impl<'a> State<'_, 'a> {
                 c + m
             };
             candidates.sort_by(|a, b| share(&p.pod(*a).requests).total_cmp(&share(&p.pod(*b).requests)));
-            let mut progressed = false;
+            let mut step = None;
             while let Some(id) = candidates.pop() {
                 if g.is_some() && share(&p.pod(id).requests) <= 0.0 {
                     break;
                 }
                 if let Some(to) = self.destination(id, ix) {
                     self.relocate(id, ix, to);
-                    moved.push((id, to));
-                    progressed = true;
+                    step = Some(Move::Relocate(id, to));
+                    break;
+                }
+                if g.is_some()
+                    && let Some(other) = self.exchange_partner(id, ix)
+                {
+                    self.swap(id, other);
+                    // The smaller pod arrives here and may leave again.
+                    candidates.push(other);
+                    step = Some(Move::Swap(id, other));
                     break;
                 }
             }
-            if !progressed {
-                for (id, to) in moved.into_iter().rev() {
-                    self.relocate(id, to, ix);
+            match step {
+                Some(m) => done.push(m),
+                None => {
+                    for m in done.into_iter().rev() {
+                        match m {
+                            Move::Relocate(id, to) => self.relocate(id, to, ix),
+                            Move::Swap(a, b) => self.swap(a, b),
+                        }
+                    }
+                    return false;
                 }
-                return false;
             }
         }
     }
+
+    /// A pod that kube-scheduler's rules cannot tell from `id` (same namespace, labels and scheduling
+    /// constraints; only the requests differ), no larger in any resource and smaller in some, on another
+    /// node with room for the difference: exchanging the two (nodes and places in the bind order)
+    /// leaves every domain count at every step as it was and lightens `from`. The tightest by cpu.
+    fn exchange_partner(&self, id: PodId, from: usize) -> Option<PodId> {
+        let p = self.p;
+        let q = p.pod(id);
+        let mut best: Option<(i64, PodId)> = None;
+        for &other in self.peers.get(&rule_signature(q))?.iter().take(PEER_SCAN) {
+            let (o, at) = (p.pod(other), self.node_of[&other]);
+            if at == from || !o.requests.fits_in(&q.requests) || o.requests == q.requests || !same_rules(q, o) {
+                continue;
+            }
+            let need = q.requests.minus(&o.requests);
+            let free = self.fs.nodes()[at].free();
+            if !need.fits_in(&free) {
+                continue;
+            }
+            let left = free.cpu_m - need.cpu_m;
+            if best.is_none_or(|(b, _)| left < b) {
+                best = Some((left, other));
+            }
+        }
+        best.map(|(_, other)| other)
+    }
+
+    /// Exchanges two plan pods' nodes and places in the bind order.
+    fn swap(&mut self, a: PodId, b: PodId) {
+        let p = self.p;
+        let (na, nb) = (self.node_of[&a], self.node_of[&b]);
+        self.update(na, |fs| {
+            fs.remove_pod(p.pod(a), na);
+        });
+        self.update(nb, |fs| {
+            fs.remove_pod(p.pod(b), nb);
+        });
+        self.update(na, |fs| fs.add_pod(p.pod(b), na));
+        self.update(nb, |fs| fs.add_pod(p.pod(a), nb));
+        for id in self.on[na].iter_mut() {
+            if *id == a {
+                *id = b;
+            }
+        }
+        for id in self.on[nb].iter_mut() {
+            if *id == b {
+                *id = a;
+            }
+        }
+        self.node_of.insert(a, nb);
+        self.node_of.insert(b, na);
+        let (i, j) = (self.placement_of[&a], self.placement_of[&b]);
+        self.placements[i].0 = b;
+        self.placements[j].0 = a;
+        self.placement_of.insert(a, j);
+        self.placement_of.insert(b, i);
+    }
+}
+
+/// One change `shed` made, to undo it.
+#[derive(Clone, Copy)]
+enum Move {
+    Relocate(PodId, usize),
+    Swap(PodId, PodId),
+}
+
+/// Exchange partners examined per pod, at most.
+const PEER_SCAN: usize = 512;
+
+/// Hash of what kube-scheduler's rules read of a pod, requests left out (see `same_rules`).
+fn rule_signature(q: &Pod) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    q.namespace.hash(&mut h);
+    q.labels.hash(&mut h);
+    q.node_matcher.hash(&mut h);
+    q.tolerations.hash(&mut h);
+    q.spread.hash(&mut h);
+    q.affinity.hash(&mut h);
+    q.anti_affinity.hash(&mut h);
+    q.host_ports.hash(&mut h);
+    h.finish()
+}
+
+/// Whether kube-scheduler's rules treat two pods alike wherever they go (requests aside): the same
+/// namespace and labels (so every selector matches both or neither) and the same constraints, soft
+/// ones included.
+fn same_rules(a: &Pod, b: &Pod) -> bool {
+    a.namespace == b.namespace
+        && a.labels == b.labels
+        && a.node_matcher == b.node_matcher
+        && a.preferred_node == b.preferred_node
+        && a.tolerations == b.tolerations
+        && a.spread == b.spread
+        && a.affinity == b.affinity
+        && a.anti_affinity == b.anti_affinity
+        && a.preferred_affinity == b.preferred_affinity
+        && a.preferred_anti_affinity == b.preferred_anti_affinity
+        && a.host_ports == b.host_ports
+        && a.volumes == b.volumes
+        && a.priority == b.priority
 }
 
 /// A cheaper plan than `o` by moving pods into room other nodes already have, or `None`.
@@ -205,9 +354,6 @@ pub fn shrink(p: &Problem, o: &Outcome) -> Option<Outcome> {
         return None;
     }
     let pinned = pinned_keys(p);
-    if pinned.iter().all(Option::is_none) {
-        return None;
-    }
     let (mut fs, new_ix) = scheduler_state(p, &o.new_nodes);
     let mut target_of = vec![None; fs.nodes().len()];
     for &n in &p.existing {
@@ -236,47 +382,56 @@ pub fn shrink(p: &Problem, o: &Outcome) -> Option<Outcome> {
         placement_of: o.placements.iter().enumerate().map(|(i, (id, _))| (*id, i)).collect(),
         placements: o.placements.clone(),
         free: BTreeSet::new(),
+        node_of: FxHashMap::default(),
+        peers: FxHashMap::default(),
     };
+    for &(id, _) in &o.placements {
+        s.peers.entry(rule_signature(p.pod(id))).or_default().push(id);
+    }
+    for (ix, ids) in s.on.iter().enumerate() {
+        for &id in ids {
+            s.node_of.insert(id, ix);
+        }
+    }
     for ix in 0..s.fs.nodes().len() {
         if s.target_of[ix].is_some() {
             s.free.insert((s.fs.nodes()[ix].free().cpu_m, ix));
         }
     }
-    // Dearest nodes first: their steps down save the most.
+    // Dearest nodes first: their steps down save the most. Moves open room elsewhere, so the scan
+    // repeats while it changes something (at most PASSES times).
     let mut order: Vec<usize> = (0..s.new_nodes.len()).collect();
     order.sort_by(|&a, &b| p.configs[s.new_nodes[b]].cost.total_cmp(&p.configs[s.new_nodes[a]].cost).then(a.cmp(&b)));
-    for k in order {
-        // Emptying the node saves it all; else step down while a cheaper type can be reached.
-        if s.shed(k, None) {
-            continue;
+    let mut gone = vec![false; s.new_nodes.len()];
+    for _ in 0..PASSES {
+        let mut changed = false;
+        for &k in &order {
+            if gone[k] {
+                continue;
+            }
+            // Emptying the node saves it all; it then takes no pods either.
+            if s.shed(k, None) {
+                let ix = s.new_ix[k];
+                let free_cpu = s.fs.nodes()[ix].free().cpu_m;
+                s.free.remove(&(free_cpu, ix));
+                gone[k] = true;
+                changed = true;
+                continue;
+            }
+            // Else step down while a cheaper type can be reached.
+            while let Some(g) = s.next_step(k) {
+                if !s.shed(k, Some(g)) {
+                    break;
+                }
+                s.new_nodes[k] = g;
+                let alloc = p.configs[g].allocatable.clone();
+                let ix = s.new_ix[k];
+                s.update(ix, |fs| fs.set_allocatable(ix, alloc));
+                changed = true;
+            }
         }
-        loop {
-            let f = s.new_nodes[k];
-            let cur = &p.configs[f];
-            // The dearest configuration of the group that is cheaper than the current one and still
-            // holds the pods that cannot move.
-            let fixed = s.on[s.new_ix[k]].iter().filter(|id| s.pinned[p.class_of[id]].is_none()).fold(Resources::default(), |mut r, id| {
-                r.add(&p.pod(*id).requests);
-                r
-            });
-            let mut floor = s.fs.nodes()[s.new_ix[k]].requested.clone();
-            for id in &s.on[s.new_ix[k]] {
-                floor.sub(&p.pod(*id).requests);
-            }
-            floor.add(&fixed); // DaemonSet pods and the pods that stay
-            let next = p.groups[cur.group]
-                .iter()
-                .map(|&g| g as usize)
-                .filter(|&g| p.configs[g].cost < cur.cost && floor.fits_in(&p.configs[g].allocatable))
-                .max_by(|&a, &b| p.configs[a].cost.total_cmp(&p.configs[b].cost).then(b.cmp(&a)));
-            let Some(g) = next else { break };
-            if !s.shed(k, Some(g)) {
-                break;
-            }
-            s.new_nodes[k] = g;
-            let alloc = p.configs[g].allocatable.clone();
-            let ix = s.new_ix[k];
-            s.update(ix, |fs| fs.set_allocatable(ix, alloc));
+        if !changed {
+            break;
         }
     }
     let mut out = Outcome { new_nodes: s.new_nodes, placements: s.placements, unschedulable: o.unschedulable.clone() };
