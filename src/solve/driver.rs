@@ -2,7 +2,7 @@
 //! the better of the two. It owns the clock and every fallback decision; the encoding never reads the
 //! clock.
 //!
-//! * The greedy plan is the cheaper of two passes (size order, then packing order while the budget
+//! * The greedy plan is the cheaper of two passes (packing order, then size order while the budget
 //!   allows); the MILP phase gets what is left of the budget after them.
 //! * Its plan is shrunk (`greedy::downsize`), ordered and replayed through kube-scheduler's filters,
 //!   then improved locally (`improve::shrink`).
@@ -82,9 +82,9 @@ pub fn plan_greedy(p: &Problem) -> (Outcome, SolverReport) {
     (o, report)
 }
 
-/// The greedy plan in Karpenter's size order, then in the packing order (`greedy::Order::Packing`) if
-/// what is left of the budget is at least what the first pass took; the cheaper plan, its
-/// objective and one phase per pass.
+/// The greedy plan in the packing order (`greedy::plan`), then in Karpenter's size order
+/// (`greedy::Order::Size`) if what is left of the budget is at least what the first pass took; the
+/// cheaper plan, its objective and one phase per pass.
 fn greedy_portfolio(p: &Problem, t0: Instant, deadline: Instant) -> (Outcome, f64, Vec<Phase>) {
     let g = greedy::plan(p);
     let g_obj = objective(p, &g).total();
@@ -94,9 +94,9 @@ fn greedy_portfolio(p: &Problem, t0: Instant, deadline: Instant) -> (Outcome, f6
         return (g, g_obj, phases);
     }
     let t = Instant::now();
-    let alt = greedy::plan_in(p, greedy::Order::Packing);
+    let alt = greedy::plan_in(p, greedy::Order::Size);
     let alt_obj = objective(p, &alt).total();
-    phases.push(Phase { name: "greedy-packing".into(), time_ms: ms(t.elapsed()) });
+    phases.push(Phase { name: "greedy-size-order".into(), time_ms: ms(t.elapsed()) });
     if alt_obj < g_obj - 1e-9 * (1.0 + g_obj.abs()) {
         (alt, alt_obj, phases)
     } else {
