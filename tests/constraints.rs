@@ -543,19 +543,30 @@ mod shrink {
         assert_eq!(types, ["t.small", "t.small"]);
     }
 
-    /// x1 (500m) and x2 (200m) differ only in their requests, and a hostname spread reads both, so
-    /// neither may move; exchanging them (nodes and places in the bind order) is invisible, and lets the
-    /// t.medium holding a (1500m) and x1 step down.
+    /// x1 (500m) and x2 (200m, and `x2_memory`) differ only in their requests, and a hostname spread
+    /// reads both, so neither may move; exchanging them (nodes and places in the bind order) is
+    /// invisible, and lets the t.medium holding a (1500m) and x1 step down. x2 need not be smaller in
+    /// every resource: 1Gi of memory fits t.small beside a.
     #[test]
     fn pods_that_differ_only_in_requests_exchange_places() {
+        exchange_case("");
+        exchange_case("1Gi");
+    }
+
+    fn exchange_case(x2_memory: &str) {
         let spread = "topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: x}}}]";
+        let mut x2 = pod("x2", "{app: x}", "200m", spread);
+        if !x2_memory.is_empty() {
+            x2 = x2.replace("requests: {cpu: 200m}", &format!("requests: {{cpu: 200m, memory: {x2_memory}}}"));
+            assert!(x2.contains(x2_memory));
+        }
         let text = format!(
             "{NODECLASS}{}{}{}{}{}",
             default_pool(),
             pod("a", "{app: a}", "1500m", ""),
             pod("b", "{app: b}", "1000m", B_PINNED),
             pod("x1", "{app: x}", "500m", spread),
-            pod("x2", "{app: x}", "200m", spread)
+            x2
         );
         let w = input::load_texts([(Path::new("exchange.yaml"), text.as_str())]).expect("loads");
         let weights = Weights::default();

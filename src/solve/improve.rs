@@ -19,8 +19,8 @@
 //!
 //! Node `A` is shrunk step by step: for the next cheaper configuration `g` of its group, pods are moved
 //! off it until its requests fit `g`'s allocatable (largest share of the excess first, each to the node
-//! that fits it most tightly by cpu), or exchanged for a smaller look-alike on a node with room for the
-//! difference; if the excess cannot be covered the attempt is undone. The plan is replayed at the end,
+//! that fits it most tightly by cpu), or exchanged for a look-alike on a node with room for it, when
+//! that lowers the excess; if the excess cannot be covered the attempt is undone. The plan is replayed at the end,
 //! and the original is kept if it does not replay or is not cheaper.
 
 use std::collections::BTreeSet;
@@ -223,10 +223,10 @@ impl<'a> State<'_, 'a> {
                     break;
                 }
                 if g.is_some()
-                    && let Some(other) = self.exchange_partner(id, ix)
+                    && let Some(other) = self.exchange_partner(id, ix, &cap)
                 {
                     self.swap(id, other);
-                    // The smaller pod arrives here and may leave again.
+                    // The pod that arrives here may leave again.
                     candidates.push(other);
                     step = Some(Move::Swap(id, other));
                     break;
@@ -248,29 +248,36 @@ impl<'a> State<'_, 'a> {
     }
 
     /// A pod that kube-scheduler's rules cannot tell from `id` (same namespace, labels and scheduling
-    /// constraints; only the requests differ), no larger in any resource and smaller in some, on another
-    /// node with room for the difference: exchanging the two (nodes and places in the bind order)
-    /// leaves every domain count at every step as it was and lightens `from`. The tightest by cpu.
-    fn exchange_partner(&self, id: PodId, from: usize) -> Option<PodId> {
+    /// constraints; only the requests differ) on another node that has room for `id` in its place, such
+    /// that exchanging the two (nodes and places in the bind order) leaves `from` less over `cap`:
+    /// every domain count at every step stays as it was. The one leaving the least excess, then the
+    /// tightest fit by cpu.
+    fn exchange_partner(&self, id: PodId, from: usize, cap: &Resources) -> Option<PodId> {
         let p = self.p;
         let q = p.pod(id);
-        let mut best: Option<(i64, PodId)> = None;
+        let load = &self.fs.nodes()[from].requested;
+        let now = excess(load, cap);
+        let mut best: Option<(f64, i64, PodId)> = None;
         for &other in self.peers.get(&rule_signature(q))?.iter().take(PEER_SCAN) {
             let (o, at) = (p.pod(other), self.node_of[&other]);
-            if at == from || !o.requests.fits_in(&q.requests) || o.requests == q.requests || !same_rules(q, o) {
+            if at == from || o.requests == q.requests || !same_rules(q, o) {
                 continue;
             }
-            let need = q.requests.minus(&o.requests);
-            let free = self.fs.nodes()[at].free();
-            if !need.fits_in(&free) {
+            let after = excess(&load.minus(&q.requests).plus(&o.requests), cap);
+            if after >= now - 1e-12 {
                 continue;
             }
-            let left = free.cpu_m - need.cpu_m;
-            if best.is_none_or(|(b, _)| left < b) {
-                best = Some((left, other));
+            let node = &self.fs.nodes()[at];
+            let there = node.requested.minus(&o.requests).plus(&q.requests);
+            if !there.fits_in(&node.allocatable) {
+                continue;
+            }
+            let left = node.allocatable.cpu_m - there.cpu_m;
+            if best.is_none_or(|(b, l, _)| (after, left) < (b, l)) {
+                best = Some((after, left, other));
             }
         }
-        best.map(|(_, other)| other)
+        best.map(|(_, _, other)| other)
     }
 
     /// Exchanges two plan pods' nodes and places in the bind order.
@@ -314,6 +321,15 @@ enum Move {
 
 /// Exchange partners examined per pod, at most.
 const PEER_SCAN: usize = 512;
+
+/// How far `load` is over `cap`: the sum over resources of the excess relative to the cap. Exchanges
+/// must lower it, so `shed` ends.
+fn excess(load: &Resources, cap: &Resources) -> f64 {
+    load.iter().map(|(name, v)| {
+        let c = cap.get(name);
+        if v > c { (v - c) as f64 / c.max(1) as f64 } else { 0.0 }
+    }).sum()
+}
 
 /// Hash of what kube-scheduler's rules read of a pod, requests left out (see `same_rules`).
 fn rule_signature(q: &Pod) -> u64 {
