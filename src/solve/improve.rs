@@ -113,8 +113,10 @@ struct State<'p, 'a> {
     free: BTreeSet<(i64, usize)>,
     /// FilterState node of each plan pod.
     node_of: FxHashMap<PodId, usize>,
-    /// Plan pods by `rule_signature`, in bind order.
-    peers: FxHashMap<u64, Vec<PodId>>,
+    /// Per class: its look-alike group (classes whose pods differ only in their requests).
+    look_alike: Vec<usize>,
+    /// Plan pods per look-alike group, in bind order.
+    peers: Vec<Vec<PodId>>,
 }
 
 impl<'a> State<'_, 'a> {
@@ -258,9 +260,9 @@ impl<'a> State<'_, 'a> {
         let load = &self.fs.nodes()[from].requested;
         let now = excess(load, cap);
         let mut best: Option<(f64, i64, PodId)> = None;
-        for &other in self.peers.get(&rule_signature(q))?.iter().take(PEER_SCAN) {
+        for &other in self.peers[self.look_alike[p.class_of[&id]]].iter().take(PEER_SCAN) {
             let (o, at) = (p.pod(other), self.node_of[&other]);
-            if at == from || o.requests == q.requests || !same_rules(q, o) {
+            if at == from || o.requests == q.requests {
                 continue;
             }
             let after = excess(&load.minus(&q.requests).plus(&o.requests), cap);
@@ -331,6 +333,27 @@ fn excess(load: &Resources, cap: &Resources) -> f64 {
     }).sum()
 }
 
+/// Groups the classes whose pods differ only in their requests (`same_rules`): the group of each class.
+fn look_alike_groups(p: &Problem) -> Vec<usize> {
+    let mut reps: FxHashMap<u64, Vec<(usize, PodId)>> = FxHashMap::default();
+    let mut groups = 0;
+    p.classes
+        .iter()
+        .map(|c| {
+            let q = p.pod(c.rep);
+            let bucket = reps.entry(rule_signature(q)).or_default();
+            match bucket.iter().find(|(_, r)| same_rules(q, p.pod(*r))) {
+                Some(&(g, _)) => g,
+                None => {
+                    bucket.push((groups, c.rep));
+                    groups += 1;
+                    groups - 1
+                }
+            }
+        })
+        .collect()
+}
+
 /// Hash of what kube-scheduler's rules read of a pod, requests left out (see `same_rules`).
 fn rule_signature(q: &Pod) -> u64 {
     let mut h = rustc_hash::FxHasher::default();
@@ -399,10 +422,12 @@ pub fn shrink(p: &Problem, o: &Outcome) -> Option<Outcome> {
         placements: o.placements.clone(),
         free: BTreeSet::new(),
         node_of: FxHashMap::default(),
-        peers: FxHashMap::default(),
+        look_alike: look_alike_groups(p),
+        peers: Vec::new(),
     };
+    s.peers = vec![Vec::new(); s.look_alike.iter().max().map_or(0, |m| m + 1)];
     for &(id, _) in &o.placements {
-        s.peers.entry(rule_signature(p.pod(id))).or_default().push(id);
+        s.peers[s.look_alike[p.class_of[&id]]].push(id);
     }
     for (ix, ids) in s.on.iter().enumerate() {
         for &id in ids {
