@@ -20,8 +20,8 @@
 //! Node `A` is shrunk step by step: for the next cheaper configuration `g` of its group, pods are moved
 //! off it until its requests fit `g`'s allocatable (largest share of the excess first, each to the node
 //! that fits it most tightly by cpu), or exchanged for a look-alike on a node with room for it, when
-//! that lowers the excess; if the excess cannot be covered the attempt is undone. The plan is replayed at the end,
-//! and the original is kept if it does not replay or is not cheaper.
+//! that lowers the excess; if the excess cannot be covered the attempt is undone. The plan is replayed
+//! at the end, and the original is kept if it does not replay or is not cheaper.
 
 use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
@@ -167,7 +167,8 @@ impl<'a> State<'_, 'a> {
     }
 
     /// The dearest configuration of new node `k`'s group that is cheaper than its current one and still
-    /// holds its DaemonSet pods and the pods that cannot move.
+    /// holds its DaemonSet pods and the pods that cannot move (they may still be exchanged for smaller
+    /// look-alikes, which this does not count on).
     fn next_step(&self, k: usize) -> Option<usize> {
         let p = self.p;
         let ix = self.new_ix[k];
