@@ -159,6 +159,16 @@ pub struct FilterState<'a> {
     symmetric_ix: FxHashMap<PodAffinityTerm, usize>,
 }
 
+/// One fewer pod counted under `key`; keys counting none are removed, as if never counted.
+fn drop_one<K: std::hash::Hash + Eq>(counts: &mut FxHashMap<K, i64>, key: &K) {
+    if let Some(c) = counts.get_mut(key) {
+        *c -= 1;
+        if *c <= 0 {
+            counts.remove(key);
+        }
+    }
+}
+
 impl<'a> FilterState<'a> {
     pub fn new(nodes: Vec<SimNode<'a>>) -> Self {
         let mut s = FilterState {
@@ -284,14 +294,6 @@ impl<'a> FilterState<'a> {
                 sc.shift(d, -1);
             }
         }
-        let drop_one = |counts: &mut FxHashMap<String, i64>, v: &String| {
-            if let Some(c) = counts.get_mut(v) {
-                *c -= 1;
-                if *c <= 0 {
-                    counts.remove(v);
-                }
-            }
-        };
         for tc in &mut self.anti {
             if let Some(v) = n.labels.get(&tc.term.key)
                 && interpod::term_matches(&tc.term, p)
@@ -303,13 +305,7 @@ impl<'a> FilterState<'a> {
             if interpod::matches_all(&ac.terms, p) {
                 for t in &ac.terms {
                     if let Some(v) = n.labels.get(&t.key) {
-                        let k = (t.key.clone(), v.clone());
-                        if let Some(c) = ac.counts.get_mut(&k) {
-                            *c -= 1;
-                            if *c <= 0 {
-                                ac.counts.remove(&k);
-                            }
-                        }
+                        drop_one(&mut ac.counts, &(t.key.clone(), v.clone()));
                     }
                 }
             }

@@ -578,7 +578,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
 }
 
 /// Unsatisfied preferred node-affinity weight.
-fn preferred_shortfall(pod: &Pod, labels: &Labels, name: Option<&str>) -> i64 {
+pub(super) fn preferred_shortfall(pod: &Pod, labels: &Labels, name: Option<&str>) -> i64 {
     if pod.preferred_node.is_empty() {
         return 0;
     }

@@ -24,17 +24,16 @@
 //! at the end, and the original is kept if it does not replay or is not cheaper.
 
 use std::collections::BTreeSet;
-use std::hash::{Hash, Hasher};
 
 use rustc_hash::FxHashMap;
 
-use super::problem::Problem;
+use super::problem::{rule_signature, same_rules, Problem};
 use super::{greedy, objective, scheduler_state, verify, Outcome, Target};
 use crate::domain::labels::{keys, Labels};
-use crate::domain::pod::{Pod, PodId};
+use crate::domain::pod::PodId;
 use crate::domain::resources::Resources;
 use crate::semantics::filter::FilterState;
-use crate::semantics::{interpod, node_affinity, selectors};
+use crate::semantics::{interpod, selectors};
 
 /// Topology keys whose domain a pod of each class must keep, or `None` when the pod must stay on its
 /// node (a rule reads its hostname).
@@ -85,14 +84,6 @@ fn same_domains(ks: &[String], a: &Labels, b: &Labels) -> bool {
     ks.iter().all(|k| a.get(k) == b.get(k))
 }
 
-fn shortfall(pod: &Pod, labels: &Labels, name: &str) -> i64 {
-    if pod.preferred_node.is_empty() {
-        return 0;
-    }
-    let total: i64 = pod.preferred_node.iter().map(|t| t.weight as i64).sum();
-    total - node_affinity::preferred_score(&pod.preferred_node, labels, Some(name))
-}
-
 /// Scans over the new nodes, at most.
 const PASSES: usize = 3;
 
@@ -127,14 +118,14 @@ impl<'a> State<'_, 'a> {
         let ks = self.pinned[p.class_of[&id]].as_ref()?;
         let prep = self.fs.prepare(pod);
         let (from_labels, from_name) = (&self.fs.nodes()[from].labels, self.fs.nodes()[from].name.as_str());
-        let soft = shortfall(pod, from_labels, from_name);
+        let soft = greedy::preferred_shortfall(pod, from_labels, Some(from_name));
         // Nodes come by increasing free cpu: the first that takes the pod fits it most tightly.
         for &(_, ix) in self.free.range((pod.requests.cpu_m, 0)..) {
             if ix == from {
                 continue;
             }
             let n = &self.fs.nodes()[ix];
-            if !pod.requests.fits_in(&n.free()) || !same_domains(ks, from_labels, &n.labels) || shortfall(pod, &n.labels, &n.name) != soft {
+            if !pod.requests.fits_in(&n.free()) || !same_domains(ks, from_labels, &n.labels) || greedy::preferred_shortfall(pod, &n.labels, Some(&n.name)) != soft {
                 continue;
             }
             if self.fs.filter(&prep, pod, ix).is_ok() {
@@ -353,39 +344,6 @@ fn look_alike_groups(p: &Problem) -> Vec<usize> {
             }
         })
         .collect()
-}
-
-/// Hash of what kube-scheduler's rules read of a pod, requests left out (see `same_rules`).
-fn rule_signature(q: &Pod) -> u64 {
-    let mut h = rustc_hash::FxHasher::default();
-    q.namespace.hash(&mut h);
-    q.labels.hash(&mut h);
-    q.node_matcher.hash(&mut h);
-    q.tolerations.hash(&mut h);
-    q.spread.hash(&mut h);
-    q.affinity.hash(&mut h);
-    q.anti_affinity.hash(&mut h);
-    q.host_ports.hash(&mut h);
-    h.finish()
-}
-
-/// Whether kube-scheduler's rules treat two pods alike wherever they go (requests aside): the same
-/// namespace and labels (so every selector matches both or neither) and the same constraints, soft
-/// ones included.
-fn same_rules(a: &Pod, b: &Pod) -> bool {
-    a.namespace == b.namespace
-        && a.labels == b.labels
-        && a.node_matcher == b.node_matcher
-        && a.preferred_node == b.preferred_node
-        && a.tolerations == b.tolerations
-        && a.spread == b.spread
-        && a.affinity == b.affinity
-        && a.anti_affinity == b.anti_affinity
-        && a.preferred_affinity == b.preferred_affinity
-        && a.preferred_anti_affinity == b.preferred_anti_affinity
-        && a.host_ports == b.host_ports
-        && a.volumes == b.volumes
-        && a.priority == b.priority
 }
 
 /// A cheaper plan than `o` by moving pods into room other nodes already have, or `None`.

@@ -111,11 +111,11 @@ pub enum ProblemError {
     PenaltyTooSmall { source_name: String, penalty: f64, cost: f64, what: String },
 }
 
-fn signature(p: &Pod) -> u64 {
+/// Hash of what kube-scheduler's rules read of a pod, requests left out (see `same_rules`).
+pub fn rule_signature(p: &Pod) -> u64 {
     let mut h = rustc_hash::FxHasher::default();
     p.namespace.hash(&mut h);
     p.labels.hash(&mut h);
-    p.requests.hash(&mut h);
     p.node_matcher.hash(&mut h);
     p.preferred_node.hash(&mut h);
     p.tolerations.hash(&mut h);
@@ -132,10 +132,12 @@ fn signature(p: &Pod) -> u64 {
     h.finish()
 }
 
-fn same_class(a: &Pod, b: &Pod) -> bool {
+/// Whether kube-scheduler's rules treat two pods alike wherever they go, requests aside: the same
+/// namespace and labels (so every selector matches both or neither) and the same constraints, soft
+/// ones and volume topology included.
+pub fn same_rules(a: &Pod, b: &Pod) -> bool {
     a.namespace == b.namespace
         && a.labels == b.labels
-        && a.requests == b.requests
         && a.node_matcher == b.node_matcher
         && a.preferred_node == b.preferred_node
         && a.tolerations == b.tolerations
@@ -149,6 +151,18 @@ fn same_class(a: &Pod, b: &Pod) -> bool {
         && a.volumes.zone_labels == b.volumes.zone_labels
         && a.volumes.selected_node == b.volumes.selected_node
         && a.volumes.blocked == b.volumes.blocked
+}
+
+/// A class is pods alike to the rules with equal requests.
+fn signature(p: &Pod) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    rule_signature(p).hash(&mut h);
+    p.requests.hash(&mut h);
+    h.finish()
+}
+
+fn same_class(a: &Pod, b: &Pod) -> bool {
+    a.requests == b.requests && same_rules(a, b)
 }
 
 fn matcher_keys(m: &NodeMatcher, out: &mut BTreeSet<String>) {
