@@ -15,7 +15,7 @@ use stowage::cli::{make_plan, Solver};
 use stowage::input;
 use stowage::weights::Weights;
 
-use common::{pod, pool, small_catalog, NODECLASS};
+use common::{default_pool, pod, pool, small_catalog, NODECLASS};
 
 const TYPES: [&str; 3] = ["t.small", "t.medium", "t.large"];
 const ZONES: [&str; 2] = ["zone-a", "zone-b"];
@@ -124,4 +124,30 @@ proptest! {
             None => prop_assert!(!milp.unschedulable.is_empty(), "brute force finds no plan but the MILP placed every pod\n{text}"),
         }
     }
+}
+
+/// Seven 1000m pods: a t.large (7.9 cpu allocatable, 0.36 $/h) holds all seven, which is optimal. The
+/// aggregated relaxation pools capacity and proves only 7/7.9 of that; the size-class bound keeps nodes
+/// whole and proves 0.36.
+#[test]
+fn the_size_class_bound_sees_whole_nodes() {
+    use std::time::{Duration, Instant};
+    use stowage::solve::milp::{bound, structure::Structure, Options};
+    use stowage::solve::{greedy, problem::Problem};
+
+    let mut text = format!("{NODECLASS}{}", default_pool());
+    for i in 0..7 {
+        text.push_str(&pod(&format!("p{i}"), "", "1000m", ""));
+    }
+    let w = input::load_texts([(Path::new("seven.yaml"), text.as_str())]).expect("loads");
+    let weights = Weights::default();
+    let p = Problem::new(&w.cluster, small_catalog(), &weights).expect("builds");
+    let s = Structure::build(&p);
+    let start = greedy::plan(&p);
+    let sb = bound::size_bound(&p, &s, &start, Instant::now() + Duration::from_secs(30), Options { threads: 1, seed: 0 }).expect("solves");
+    assert!(sb.converged, "no pattern prices out at the end");
+    let b = sb.bound.expect("a bound");
+    assert!((b - 0.36).abs() < 1e-6, "size-class bound {b}, optimum 0.36");
+    let volume = 0.36 * 7.0 / 7.9;
+    assert!(b > volume + 0.04, "{b} is no better than the volume bound {volume}");
 }

@@ -306,6 +306,218 @@ impl<'a> State<'_, 'a> {
     }
 }
 
+impl State<'_, '_> {
+    /// Pairs of live new nodes of one group pool the pods that may move between them (`pinned` keys
+    /// agree on both, equal preferred-affinity score) and split them again, when another split lets
+    /// the two take configurations of the group that cost less in sum: one may grow while the other
+    /// shrinks more, which `shed` (moves into room that exists) cannot do. Splits are enumerated over
+    /// pod shapes (pods with equal requests are interchangeable), at most `SPLITS` per pair and
+    /// `PAIR_WORK` in all. A split that costs the same is taken when it gathers the pair's free room
+    /// on one node (`closeness` below), so that a later move or pair completes a step down: on
+    /// karpenter-1000 that is worth 1.6 $/h (227.56 → 225.99) where cheaper splits alone find nothing.
+    /// Moves go through kube-scheduler's filters on the final nodes; a pair whose moves do not pass is
+    /// restored. Returns whether anything changed.
+    fn repack_pairs(&mut self, gone: &[bool]) -> bool {
+        let p = self.p;
+        let mut by_cost: FxHashMap<usize, Vec<usize>> = FxHashMap::default();
+        let live: Vec<usize> = (0..self.new_nodes.len()).filter(|&k| !gone[k]).collect();
+        for &k in &live {
+            let g = p.configs[self.new_nodes[k]].group;
+            by_cost.entry(g).or_insert_with(|| {
+                let mut v: Vec<usize> = p.groups[g].iter().map(|&f| f as usize).collect();
+                v.sort_by(|&a, &b| p.configs[a].cost.total_cmp(&p.configs[b].cost).then(a.cmp(&b)));
+                v
+            });
+        }
+        let cheapest = |g: usize, load: &Resources| by_cost[&g].iter().copied().find(|&f| load.fits_in(&p.configs[f].allocatable));
+        // Room a step down from each configuration gives up: its allocatable minus that of the dearest
+        // cheaper configuration of its group.
+        let mut step: FxHashMap<usize, Resources> = FxHashMap::default();
+        for list in by_cost.values() {
+            let mut below: Option<usize> = None;
+            for (i, &f) in list.iter().enumerate() {
+                if i > 0 && p.configs[list[i - 1]].cost < p.configs[f].cost {
+                    below = Some(list[i - 1]);
+                }
+                if let Some(b) = below {
+                    step.insert(f, p.configs[f].allocatable.minus(&p.configs[b].allocatable));
+                }
+            }
+        }
+        // How much of a step down a node of configuration f with `load` has gathered: per resource the
+        // share of the step that is free, squared (so gathering it on one node counts), summed.
+        let closeness = |f: usize, load: &Resources| -> f64 {
+            let Some(st) = step.get(&f) else { return 0.0 };
+            let free = p.configs[f].allocatable.minus(load);
+            st.iter().filter(|(_, v)| *v > 0).map(|(name, v)| (free.get(name) as f64 / v as f64).clamp(0.0, 1.0).powi(2)).sum::<f64>()
+        };
+        let mut changed = false;
+        let mut work = 0usize;
+        for (ai, &a) in live.iter().enumerate() {
+            for &b in &live[ai + 1..] {
+                if work >= PAIR_WORK {
+                    return changed;
+                }
+                let (fa, fb) = (self.new_nodes[a], self.new_nodes[b]);
+                let g = p.configs[fa].group;
+                if p.configs[fb].group != g {
+                    continue;
+                }
+                work += PAIR_COST;
+                let (ia, ib) = (self.new_ix[a], self.new_ix[b]);
+                let (na, nb) = (&self.fs.nodes()[ia], &self.fs.nodes()[ib]);
+                // Movable pods of the pair, by shape.
+                let movable = |id: &PodId| -> bool {
+                    let pod = p.pod(*id);
+                    self.pinned[p.class_of[id]].as_ref().is_some_and(|ks| same_domains(ks, &na.labels, &nb.labels))
+                        && greedy::preferred_shortfall(pod, &na.labels, Some(&na.name)) == greedy::preferred_shortfall(pod, &nb.labels, Some(&nb.name))
+                };
+                let mut shapes: Vec<(Resources, Vec<PodId>)> = Vec::new();
+                for id in self.on[ia].iter().chain(&self.on[ib]).filter(|id| movable(id)) {
+                    let r = &p.pod(*id).requests;
+                    match shapes.iter_mut().find(|s| &s.0 == r) {
+                        Some(s) => s.1.push(*id),
+                        None => shapes.push((r.clone(), vec![*id])),
+                    }
+                }
+                let splits = shapes.iter().try_fold(1usize, |acc, s| acc.checked_mul(s.1.len() + 1)).unwrap_or(usize::MAX);
+                if shapes.is_empty() || splits > SPLITS {
+                    continue;
+                }
+                work += splits;
+                // Fixed load of each node: everything but its movable pods.
+                let mut load_a = na.requested.clone();
+                let mut load_b = nb.requested.clone();
+                for (r, ids) in &shapes {
+                    for id in ids {
+                        if self.node_of[id] == ia { load_a.sub(r) } else { load_b.sub(r) }
+                    }
+                }
+                // Start with every movable pod on a; digit s = pods of shape s on b.
+                for (r, ids) in &shapes {
+                    for _ in ids {
+                        load_a.add(r);
+                    }
+                }
+                // Lower cost first (prices closer than `tol` count as equal: catalogs round them), then
+                // more free room gathered on one node: Φ = closeness(a) + closeness(b) rises, so a later
+                // move or pair can complete a step down. Φ is bounded, so equal-cost splits end.
+                let now = p.configs[fa].cost + p.configs[fb].cost;
+                let tol = 1e-6 * now;
+                let phi_now = closeness(fa, &na.requested) + closeness(fb, &nb.requested);
+                let mut best: Option<(f64, f64, Vec<usize>, usize, usize)> = None;
+                let mut digits = vec![0usize; shapes.len()];
+                loop {
+                    if let (Some(ca), Some(cb)) = (cheapest(g, &load_a), cheapest(g, &load_b)) {
+                        let c = p.configs[ca].cost + p.configs[cb].cost;
+                        if c < now + tol {
+                            let phi = closeness(ca, &load_a) + closeness(cb, &load_b);
+                            let gain = if c < now - tol { true } else { phi > phi_now + 1e-9 };
+                            let better = best.as_ref().is_none_or(|b| if (c - b.0).abs() <= tol { phi > b.1 + 1e-9 } else { c < b.0 });
+                            if gain && better {
+                                best = Some((c, phi, digits.clone(), ca, cb));
+                            }
+                        }
+                    }
+                    // Next split: move one more pod of the first shape that has one left to b.
+                    let mut s = 0;
+                    while s < shapes.len() && digits[s] == shapes[s].1.len() {
+                        for _ in 0..digits[s] {
+                            load_b.sub(&shapes[s].0);
+                            load_a.add(&shapes[s].0);
+                        }
+                        digits[s] = 0;
+                        s += 1;
+                    }
+                    if s == shapes.len() {
+                        break;
+                    }
+                    digits[s] += 1;
+                    load_a.sub(&shapes[s].0);
+                    load_b.add(&shapes[s].0);
+                }
+                if let Some((_, _, digits, ca, cb)) = best
+                    && self.resplit(a, b, &shapes, &digits, ca, cb)
+                {
+                    changed = true;
+                }
+            }
+        }
+        changed
+    }
+
+    /// Puts `digits[s]` pods of shape `s` on new node `b` and the rest on `a`, and gives the nodes
+    /// configurations `ca` and `cb`; every pod that changes node must pass the filters there. Restores
+    /// everything and returns false if one does not.
+    fn resplit(&mut self, a: usize, b: usize, shapes: &[(Resources, Vec<PodId>)], digits: &[usize], ca: usize, cb: usize) -> bool {
+        let p = self.p;
+        let (ia, ib) = (self.new_ix[a], self.new_ix[b]);
+        // Which pods go where: keep pods in place where the split allows.
+        let mut moves: Vec<(PodId, usize, usize)> = Vec::new();
+        for ((_, ids), &on_b) in shapes.iter().zip(digits) {
+            let at_b: Vec<PodId> = ids.iter().copied().filter(|id| self.node_of[id] == ib).collect();
+            let at_a: Vec<PodId> = ids.iter().copied().filter(|id| self.node_of[id] == ia).collect();
+            if at_b.len() > on_b {
+                moves.extend(at_b[on_b..].iter().map(|&id| (id, ib, ia)));
+            } else {
+                moves.extend(at_a[..on_b - at_b.len()].iter().map(|&id| (id, ia, ib)));
+            }
+        }
+        let old = (self.new_nodes[a], self.new_nodes[b]);
+        for &(id, from, _) in &moves {
+            self.update(from, |fs| {
+                fs.remove_pod(p.pod(id), from);
+            });
+        }
+        let (alloc_a, alloc_b) = (p.configs[ca].allocatable.clone(), p.configs[cb].allocatable.clone());
+        self.update(ia, |fs| fs.set_allocatable(ia, alloc_a));
+        self.update(ib, |fs| fs.set_allocatable(ib, alloc_b));
+        let mut added: Vec<(PodId, usize)> = Vec::new();
+        let mut ok = true;
+        for &(id, _, to) in &moves {
+            let pod = p.pod(id);
+            let prep = self.fs.prepare(pod);
+            if self.fs.filter(&prep, pod, to).is_err() {
+                ok = false;
+                break;
+            }
+            self.update(to, |fs| fs.add_pod(pod, to));
+            added.push((id, to));
+        }
+        if !ok {
+            for &(id, to) in &added {
+                self.update(to, |fs| {
+                    fs.remove_pod(p.pod(id), to);
+                });
+            }
+            let (alloc_a, alloc_b) = (p.configs[old.0].allocatable.clone(), p.configs[old.1].allocatable.clone());
+            self.update(ia, |fs| fs.set_allocatable(ia, alloc_a));
+            self.update(ib, |fs| fs.set_allocatable(ib, alloc_b));
+            for &(id, from, _) in &moves {
+                self.update(from, |fs| fs.add_pod(p.pod(id), from));
+            }
+            return false;
+        }
+        for &(id, from, to) in &moves {
+            self.on[from].retain(|&x| x != id);
+            self.on[to].push(id);
+            self.node_of.insert(id, to);
+            let i = self.placement_of[&id];
+            self.placements[i].1 = self.target_of[to].expect("pairs are new nodes");
+        }
+        self.new_nodes[a] = ca;
+        self.new_nodes[b] = cb;
+        true
+    }
+}
+
+/// Splits enumerated for one pair of nodes, at most; work (splits, and `PAIR_COST` per pair looked
+/// at) per `repack_pairs`, at most: karpenter-1000's 200 new nodes in three groups make about 6,600
+/// pairs; karpenter-20000's 4,000 reach the cap.
+const SPLITS: usize = 4096;
+const PAIR_COST: usize = 16;
+const PAIR_WORK: usize = 2_000_000;
+
 /// One change `shed` made, to undo it.
 #[derive(Clone, Copy)]
 enum Move {
@@ -429,6 +641,9 @@ pub fn shrink(p: &Problem, o: &Outcome) -> Option<Outcome> {
                 s.update(ix, |fs| fs.set_allocatable(ix, alloc));
                 changed = true;
             }
+        }
+        if s.repack_pairs(&gone) {
+            changed = true;
         }
         if !changed {
             break;

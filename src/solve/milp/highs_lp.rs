@@ -48,7 +48,7 @@ fn base(m: &Master, integer: bool, from: usize, rows_out: &mut Vec<Row>) -> ColP
     pb
 }
 
-fn configure(model: &mut Model, o: &Options, time_limit: Duration) {
+pub(super) fn configure(model: &mut Model, o: &Options, time_limit: Duration) {
     // STOWAGE_DEBUG_HIGHS: HiGHS's own log on stdout.
     if std::env::var_os("STOWAGE_DEBUG_HIGHS").is_none() {
         model.make_quiet();

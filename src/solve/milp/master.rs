@@ -336,25 +336,7 @@ impl<'p, 'a> Master<'p, 'a> {
         for g in 0..ng {
             cap_rows.push((0..nd).map(|d| m.named(format!("agg.capacity[{g}][{}]", m.s.dims[d]), -INF, 0.0)).collect());
         }
-        // Cliques of mutually repelling classes.
-        let mut cliques: Vec<Vec<usize>> = Vec::new();
-        for c in 0..m.s.n.len() {
-            let pod = p.pod(p.classes[c].rep);
-            for t in &pod.anti_affinity {
-                if t.key != crate::domain::labels::keys::HOSTNAME || !crate::semantics::interpod::term_matches(t, pod) {
-                    continue;
-                }
-                let k: Vec<usize> = (0..m.s.n.len())
-                    .filter(|&q| {
-                        let qp = p.pod(p.classes[q].rep);
-                        qp.anti_affinity.contains(t) && crate::semantics::interpod::term_matches(t, qp)
-                    })
-                    .collect();
-                if !cliques.contains(&k) {
-                    cliques.push(k);
-                }
-            }
-        }
+        let cliques = m.s.hostname_cliques(p);
         let in_clique: Vec<bool> = (0..m.s.n.len()).map(|c| cliques.iter().any(|k| k.contains(&c))).collect();
         let singles: Vec<usize> = (0..m.s.n.len()).filter(|&c| m.s.one_per_node[c] && !in_clique[c]).collect();
         let mut node_rows: Vec<Vec<(usize, f64)>> = vec![Vec::new(); ng];

@@ -15,6 +15,7 @@
 //!
 //! The budget, the comparison with greedy and the fallback live in [`crate::solve::driver`].
 
+pub mod bound;
 pub mod highs_lp;
 pub mod master;
 pub mod pricing;
@@ -209,6 +210,8 @@ fn seed_columns(m: &mut Master) {
 
 /// Share of the budget for the aggregated relaxation (the lower bound and the first duals).
 const AGGREGATE_SHARE: f64 = 0.2;
+/// Share of the budget left for the size-class bound.
+const SIZE_BOUND_SHARE: f64 = 0.25;
 /// A broken HiGHS answer is solved again without the start only if this much budget is left.
 const RESOLVE_MIN: Duration = Duration::from_millis(20);
 /// Share of the remaining budget given to HiGHS for the integer program.
@@ -246,7 +249,6 @@ fn check_answer(m: &Master, mip: &mut highs_lp::Solved) -> Option<String> {
 
 /// Runs the aggregated relaxation, column generation and the integer program until `deadline`.
 pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: Options) -> Result<Run, String> {
-    let t0 = Instant::now();
     let mut phases = Vec::new();
     let mut note = String::new();
 
@@ -265,18 +267,43 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
         note: format!("{note}the budget was spent before {phase}; "),
     };
     if Instant::now() >= deadline {
-        return Ok(out_of_time(None, phases, note, "the aggregated relaxation"));
+        return Ok(out_of_time(None, phases, note, "the lower bounds"));
+    }
+
+    // The aggregated relaxation's model (its structure serves the size-class bound too).
+    let t0 = Instant::now();
+    let agg = Master::aggregate(p);
+    let agg_build = t0.elapsed();
+    let mut lower_bound: Option<f64> = None;
+
+    // The size-class bound: whole nodes, so it sees what integer node sizes leave over.
+    if Instant::now() < deadline {
+        let tb = Instant::now();
+        let share = deadline.saturating_duration_since(tb).mul_f64(SIZE_BOUND_SHARE);
+        let sb = bound::size_bound(p, &agg.s, greedy, tb + share, opts)?;
+        if debug() {
+            eprintln!("milp: size bound {:?} ({} items, {} rounds, {} columns, converged {})", sb.bound, sb.items, sb.rounds, sb.columns, sb.converged);
+        }
+        if let Some(b) = sb.bound {
+            lower_bound = Some(lower_bound.map_or(b, |l: f64| l.max(b)));
+        }
+        note.push_str(&format!("size-class bound {} after {} rounds{}; ", sb.bound.map_or("none".to_string(), |b| format!("{b:.4}")), sb.rounds, if sb.converged { ", converged" } else { "" }));
+        phases.push(("size-bound".to_string(), ms(tb.elapsed())));
     }
 
     // The aggregated relaxation: a lower bound valid for the whole model, and stable duals.
-    let agg = Master::aggregate(p);
+    if Instant::now() >= deadline {
+        return Ok(out_of_time(lower_bound, phases, note, "the aggregated relaxation"));
+    }
+    let t0 = Instant::now() - agg_build;
     let agg_left = deadline.saturating_duration_since(Instant::now()).mul_f64(AGGREGATE_SHARE);
     let agg_sol = highs_lp::solve_lp(&agg, opts, agg_left)?;
-    let mut lower_bound = (agg_sol.status == highs::HighsModelStatus::Optimal).then_some(agg_sol.objective);
-    if lower_bound.is_none() {
-        note.push_str(&format!("aggregated relaxation ended {:?}; ", agg_sol.status));
+    let agg_bound = (agg_sol.status == highs::HighsModelStatus::Optimal).then_some(agg_sol.objective);
+    match agg_bound {
+        Some(b) => lower_bound = Some(lower_bound.map_or(b, |l: f64| l.max(b))),
+        None => note.push_str(&format!("aggregated relaxation ended {:?}; ", agg_sol.status)),
     }
-    let mut center: Option<Vec<f64>> = (agg_sol.row_duals.len() >= agg.shared_rows && lower_bound.is_some()).then(|| agg_sol.row_duals[..agg.shared_rows].to_vec());
+    let mut center: Option<Vec<f64>> = (agg_sol.row_duals.len() >= agg.shared_rows && agg_bound.is_some()).then(|| agg_sol.row_duals[..agg.shared_rows].to_vec());
     phases.push(("aggregated-relaxation".to_string(), ms(t0.elapsed())));
 
     if Instant::now() >= deadline {

@@ -160,6 +160,30 @@ fn matches_selector(sel: Option<&LabelSelector>, ns: &str, pod: &Pod) -> bool {
 }
 
 impl Structure {
+    /// Cliques of classes no two pods of which may share a node: the classes carrying one hostname
+    /// anti-affinity term and matching it themselves (each clique listed once, in class order).
+    pub fn hostname_cliques(&self, p: &Problem) -> Vec<Vec<usize>> {
+        let mut cliques: Vec<Vec<usize>> = Vec::new();
+        for c in 0..self.n.len() {
+            let pod = p.pod(p.classes[c].rep);
+            for t in &pod.anti_affinity {
+                if t.key != keys::HOSTNAME || !interpod::term_matches(t, pod) {
+                    continue;
+                }
+                let k: Vec<usize> = (0..self.n.len())
+                    .filter(|&q| {
+                        let qp = p.pod(p.classes[q].rep);
+                        qp.anti_affinity.contains(t) && interpod::term_matches(t, qp)
+                    })
+                    .collect();
+                if !cliques.contains(&k) {
+                    cliques.push(k);
+                }
+            }
+        }
+        cliques
+    }
+
     pub fn build(p: &Problem) -> Structure {
         let nc = p.classes.len();
         let rep = |c: usize| p.pod(p.classes[c].rep);
