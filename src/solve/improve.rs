@@ -31,7 +31,7 @@ use super::problem::{rule_signature, same_rules, Problem};
 use super::{greedy, objective, scheduler_state, verify, Outcome, Target};
 use crate::domain::labels::{keys, Labels};
 use crate::domain::pod::PodId;
-use crate::domain::resources::Resources;
+use crate::domain::resources::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
 use crate::semantics::filter::FilterState;
 use crate::semantics::{interpod, selectors};
 
@@ -329,10 +329,21 @@ impl State<'_, '_> {
                 v
             });
         }
-        let cheapest = |g: usize, load: &Resources| by_cost[&g].iter().copied().find(|&f| load.fits_in(&p.configs[f].allocatable));
+        // Dense resource vectors over the resources any live node uses, so the split search neither
+        // allocates nor compares resource names.
+        let mut dims: Vec<String> = [CPU, MEMORY, EPHEMERAL_STORAGE, PODS].iter().map(|d| d.to_string()).collect();
+        for &k in &live {
+            for (name, _) in self.fs.nodes()[self.new_ix[k]].requested.extended() {
+                if !dims.contains(name) {
+                    dims.push(name.clone());
+                }
+            }
+        }
+        let dense = |r: &Resources| -> Vec<i64> { dims.iter().map(|d| r.get(d)).collect() };
+        let alloc: FxHashMap<usize, Vec<i64>> = by_cost.values().flatten().map(|&f| (f, dense(&p.configs[f].allocatable))).collect();
         // Room a step down from each configuration gives up: its allocatable minus that of the dearest
         // cheaper configuration of its group.
-        let mut step: FxHashMap<usize, Resources> = FxHashMap::default();
+        let mut step: FxHashMap<usize, Vec<i64>> = FxHashMap::default();
         for list in by_cost.values() {
             let mut below: Option<usize> = None;
             for (i, &f) in list.iter().enumerate() {
@@ -340,16 +351,32 @@ impl State<'_, '_> {
                     below = Some(list[i - 1]);
                 }
                 if let Some(b) = below {
-                    step.insert(f, p.configs[f].allocatable.minus(&p.configs[b].allocatable));
+                    step.insert(f, alloc[&f].iter().zip(&alloc[&b]).map(|(x, y)| x - y).collect());
                 }
             }
         }
+        // Per group, in cost order: (configuration, cost, allocatable).
+        let menu: FxHashMap<usize, Vec<(usize, f64, Vec<i64>)>> =
+            by_cost.iter().map(|(&g, list)| (g, list.iter().map(|&f| (f, p.configs[f].cost, alloc[&f].clone())).collect())).collect();
+        // The cheapest configuration of group g that holds `load` and costs less than `limit`
+        // (NodeResourcesFit: only requested resources are compared); `checks` counts the work.
+        let cheapest = |g: usize, load: &[i64], limit: f64, checks: &mut usize| {
+            for (f, cost, a) in &menu[&g] {
+                if *cost >= limit {
+                    return None;
+                }
+                *checks += 1;
+                if load.iter().zip(a).all(|(l, a)| *l <= 0 || l <= a) {
+                    return Some(*f);
+                }
+            }
+            None
+        };
         // How much of a step down a node of configuration f with `load` has gathered: per resource the
         // share of the step that is free, squared (so gathering it on one node counts), summed.
-        let closeness = |f: usize, load: &Resources| -> f64 {
+        let closeness = |f: usize, load: &[i64]| -> f64 {
             let Some(st) = step.get(&f) else { return 0.0 };
-            let free = p.configs[f].allocatable.minus(load);
-            st.iter().filter(|(_, v)| *v > 0).map(|(name, v)| (free.get(name) as f64 / v as f64).clamp(0.0, 1.0).powi(2)).sum::<f64>()
+            st.iter().zip(&alloc[&f]).zip(load).filter(|((v, _), _)| **v > 0).map(|((v, a), l)| ((a - l) as f64 / *v as f64).clamp(0.0, 1.0).powi(2)).sum::<f64>()
         };
         let mut changed = false;
         let mut work = 0usize;
@@ -372,31 +399,33 @@ impl State<'_, '_> {
                     self.pinned[p.class_of[id]].as_ref().is_some_and(|ks| same_domains(ks, &na.labels, &nb.labels))
                         && greedy::preferred_shortfall(pod, &na.labels, Some(&na.name)) == greedy::preferred_shortfall(pod, &nb.labels, Some(&nb.name))
                 };
-                let mut shapes: Vec<(Resources, Vec<PodId>)> = Vec::new();
+                let mut shapes: Vec<(Vec<i64>, Vec<PodId>)> = Vec::new();
                 for id in self.on[ia].iter().chain(&self.on[ib]).filter(|id| movable(id)) {
-                    let r = &p.pod(*id).requests;
-                    match shapes.iter_mut().find(|s| &s.0 == r) {
+                    let r = dense(&p.pod(*id).requests);
+                    match shapes.iter_mut().find(|s| s.0 == r) {
                         Some(s) => s.1.push(*id),
-                        None => shapes.push((r.clone(), vec![*id])),
+                        None => shapes.push((r, vec![*id])),
                     }
                 }
                 let splits = shapes.iter().try_fold(1usize, |acc, s| acc.checked_mul(s.1.len() + 1)).unwrap_or(usize::MAX);
                 if shapes.is_empty() || splits > SPLITS {
                     continue;
                 }
-                work += splits;
                 // Fixed load of each node: everything but its movable pods.
-                let mut load_a = na.requested.clone();
-                let mut load_b = nb.requested.clone();
+                let (now_a, now_b) = (dense(&na.requested), dense(&nb.requested));
+                let mut load_a = now_a.clone();
+                let mut load_b = now_b.clone();
+                let sub = |x: &mut [i64], r: &[i64]| x.iter_mut().zip(r).for_each(|(v, d)| *v -= d);
+                let add = |x: &mut [i64], r: &[i64]| x.iter_mut().zip(r).for_each(|(v, d)| *v += d);
                 for (r, ids) in &shapes {
                     for id in ids {
-                        if self.node_of[id] == ia { load_a.sub(r) } else { load_b.sub(r) }
+                        if self.node_of[id] == ia { sub(&mut load_a, r) } else { sub(&mut load_b, r) }
                     }
                 }
                 // Start with every movable pod on a; digit s = pods of shape s on b.
                 for (r, ids) in &shapes {
                     for _ in ids {
-                        load_a.add(r);
+                        add(&mut load_a, r);
                     }
                 }
                 // Lower cost first (prices closer than `tol` count as equal: catalogs round them), then
@@ -404,11 +433,14 @@ impl State<'_, '_> {
                 // move or pair can complete a step down. Φ is bounded, so equal-cost splits end.
                 let now = p.configs[fa].cost + p.configs[fb].cost;
                 let tol = 1e-6 * now;
-                let phi_now = closeness(fa, &na.requested) + closeness(fb, &nb.requested);
+                let floor = p.configs[by_cost[&g][0]].cost;
+                let phi_now = closeness(fa, &now_a) + closeness(fb, &now_b);
                 let mut best: Option<(f64, f64, Vec<usize>, usize, usize)> = None;
                 let mut digits = vec![0usize; shapes.len()];
                 loop {
-                    if let (Some(ca), Some(cb)) = (cheapest(g, &load_a), cheapest(g, &load_b)) {
+                    if let Some(ca) = cheapest(g, &load_a, now + tol - floor, &mut work)
+                        && let Some(cb) = cheapest(g, &load_b, now + tol - p.configs[ca].cost, &mut work)
+                    {
                         let c = p.configs[ca].cost + p.configs[cb].cost;
                         if c < now + tol {
                             let phi = closeness(ca, &load_a) + closeness(cb, &load_b);
@@ -423,8 +455,8 @@ impl State<'_, '_> {
                     let mut s = 0;
                     while s < shapes.len() && digits[s] == shapes[s].1.len() {
                         for _ in 0..digits[s] {
-                            load_b.sub(&shapes[s].0);
-                            load_a.add(&shapes[s].0);
+                            sub(&mut load_b, &shapes[s].0);
+                            add(&mut load_a, &shapes[s].0);
                         }
                         digits[s] = 0;
                         s += 1;
@@ -433,8 +465,8 @@ impl State<'_, '_> {
                         break;
                     }
                     digits[s] += 1;
-                    load_a.sub(&shapes[s].0);
-                    load_b.add(&shapes[s].0);
+                    sub(&mut load_a, &shapes[s].0);
+                    add(&mut load_b, &shapes[s].0);
                 }
                 if let Some((_, _, digits, ca, cb)) = best
                     && self.resplit(a, b, &shapes, &digits, ca, cb)
@@ -449,7 +481,7 @@ impl State<'_, '_> {
     /// Puts `digits[s]` pods of shape `s` on new node `b` and the rest on `a`, and gives the nodes
     /// configurations `ca` and `cb`; every pod that changes node must pass the filters there. Restores
     /// everything and returns false if one does not.
-    fn resplit(&mut self, a: usize, b: usize, shapes: &[(Resources, Vec<PodId>)], digits: &[usize], ca: usize, cb: usize) -> bool {
+    fn resplit(&mut self, a: usize, b: usize, shapes: &[(Vec<i64>, Vec<PodId>)], digits: &[usize], ca: usize, cb: usize) -> bool {
         let p = self.p;
         let (ia, ib) = (self.new_ix[a], self.new_ix[b]);
         // Which pods go where: keep pods in place where the split allows.
@@ -511,12 +543,13 @@ impl State<'_, '_> {
     }
 }
 
-/// Splits enumerated for one pair of nodes, at most; work (splits, and `PAIR_COST` per pair looked
-/// at) per `repack_pairs`, at most: karpenter-1000's 200 new nodes in three groups make about 6,600
-/// pairs; karpenter-20000's 4,000 reach the cap.
+/// Splits enumerated for one pair of nodes, at most; work (configurations checked against a split's
+/// loads, and `PAIR_COST` per pair looked at) per `repack_pairs`, at most: a count, unlike a clock,
+/// keeps plans deterministic. karpenter-1000 takes about 720,000 per call; karpenter-5000 and openb-7d
+/// (hundreds of configurations per group) reach the cap.
 const SPLITS: usize = 4096;
 const PAIR_COST: usize = 16;
-const PAIR_WORK: usize = 2_000_000;
+const PAIR_WORK: usize = 1_000_000;
 
 /// One change `shed` made, to undo it.
 #[derive(Clone, Copy)]

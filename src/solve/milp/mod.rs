@@ -211,7 +211,7 @@ fn seed_columns(m: &mut Master) {
 /// Share of the budget for the aggregated relaxation (the lower bound and the first duals).
 const AGGREGATE_SHARE: f64 = 0.2;
 /// Share of the budget left for the size-class bound.
-const SIZE_BOUND_SHARE: f64 = 0.25;
+const SIZE_BOUND_SHARE: f64 = 0.2;
 /// A broken HiGHS answer is solved again without the start only if this much budget is left.
 const RESOLVE_MIN: Duration = Duration::from_millis(20);
 /// Share of the remaining budget given to HiGHS for the integer program.
@@ -267,17 +267,33 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
         note: format!("{note}the budget was spent before {phase}; "),
     };
     if Instant::now() >= deadline {
-        return Ok(out_of_time(None, phases, note, "the lower bounds"));
+        return Ok(out_of_time(None, phases, note, "the aggregated relaxation"));
     }
 
     // The aggregated relaxation's model (its structure serves the size-class bound too).
     let t0 = Instant::now();
     let agg = Master::aggregate(p);
-    let agg_build = t0.elapsed();
     let mut lower_bound: Option<f64> = None;
 
-    // The size-class bound: whole nodes, so it sees what integer node sizes leave over.
-    if Instant::now() < deadline {
+    // The aggregated relaxation: a lower bound valid for the whole model, and stable duals.
+    if Instant::now() >= deadline {
+        return Ok(out_of_time(lower_bound, phases, note, "the aggregated relaxation"));
+    }
+    let agg_left = deadline.saturating_duration_since(Instant::now()).mul_f64(AGGREGATE_SHARE);
+    let agg_sol = highs_lp::solve_lp(&agg, opts, agg_left)?;
+    let agg_bound = (agg_sol.status == highs::HighsModelStatus::Optimal).then_some(agg_sol.objective);
+    match agg_bound {
+        Some(b) => lower_bound = Some(lower_bound.map_or(b, |l: f64| l.max(b))),
+        None => note.push_str(&format!("aggregated relaxation ended {:?}; ", agg_sol.status)),
+    }
+    let mut center: Option<Vec<f64>> = (agg_sol.row_duals.len() >= agg.shared_rows && agg_bound.is_some()).then(|| agg_sol.row_duals[..agg.shared_rows].to_vec());
+    phases.push(("aggregated-relaxation".to_string(), ms(t0.elapsed())));
+
+    // The size-class bound: whole nodes, so it sees what integer node sizes leave over. Only when the
+    // aggregated bound does not already prove the target gap for the greedy plan.
+    let greedy_objective = crate::solve::objective(p, greedy).total();
+    let proven = lower_bound.is_some_and(|b| greedy_objective - b <= gap * greedy_objective.abs());
+    if Instant::now() < deadline && !proven {
         let tb = Instant::now();
         let share = deadline.saturating_duration_since(tb).mul_f64(SIZE_BOUND_SHARE);
         let sb = bound::size_bound(p, &agg.s, greedy, tb + share, opts)?;
@@ -290,21 +306,6 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
         note.push_str(&format!("size-class bound {} after {} rounds{}; ", sb.bound.map_or("none".to_string(), |b| format!("{b:.4}")), sb.rounds, if sb.converged { ", converged" } else { "" }));
         phases.push(("size-bound".to_string(), ms(tb.elapsed())));
     }
-
-    // The aggregated relaxation: a lower bound valid for the whole model, and stable duals.
-    if Instant::now() >= deadline {
-        return Ok(out_of_time(lower_bound, phases, note, "the aggregated relaxation"));
-    }
-    let t0 = Instant::now() - agg_build;
-    let agg_left = deadline.saturating_duration_since(Instant::now()).mul_f64(AGGREGATE_SHARE);
-    let agg_sol = highs_lp::solve_lp(&agg, opts, agg_left)?;
-    let agg_bound = (agg_sol.status == highs::HighsModelStatus::Optimal).then_some(agg_sol.objective);
-    match agg_bound {
-        Some(b) => lower_bound = Some(lower_bound.map_or(b, |l: f64| l.max(b))),
-        None => note.push_str(&format!("aggregated relaxation ended {:?}; ", agg_sol.status)),
-    }
-    let mut center: Option<Vec<f64>> = (agg_sol.row_duals.len() >= agg.shared_rows && agg_bound.is_some()).then(|| agg_sol.row_duals[..agg.shared_rows].to_vec());
-    phases.push(("aggregated-relaxation".to_string(), ms(t0.elapsed())));
 
     if Instant::now() >= deadline {
         return Ok(out_of_time(lower_bound, phases, note, "the pattern model"));
