@@ -20,8 +20,10 @@
 //! Node `A` is shrunk step by step: for the next cheaper configuration `g` of its group, pods are moved
 //! off it until its requests fit `g`'s allocatable (largest share of the excess first, each to the node
 //! that fits it most tightly by cpu), or exchanged for a look-alike on a node with room for it, when
-//! that lowers the excess; if the excess cannot be covered the attempt is undone. The plan is replayed
-//! at the end, and the original is kept if it does not replay or is not cheaper.
+//! that lowers the excess; if the excess cannot be covered the attempt is undone. Each scan ends with
+//! pair re-splits (`State::repack_pairs`): two new nodes of one group share out their movable pods
+//! again when that makes the pair cheaper, or gathers its free room on one node at equal cost. The plan
+//! is replayed at the end, and the original is kept if it does not replay or is not cheaper.
 
 use std::collections::BTreeSet;
 
