@@ -12,15 +12,15 @@
 use std::hint::black_box;
 use std::path::PathBuf;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{Criterion, criterion_group, criterion_main};
 
-use stowage::bench::corpus;
-use stowage::check;
-use stowage::cli::{make_plan, Solver};
-use stowage::domain::catalog::Catalog;
-use stowage::input::Workload;
-use stowage::solve::{greedy, Problem};
-use stowage::weights::Weights;
+use stowage_bench::corpus;
+use stowage_core::check;
+use stowage_core::domain::catalog::Catalog;
+use stowage_core::solve::{Problem, greedy};
+use stowage_core::solve::{Solver, plan_cluster};
+use stowage_core::weights::Weights;
+use stowage_input::Workload;
 
 fn load(name: &str) -> (Workload, Catalog) {
     let index = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(corpus::STANDARD_INDEX);
@@ -60,7 +60,7 @@ fn check_benches(c: &mut Criterion) {
     g.sample_size(10);
     for name in ["karpenter-1000", "mixed-3"] {
         let (w, cat) = load(name);
-        let plan = make_plan(&w, &cat, &weights, Solver::Greedy).expect("plan");
+        let plan = plan_cluster(&w.cluster, &cat, &weights, Solver::Greedy).expect("plan");
         g.bench_function(name, |b| b.iter(|| black_box(check::check(&w.cluster, &cat, black_box(&plan)))));
     }
     g.finish();

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test tier: unit and integration tests (HiGHS, the planners, the checker), clippy.
+# Runs every test tier of every crate: formatting, unit and integration tests (HiGHS, the planners, the
+# checker, tests/layering.rs and tests/tidy.rs on the structure), clippy.
 # The e2e tier (tests/e2e_*.rs: a real control plane and moto, docs/control-plane.md) runs in `cargo test`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,7 +14,10 @@ tests/moto/moto.sh venv
 # tests/peer_karpenter.rs and the bench run Karpenter's scheduler (peers/karpenter); build.sh is cached
 # under $STOWAGE_CACHE and takes ~50 ms when current.
 peers/karpenter/build.sh >/dev/null
-cargo build --all-targets --quiet
-cargo test --quiet --no-fail-fast
-cargo clippy --all-targets --quiet -- -D warnings
+cargo fmt --all --check
+cargo build --workspace --all-targets --quiet
+cargo test --workspace --quiet --no-fail-fast
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The binary without the controller and the benchmark (what scripts/demo.sh builds) must build on its own.
+cargo clippy -p stowage --no-default-features --quiet -- -D warnings
 echo "tests passed in $(( $(date +%s) - start ))s"

@@ -1,3 +1,7 @@
+//! The `stowage` binary: the command line over the library crates (crates/*; ARCHITECTURE.md).
+
+mod cli;
+
 fn main() -> std::process::ExitCode {
-    stowage::cli::main()
+    cli::main()
 }

@@ -5,15 +5,14 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{node, pod, pool_full, NODECLASS};
-use stowage::input;
-use stowage::plan::Plan;
-use stowage::weights::{Weights, DEFAULT_YAML};
+use common::{NODECLASS, node, pod, pool_full};
+use stowage_core::plan::Plan;
+use stowage_core::weights::{DEFAULT_YAML, Weights};
 
 /// The error of loading these (file name, text) pairs, as the CLI prints it.
 #[track_caller]
 fn load_error(files: &[(&str, &str)]) -> String {
-    match input::load_texts(files.iter().map(|(f, t)| (Path::new(*f), *t))) {
+    match stowage_input::load_texts(files.iter().map(|(f, t)| (Path::new(*f), *t))) {
         Ok(_) => panic!("{files:?} loads, an error was expected"),
         Err(e) => e.to_string(),
     }
@@ -53,16 +52,13 @@ fn workload_errors_name_file_object_and_field() {
         ("a field of the wrong type", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: \"x\"}\n".into(), vec!["case.yaml", "Pod x", "spec.containers", "invalid type"]),
         (
             "an error in a List item",
-            "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Namespace, metadata: {name: a}}\n- {apiVersion: v1, kind: Pod, metadata: {name: b, namespace: ns}, spec: {containers: 5}}\n".into(),
+            "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Namespace, metadata: {name: a}}\n- {apiVersion: v1, kind: Pod, metadata: {name: b, namespace: ns}, spec: {containers: 5}}\n"
+                .into(),
             vec!["case.yaml", "items[1]", "Pod ns/b", "spec.containers"],
         ),
         ("an error in the second document", format!("{}{}", pod("ok", "", "1", ""), p("nodeSelector: 5")), vec!["case.yaml (document 2)", "Pod default/p", "spec.nodeSelector"]),
         ("an invalid cpu quantity", pod("p", "", "lots", ""), vec!["case.yaml", "Pod default/p", "spec.containers[0].resources.requests.cpu", "invalid quantity \"lots\""]),
-        (
-            "a negative memory request",
-            p("").replace("requests: {cpu: 100m}", "requests: {memory: -1Gi}"),
-            vec!["Pod default/p", "spec.containers[0].resources.requests.memory", "negative"],
-        ),
+        ("a negative memory request", p("").replace("requests: {cpu: 100m}", "requests: {memory: -1Gi}"), vec!["Pod default/p", "spec.containers[0].resources.requests.memory", "negative"]),
         (
             "an invalid init container limit",
             p("initContainers: [{name: i, image: x, resources: {limits: {cpu: 1x}}}]"),
@@ -74,12 +70,12 @@ fn workload_errors_name_file_object_and_field() {
             node("n1", "zone-a", "2", "", "").replacen("memory: 16Gi, pods", "memory: 16Gx, pods", 1),
             vec!["case.yaml", "Node n1", "status.allocatable.memory", "invalid quantity"],
         ),
+        ("a node without allocatable", "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {}\n".into(), vec!["Node n1", "status.allocatable", "needs status.allocatable"]),
         (
-            "a node without allocatable",
-            "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {}\n".into(),
-            vec!["Node n1", "status.allocatable", "needs status.allocatable"],
+            "an unknown node selector operator",
+            node_expr("matchExpressions: [{key: zone, operator: Near, values: [a]}]"),
+            vec!["Pod default/p", term_field!("matchExpressions[0].operator"), "unknown operator \"Near\""],
         ),
-        ("an unknown node selector operator", node_expr("matchExpressions: [{key: zone, operator: Near, values: [a]}]"), vec!["Pod default/p", term_field!("matchExpressions[0].operator"), "unknown operator \"Near\""]),
         ("In without values", node_expr("matchExpressions: [{key: zone, operator: In}]"), vec![term_field!("matchExpressions[0].values"), "needs at least one value"]),
         ("Exists with values", node_expr("matchExpressions: [{key: zone, operator: Exists, values: [a]}]"), vec![term_field!("matchExpressions[0].values"), "takes no values"]),
         ("Gt with two values", node_expr("matchExpressions: [{key: gen, operator: Gt, values: [\"1\", \"2\"]}]"), vec![term_field!("matchExpressions[0].values"), "exactly one value"]),
@@ -103,7 +99,9 @@ fn workload_errors_name_file_object_and_field() {
         ),
         (
             "a bad namespaceSelector",
-            p("affinity: {podAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {}, topologyKey: zone, namespaceSelector: {matchExpressions: [{key: team, operator: Maybe}]}}]}}"),
+            p(
+                "affinity: {podAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {}, topologyKey: zone, namespaceSelector: {matchExpressions: [{key: team, operator: Maybe}]}}]}}",
+            ),
             vec!["spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].namespaceSelector.matchExpressions[0].operator"],
         ),
         (
@@ -112,7 +110,11 @@ fn workload_errors_name_file_object_and_field() {
             vec!["spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey", "empty topologyKey"],
         ),
         ("maxSkew 0", p("topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]"), vec!["spec.topologySpreadConstraints[0].maxSkew", "at least 1"]),
-        ("an unknown whenUnsatisfiable", p("topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Sometimes}]"), vec!["spec.topologySpreadConstraints[0].whenUnsatisfiable", "\"Sometimes\""]),
+        (
+            "an unknown whenUnsatisfiable",
+            p("topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Sometimes}]"),
+            vec!["spec.topologySpreadConstraints[0].whenUnsatisfiable", "\"Sometimes\""],
+        ),
         (
             "minDomains with ScheduleAnyway",
             p("topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, minDomains: 2}]"),
@@ -134,7 +136,10 @@ fn workload_errors_name_file_object_and_field() {
         ),
         (
             "a claim bound to a missing PersistentVolume",
-            format!("{}---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: data, namespace: default}}\nspec: {{volumeName: pv-x, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}\n", p("volumes: [{name: d, persistentVolumeClaim: {claimName: data}}]")),
+            format!(
+                "{}---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: data, namespace: default}}\nspec: {{volumeName: pv-x, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}\n",
+                p("volumes: [{name: d, persistentVolumeClaim: {claimName: data}}]")
+            ),
             vec!["PersistentVolumeClaim default/data", "spec.volumeName", "PersistentVolume \"pv-x\" not found"],
         ),
         (
@@ -171,11 +176,7 @@ fn workload_errors_name_file_object_and_field() {
             format!("{NODECLASS}{}", pool_full("np", "", "{karpenter.sh/nodepool: x}", "", "")),
             vec!["NodePool np", "spec.template.metadata.labels.karpenter.sh/nodepool", "restricted"],
         ),
-        (
-            "an EC2NodeClass with an unknown AMI alias",
-            NODECLASS.replace("al2023@latest", "plan9@latest"),
-            vec!["EC2NodeClass default", "spec.amiSelectorTerms", "\"plan9\""],
-        ),
+        ("an EC2NodeClass with an unknown AMI alias", NODECLASS.replace("al2023@latest", "plan9@latest"), vec!["EC2NodeClass default", "spec.amiSelectorTerms", "\"plan9\""]),
         (
             "an EC2NodeClass with an invalid eviction threshold",
             NODECLASS.replace("role: test,", "role: test, kubelet: {evictionHard: {memory.available: lots%}},"),
@@ -256,7 +257,7 @@ fn unknown_kinds_are_skipped_with_a_warning() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: default}}\ndata: {{a: b}}\n---\napiVersion: other.io/v1\nkind: NodePool\nmetadata: {{name: foreign}}\nspec: {{}}\n{}",
         pod("p", "", "100m", "")
     );
-    let w = input::load_texts([(Path::new("mixed.yaml"), text.as_str())]).expect("unknown kinds do not fail the load");
+    let w = stowage_input::load_texts([(Path::new("mixed.yaml"), text.as_str())]).expect("unknown kinds do not fail the load");
     assert_eq!(w.warnings.len(), 2, "{:?}", w.warnings);
     assert_mentions("ConfigMap", &w.warnings[0], &["mixed.yaml", "ConfigMap default/settings", "skipped"]);
     assert_mentions("a NodePool of another group", &w.warnings[1], &["mixed.yaml (document 2)", "NodePool foreign", "other.io/v1", "skipped"]);
@@ -271,24 +272,24 @@ fn files_on_disk() {
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("pods.yaml");
     std::fs::write(&bad, pod("p", "", "lots", "")).unwrap();
-    let msg = input::load(std::slice::from_ref(&bad)).unwrap_err().to_string();
+    let msg = stowage_input::load(std::slice::from_ref(&bad)).unwrap_err().to_string();
     assert_mentions("a file", &msg, &[&bad.display().to_string(), "Pod default/p", "spec.containers[0].resources.requests.cpu"]);
     let missing: PathBuf = dir.join("missing.yaml");
-    let msg = input::load(std::slice::from_ref(&missing)).unwrap_err().to_string();
+    let msg = stowage_input::load(std::slice::from_ref(&missing)).unwrap_err().to_string();
     assert_mentions("a missing file", &msg, &[&missing.display().to_string(), "cannot read"]);
 
     let cat = dir.join("catalog.yaml");
     std::fs::write(&cat, "schema: stowage.dev/catalog/v1\nname: x\ninstanceTypes: []\nbogus: 1\n").unwrap();
-    let msg = stowage::catalog::load(&cat).unwrap_err().to_string();
+    let msg = stowage_input::catalog::load(&cat).unwrap_err().to_string();
     assert_mentions("a catalog file", &msg, &[&cat.display().to_string(), "bogus"]);
-    let msg = stowage::catalog::load(&dir.join("nope.yaml")).unwrap_err().to_string();
+    let msg = stowage_input::catalog::load(&dir.join("nope.yaml")).unwrap_err().to_string();
     assert_mentions("a missing catalog", &msg, &["nope.yaml", "cannot read"]);
 
     let weights = dir.join("weights.yaml");
     std::fs::write(&weights, DEFAULT_YAML.replace("price: 1.0", "price: -1.0")).unwrap();
-    let msg = Weights::load(&weights).unwrap_err().to_string();
+    let msg = stowage_input::weights::load(&weights).unwrap_err().to_string();
     assert_mentions("a weights file", &msg, &[&weights.display().to_string(), "price", "non-negative"]);
-    let msg = Weights::load(&dir.join("nope.yaml")).unwrap_err().to_string();
+    let msg = stowage_input::weights::load(&dir.join("nope.yaml")).unwrap_err().to_string();
     assert_mentions("missing weights", &msg, &["nope.yaml", "cannot read"]);
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -335,12 +336,13 @@ fn invalid_catalogs_name_the_type_and_field() {
         ("malformed YAML", "schema: {\n".into(), vec!["cat.yaml", "invalid YAML"]),
         (
             "a JSON catalog with a wrong type",
-            r#"{"schema":"stowage.dev/catalog/v1","name":"x","instanceTypes":[{"name":"t","capacity":{"cpu":"2","pods":"1"},"offerings":[{"zone":"a","capacityType":"spot","price":"cheap"}]}]}"#.into(),
+            r#"{"schema":"stowage.dev/catalog/v1","name":"x","instanceTypes":[{"name":"t","capacity":{"cpu":"2","pods":"1"},"offerings":[{"zone":"a","capacityType":"spot","price":"cheap"}]}]}"#
+                .into(),
             vec!["cat.yaml", "instanceTypes[0].offerings[0].price"],
         ),
     ];
     for (what, text, parts) in &cases {
-        let msg = stowage::catalog::parse("cat.yaml", text).map(|_| ()).expect_err(what).to_string();
+        let msg = stowage_input::catalog::parse("cat.yaml", text).map(|_| ()).expect_err(what).to_string();
         assert_mentions(what, &msg, parts);
     }
 }

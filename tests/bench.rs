@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use stowage::bench::{self, corpus, Options, Profile};
-use stowage::cli::Solver;
-use stowage::weights::Weights;
+use stowage_bench::{self, Options, Profile, corpus};
+use stowage_core::solve::Solver;
+use stowage_core::weights::Weights;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -87,7 +87,7 @@ fn bench_on_the_small_batches_checks_every_plan() {
     let ws = entries(&["seed-1c", "seed-1-rescale", "seed-2-scale-to-3", "karpenter-100"]);
     let out = tmp("small");
     let opts = Options { solvers: vec![Solver::Greedy, Solver::Milp], scratch: out.join("scratch"), ..Default::default() };
-    let res = bench::run(&ws, &[], &opts);
+    let res = stowage_bench::run(&ws, &[], &opts);
     assert_eq!(res.rows.len(), 8);
     for r in &res.rows {
         assert!(r.error.is_none(), "{}/{}: {:?}", r.workload, r.planner, r.error);
@@ -115,7 +115,7 @@ fn bench_on_the_small_batches_checks_every_plan() {
     }
     assert!(!res.failed());
 
-    let files = bench::report::write_all(&res, &out).unwrap();
+    let files = stowage_bench::report::write_all(&res, &out).unwrap();
     assert_eq!(files.len(), 5, "{files:?}");
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), 9);
@@ -137,7 +137,7 @@ fn weights_profiles_side_by_side() {
     averse.spot.price_multiplier = 1000.0;
     let profiles = vec![Profile::default_profile(), Profile { name: "spot-averse".into(), weights: averse }];
     let opts = Options { solvers: vec![Solver::Greedy], profiles, ..Default::default() };
-    let res = bench::run(&ws, &[], &opts);
+    let res = stowage_bench::run(&ws, &[], &opts);
     assert_eq!(res.rows.len(), 2);
     assert_eq!(res.rows[0].weights, "default");
     assert_eq!(res.rows[1].weights, "spot-averse");
@@ -162,7 +162,7 @@ fn a_bad_workload_is_a_row_with_an_error_not_a_panic() {
         standard: false,
         generator: None,
     };
-    let res = bench::run(&[mk(&f), mk(&gz), mk(&dir.join("missing.yaml"))], &[], &Options { solvers: vec![Solver::Greedy], ..Default::default() });
+    let res = stowage_bench::run(&[mk(&f), mk(&gz), mk(&dir.join("missing.yaml"))], &[], &Options { solvers: vec![Solver::Greedy], ..Default::default() });
     assert_eq!(res.rows.len(), 3);
     assert!(res.rows.iter().all(|r| r.error.is_some() && r.fails_bench()));
     assert!(res.rows[0].error.as_ref().unwrap().contains("cpu"), "{:?}", res.rows[0].error);

@@ -1,18 +1,18 @@
-//! The AWS provider against a real moto server (one per test, `stowage::e2e::Moto`), with capacity
+//! The AWS provider against a real moto server (one per test, `stowage_e2e::Moto`), with capacity
 //! errors and throttling injected by the middleware in front of it (`tests/moto/ice_server.py`).
 //! No mocks: every call goes through aws-sdk-ec2 and moto's EC2 implementation.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use stowage::api::ec2nodeclass::{AmiSelectorTerm, EC2NodeClassSpec, SelectorTerm};
-use stowage::api::EC2NodeClass;
-use stowage::cloud::aws::retry::RetryPolicy;
-use stowage::cloud::aws::userdata::base64_decode;
-use stowage::cloud::aws::{AwsOptions, AwsProvider, ClusterInfo};
-use stowage::cloud::{CloudError, CloudProvider, LaunchRequest, OfferingRef};
-use stowage::domain::taints::{Effect, Taint};
-use stowage::e2e::{CapacityError, DISCOVERY_TAG_KEY, DISCOVERY_TAG_VALUE, Moto};
+use stowage_aws::retry::RetryPolicy;
+use stowage_aws::userdata::base64_decode;
+use stowage_aws::{AwsOptions, AwsProvider, ClusterInfo};
+use stowage_core::domain::taints::{Effect, Taint};
+use stowage_decide::cloud::{CloudError, CloudProvider, LaunchRequest, OfferingRef};
+use stowage_e2e::{CapacityError, DISCOVERY_TAG_KEY, DISCOVERY_TAG_VALUE, Moto};
+use stowage_input::api::EC2NodeClass;
+use stowage_input::api::ec2nodeclass::{AmiSelectorTerm, EC2NodeClassSpec, SelectorTerm};
 
 const CLUSTER: &str = "demo";
 
@@ -37,12 +37,7 @@ fn nodeclass(name: &str) -> EC2NodeClass {
 
 fn options() -> AwsOptions {
     let mut o = AwsOptions {
-        cluster: ClusterInfo {
-            endpoint: "https://127.0.0.1:6443".into(),
-            ca_bundle: "Q0EK".into(),
-            service_cidr: Some("10.100.0.0/16".into()),
-            cluster_dns: vec!["10.100.0.10".into()],
-        },
+        cluster: ClusterInfo { endpoint: "https://127.0.0.1:6443".into(), ca_bundle: "Q0EK".into(), service_cidr: Some("10.100.0.0/16".into()), cluster_dns: vec!["10.100.0.10".into()] },
         // Fast backoff so the throttling tests take milliseconds, not seconds.
         retry: RetryPolicy { max_attempts: 4, base_delay: Duration::from_millis(20), max_delay: Duration::from_millis(100) },
         ..Default::default()
@@ -62,11 +57,8 @@ async fn setup(name: &str) -> (Moto, AwsProvider, EC2NodeClass) {
 }
 
 fn offering(capacity_type: &str, instance_type: &str, zone: &str) -> OfferingRef {
-    let price = stowage::catalog::default_catalog()
-        .get(instance_type)
-        .and_then(|t| t.offerings.iter().find(|o| o.capacity_type == capacity_type && o.zone == zone))
-        .map(|o| o.price)
-        .unwrap_or(0.1);
+    let price =
+        stowage_input::catalog::default_catalog().get(instance_type).and_then(|t| t.offerings.iter().find(|o| o.capacity_type == capacity_type && o.zone == zone)).map(|o| o.price).unwrap_or(0.1);
     OfferingRef { instance_type: instance_type.into(), zone: zone.into(), capacity_type: capacity_type.into(), price }
 }
 
@@ -95,7 +87,7 @@ async fn count(moto: &Moto, what: &str, action: &str) -> u64 {
     moto.fault_state().await.unwrap()[what][action].as_u64().unwrap_or(0)
 }
 
-fn offering_available(c: &stowage::domain::catalog::Catalog, o: &OfferingRef) -> bool {
+fn offering_available(c: &stowage_core::domain::catalog::Catalog, o: &OfferingRef) -> bool {
     c.get(&o.instance_type)
         .and_then(|t| t.offerings.iter().find(|x| x.zone == o.zone && x.capacity_type == o.capacity_type))
         .map(|x| x.available)
@@ -128,10 +120,8 @@ async fn discovery_finds_subnets_groups_and_images_and_reports_what_is_missing()
 
     // Terms are ORed: one subnet by id plus a tag term that matches nothing; security group by name.
     let mut by_id = nodeclass("by-id");
-    by_id.spec.subnet_selector_terms = vec![
-        SelectorTerm { id: Some(net.subnets["us-east-1c"].clone()), ..Default::default() },
-        SelectorTerm { tags: Some(tags(&[("no-such-tag", "*")])), ..Default::default() },
-    ];
+    by_id.spec.subnet_selector_terms =
+        vec![SelectorTerm { id: Some(net.subnets["us-east-1c"].clone()), ..Default::default() }, SelectorTerm { tags: Some(tags(&[("no-such-tag", "*")])), ..Default::default() }];
     by_id.spec.security_group_selector_terms = vec![SelectorTerm { name: Some("stowage-e2e".into()), ..Default::default() }];
     by_id.spec.ami_selector_terms = vec![AmiSelectorTerm { id: Some(net.ami_id.clone()), ..Default::default() }];
     let s = aws.resolve_nodeclass(&by_id).await.unwrap();
@@ -212,7 +202,13 @@ async fn launch_list_tag_terminate_and_idempotent_relaunch() {
         let data = version.launch_template_versions()[0].launch_template_data().unwrap().clone();
         assert_eq!(data.image_id(), Some(amd64.id.as_str()), "m5 types get the x86_64 image");
         let ud = String::from_utf8(base64_decode(data.user_data().unwrap()).unwrap()).unwrap();
-        let max_pods = if ud.contains("maxPods: 29") { 29 } else if ud.contains("maxPods: 58") { 58 } else { panic!("{ud}") };
+        let max_pods = if ud.contains("maxPods: 29") {
+            29
+        } else if ud.contains("maxPods: 58") {
+            58
+        } else {
+            panic!("{ud}")
+        };
         user_data.insert(max_pods, (ud, data));
     }
     assert_eq!(user_data.keys().copied().collect::<Vec<_>>(), vec![29, 58]);
@@ -304,11 +300,7 @@ async fn capacity_error_on_the_first_offering_launches_the_fallback() {
     let (moto, aws, _) = setup("cloud-aws-ice-fallback").await;
     moto.inject_capacity_error(&CapacityError::offering("on-demand", "m5.large", "us-east-1a")).await.unwrap();
     // Two launch templates (arm64 and amd64 images); the plan's order is the priority across both.
-    let offerings = vec![
-        offering("on-demand", "m5.large", "us-east-1a"),
-        offering("on-demand", "m6g.large", "us-east-1a"),
-        offering("on-demand", "m5.large", "us-east-1b"),
-    ];
+    let offerings = vec![offering("on-demand", "m5.large", "us-east-1a"), offering("on-demand", "m6g.large", "us-east-1a"), offering("on-demand", "m5.large", "us-east-1b")];
     let inst = aws.launch(&request("general-fallback", offerings.clone())).await.unwrap();
     assert_eq!((inst.instance_type.as_str(), inst.zone.as_str()), ("m6g.large", "us-east-1a"));
     let ec2 = describe(&moto, &inst.id).await;

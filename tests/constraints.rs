@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{case, node, pod, pods, pool, pool_full, Edit, Exp, Is};
+use common::{Edit, Exp, Is, case, node, pod, pods, pool, pool_full};
 
 const OD: &str = "[{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]";
 const SPOT: &str = "[{key: karpenter.sh/capacity-type, operator: In, values: [spot]}]";
@@ -26,24 +26,14 @@ fn resource_fit() {
         // 1000m + 1000m sidecar = 2000m > t.small's 1900m.
         case(
             "sidecar adds to the containers",
-            pod(
-                "p",
-                "",
-                "1000m",
-                "initContainers: [{name: s, image: x, restartPolicy: Always, resources: {requests: {cpu: 1000m}}}, {name: i, image: x, resources: {requests: {cpu: 500m}}}]",
-            ),
+            pod("p", "", "1000m", "initContainers: [{name: s, image: x, restartPolicy: Always, resources: {requests: {cpu: 1000m}}}, {name: i, image: x, resources: {requests: {cpu: 500m}}}]"),
         )
         .expects([Exp::On("p", &[Is::New, Is::Type("t.medium")])])
         .broken([Edit::Retype("p", "t.small")], "NodeResourcesFit"),
         // An init container that runs before the sidecar does not see it: max(1850m, 100m) fits t.small.
         case(
             "init container before a sidecar does not add it",
-            pod(
-                "p",
-                "",
-                "",
-                "initContainers: [{name: i, image: x, resources: {requests: {cpu: 1850m}}}, {name: s, image: x, restartPolicy: Always, resources: {requests: {cpu: 100m}}}]",
-            ),
+            pod("p", "", "", "initContainers: [{name: i, image: x, resources: {requests: {cpu: 1850m}}}, {name: s, image: x, restartPolicy: Always, resources: {requests: {cpu: 100m}}}]"),
         )
         .expects([Exp::On("p", &[Is::New, Is::Type("t.small")])]),
         // Pod overhead (RuntimeClass) is added: 1800m + 200m > 1900m.
@@ -51,8 +41,7 @@ fn resource_fit() {
             .expects([Exp::On("p", &[Is::New, Is::Type("t.medium")])])
             .broken([Edit::Retype("p", "t.small")], "NodeResourcesFit"),
         // Pod-level resources (KEP-2837) replace the container aggregate.
-        case("pod-level requests replace the containers", pod("p", "", "100m", "resources: {requests: {cpu: \"3\"}}"))
-            .expects([Exp::On("p", &[Is::New, Is::Type("t.medium")])]),
+        case("pod-level requests replace the containers", pod("p", "", "100m", "resources: {requests: {cpu: \"3\"}}")).expects([Exp::On("p", &[Is::New, Is::Type("t.medium")])]),
         // A limit without a request becomes the request (API server defaulting).
         case("a limit without a request is the request", pod("p", "", "", "").replace("image: pause", "image: pause, resources: {limits: {cpu: \"3\"}}"))
             .expects([Exp::On("p", &[Is::New, Is::Type("t.medium")])]),
@@ -67,7 +56,11 @@ fn resource_fit() {
         // Zero requests still take a pod slot: 11 request-less pods need two 10-pod t.small nodes.
         case(
             "pod count",
-            format!("{}{}", pool("small", "[{key: node.kubernetes.io/instance-type, operator: In, values: [t.small]}, {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]"), pods(11, "p", "", "", "")),
+            format!(
+                "{}{}",
+                pool("small", "[{key: node.kubernetes.io/instance-type, operator: In, values: [t.small]}, {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]"),
+                pods(11, "p", "", "", "")
+            ),
         )
         .expects([Exp::NewNodes(2), Exp::AllPlaced])
         .broken([Edit::AllTo("p-0")], "NodeResourcesFit"),
@@ -88,9 +81,11 @@ fn resource_fit() {
                 pod("going", "", "1500m", "nodeName: n-b").replace("labels: {}", "labels: {}, deletionTimestamp: \"2026-01-01T00:00:00Z\""),
             ) + &pods(3, "p", "", "900m", ""),
         )
-        .expects([Exp::NewNodes(1), Exp::PlacedWithPrefix("p-", 3), Exp::Custom("two pods on n-a or new", |p, _| {
-            if p.placements.iter().any(|pl| pl.node == "n-b") { Err("a pod on n-b, whose terminating pod still holds 1500m".into()) } else { Ok(()) }
-        })]),
+        .expects([
+            Exp::NewNodes(1),
+            Exp::PlacedWithPrefix("p-", 3),
+            Exp::Custom("two pods on n-a or new", |p, _| if p.placements.iter().any(|pl| pl.node == "n-b") { Err("a pod on n-b, whose terminating pod still holds 1500m".into()) } else { Ok(()) }),
+        ]),
     ];
     for c in cases {
         c.run();
@@ -100,7 +95,9 @@ fn resource_fit() {
 #[test]
 fn node_selector_and_node_affinity() {
     let zone_req = |op: &str, values: &str| {
-        format!("affinity: {{nodeAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{nodeSelectorTerms: [{{matchExpressions: [{{key: topology.kubernetes.io/zone, operator: {op}, values: {values}}}]}}]}}}}}}")
+        format!(
+            "affinity: {{nodeAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{nodeSelectorTerms: [{{matchExpressions: [{{key: topology.kubernetes.io/zone, operator: {op}, values: {values}}}]}}]}}}}}}"
+        )
     };
     let expr = |key: &str, op: &str, values: &str| {
         let v = if values.is_empty() { String::new() } else { format!(", values: {values}") };
@@ -261,12 +258,7 @@ fn taints_and_tolerations() {
         // A tainted cheap pool is used only by pods that tolerate it.
         case(
             "NodePool taints steer pods between pools",
-            format!(
-                "{}{}{}",
-                pool_full("spot", SPOT, "", "taints: [{key: spot, value: \"true\", effect: NoSchedule}]", ""),
-                pool("od", OD),
-                pod("plain", "", "100m", ""),
-            ),
+            format!("{}{}{}", pool_full("spot", SPOT, "", "taints: [{key: spot, value: \"true\", effect: NoSchedule}]", ""), pool("od", OD), pod("plain", "", "100m", ""),),
         )
         .expects([Exp::NewNodes(1), Exp::On("plain", &[Is::New, Is::Pool("od"), Is::CapacityType("on-demand")])])
         .broken([Edit::Repool("plain", "spot")], "TaintToleration"),
@@ -293,12 +285,9 @@ fn taints_and_tolerations() {
             ),
         )
         .expects([Exp::NewNodes(0), Exp::On("tolerant", &[Is::Existing("n-cordoned")])]),
-        case(
-            "existing node taints",
-            format!("{}{}", node("n-tainted", "zone-a", "4", "", "taints: [{key: maintenance, effect: NoExecute}]"), pod("p", "", "100m", "")),
-        )
-        .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New])])
-        .broken([Edit::Move("p", "n-tainted")], "TaintToleration"),
+        case("existing node taints", format!("{}{}", node("n-tainted", "zone-a", "4", "", "taints: [{key: maintenance, effect: NoExecute}]"), pod("p", "", "100m", "")))
+            .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New])])
+            .broken([Edit::Move("p", "n-tainted")], "TaintToleration"),
     ];
     for c in cases {
         c.run();
@@ -426,12 +415,9 @@ fn nodepool_limits_and_weights() {
     let anti = "affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {matchLabels: {app: web}}, topologyKey: kubernetes.io/hostname}]}}";
     let cases = [
         // The spot pool may hold 2 cpu of capacity: one t.small; the other pods go on-demand.
-        case(
-            "cpu limit",
-            format!("{}{}{}", pool_full("spot", SPOT, "", "", "limits: {cpu: \"2\"}"), pool("od", OD), pods(3, "web", "{app: web}", "1000m", anti)),
-        )
-        .expects([Exp::NewNodes(3), Exp::AllPlaced, Exp::PoolNodes("spot", 1), Exp::PoolNodes("od", 2)])
-        .broken([Edit::Repool("pool:od", "spot")], "NodePool"),
+        case("cpu limit", format!("{}{}{}", pool_full("spot", SPOT, "", "", "limits: {cpu: \"2\"}"), pool("od", OD), pods(3, "web", "{app: web}", "1000m", anti)))
+            .expects([Exp::NewNodes(3), Exp::AllPlaced, Exp::PoolNodes("spot", 1), Exp::PoolNodes("od", 2)])
+            .broken([Edit::Repool("pool:od", "spot")], "NodePool"),
         case("node limit", format!("{}{}{}", pool_full("spot", SPOT, "", "", "limits: {nodes: \"1\"}"), pool("od", OD), pods(3, "web", "{app: web}", "1000m", anti)))
             .expects([Exp::NewNodes(3), Exp::PoolNodes("spot", 1), Exp::PoolNodes("od", 2)])
             .broken([Edit::Repool("pool:od", "spot")], "NodePool"),
@@ -459,7 +445,11 @@ fn nodepool_limits_and_weights() {
         // A NodePool's requirements restrict what it launches.
         case(
             "NodePool requirements",
-            format!("{}{}", pool("zonal", "[{key: topology.kubernetes.io/zone, operator: In, values: [zone-b]}, {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]"), pod("p", "", "100m", "")),
+            format!(
+                "{}{}",
+                pool("zonal", "[{key: topology.kubernetes.io/zone, operator: In, values: [zone-b]}, {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]"),
+                pod("p", "", "100m", "")
+            ),
         )
         .expects([Exp::On("p", &[Is::New, Is::Zone("zone-b")])])
         .broken([Edit::Rezone("p", "zone-a")], "NodePool"),
@@ -477,12 +467,11 @@ fn nodepool_limits_and_weights() {
 mod shrink {
     use std::path::Path;
 
-    use super::common::{default_pool, pod, small_catalog, NODECLASS};
-    use stowage::domain::pod::PodId;
-    use stowage::input;
-    use stowage::solve::problem::Problem;
-    use stowage::solve::{improve, objective, verify, Outcome, Target};
-    use stowage::weights::Weights;
+    use super::common::{NODECLASS, default_pool, pod, small_catalog};
+    use stowage_core::domain::pod::PodId;
+    use stowage_core::solve::problem::Problem;
+    use stowage_core::solve::{Outcome, Target, improve, objective, verify};
+    use stowage_core::weights::Weights;
 
     /// The new nodes' instance types and each pod's new node.
     type Improved = (Vec<String>, Vec<(String, usize)>);
@@ -501,12 +490,10 @@ mod shrink {
             pod("b", "{app: b}", "1000m", &[B_PINNED, b_spec].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>().join(", ")),
             pod("x", x_labels, "500m", x_spec)
         );
-        let w = input::load_texts([(Path::new("shrink.yaml"), text.as_str())]).expect("loads");
+        let w = stowage_input::load_texts([(Path::new("shrink.yaml"), text.as_str())]).expect("loads");
         let weights = Weights::default();
         let p = Problem::new(&w.cluster, small_catalog(), &weights).expect("builds");
-        let config = |t: &str, z: &str| {
-            p.configs.iter().position(|c| c.instance_type == t && c.zone == z && c.capacity_type == "on-demand").expect("configuration exists")
-        };
+        let config = |t: &str, z: &str| p.configs.iter().position(|c| c.instance_type == t && c.zone == z && c.capacity_type == "on-demand").expect("configuration exists");
         let id = |name: &str| -> PodId { *p.batch.iter().find(|&&i| p.pod(i).name == name).expect("pod exists") };
         let o = Outcome {
             new_nodes: vec![config("t.medium", "zone-a"), config("t.small", zone_b)],
@@ -518,11 +505,7 @@ mod shrink {
         assert!(verify(&p, &better).is_empty(), "the improved plan replays");
         assert!(objective(&p, &better).total() < objective(&p, &o).total());
         let types = better.new_nodes.iter().map(|&f| p.configs[f].instance_type.clone()).collect();
-        let mut on: Vec<(String, usize)> = better
-            .placements
-            .iter()
-            .map(|&(i, t)| (p.pod(i).name.clone(), if let Target::New(k) = t { k } else { usize::MAX }))
-            .collect();
+        let mut on: Vec<(String, usize)> = better.placements.iter().map(|&(i, t)| (p.pod(i).name.clone(), if let Target::New(k) = t { k } else { usize::MAX })).collect();
         on.sort();
         Some((types, on))
     }
@@ -560,15 +543,8 @@ mod shrink {
             x2 = x2.replace("requests: {cpu: 200m}", &format!("requests: {{cpu: 200m, memory: {x2_memory}}}"));
             assert!(x2.contains(x2_memory));
         }
-        let text = format!(
-            "{NODECLASS}{}{}{}{}{}",
-            default_pool(),
-            pod("a", "{app: a}", "1500m", ""),
-            pod("b", "{app: b}", "1000m", B_PINNED),
-            pod("x1", "{app: x}", "500m", spread),
-            x2
-        );
-        let w = input::load_texts([(Path::new("exchange.yaml"), text.as_str())]).expect("loads");
+        let text = format!("{NODECLASS}{}{}{}{}{}", default_pool(), pod("a", "{app: a}", "1500m", ""), pod("b", "{app: b}", "1000m", B_PINNED), pod("x1", "{app: x}", "500m", spread), x2);
+        let w = stowage_input::load_texts([(Path::new("exchange.yaml"), text.as_str())]).expect("loads");
         let weights = Weights::default();
         let p = Problem::new(&w.cluster, small_catalog(), &weights).expect("builds");
         let config = |t: &str| p.configs.iter().position(|c| c.instance_type == t && c.zone == "zone-a" && c.capacity_type == "on-demand").expect("exists");
@@ -600,7 +576,7 @@ mod shrink {
             pod("x", "{app: x}", "1500m", ""),
             pod("w", "{app: other}", "1500m", "")
         );
-        let w = input::load_texts([(Path::new("pairs.yaml"), text.as_str())]).expect("loads");
+        let w = stowage_input::load_texts([(Path::new("pairs.yaml"), text.as_str())]).expect("loads");
         let weights = Weights::default();
         let p = Problem::new(&w.cluster, small_catalog(), &weights).expect("builds");
         let config = |t: &str| p.configs.iter().position(|c| c.instance_type == t && c.zone == "zone-a" && c.capacity_type == "on-demand").expect("exists");

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{case, node, pod, pods, Edit, Exp, Is};
+use common::{Edit, Exp, Is, case, node, pod, pods};
 
 const ZONE: &str = "topology.kubernetes.io/zone";
 const HOST: &str = "kubernetes.io/hostname";
@@ -137,30 +137,22 @@ fn inter_pod_affinity() {
 /// `default` has hostname anti-affinity to app=x.
 #[test]
 fn inter_pod_affinity_namespaces() {
-    let base = || {
-        format!(
-            "---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: other, labels: {{team: a}}}}\n{}{}",
-            node("n-a", "zone-a", "4", "", ""),
-            bound("other/x", "{app: x}", "100m", "n-a", "")
-        )
-    };
+    let base =
+        || format!("---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: other, labels: {{team: a}}}}\n{}{}", node("n-a", "zone-a", "4", "", ""), bound("other/x", "{app: x}", "100m", "n-a", ""));
     let anti = |extra: &str| pod("p", "", "100m", &affinity("podAntiAffinity", "x", &[HOST], extra));
     let cases = [
         case("namespaces unset: the pod's own", base() + &anti("")).expects([Exp::NewNodes(0), Exp::On("p", &[Is::Existing("n-a")])]),
         case("namespaceSelector {}: all namespaces", base() + &anti(", namespaceSelector: {}"))
             .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New])])
             .broken([Edit::Move("p", "n-a")], "InterPodAffinity"),
-        case("namespaces list", base() + &anti(", namespaces: [other]"))
-            .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New])])
-            .broken([Edit::Move("p", "n-a")], "InterPodAffinity"),
+        case("namespaces list", base() + &anti(", namespaces: [other]")).expects([Exp::NewNodes(1), Exp::On("p", &[Is::New])]).broken([Edit::Move("p", "n-a")], "InterPodAffinity"),
         case("namespaceSelector matching the namespace's labels", base() + &anti(", namespaceSelector: {matchLabels: {team: a}}"))
             .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New])])
             .broken([Edit::Move("p", "n-a")], "InterPodAffinity"),
         case("namespaceSelector matching no namespace", base() + &anti(", namespaceSelector: {matchLabels: {team: b}}")).expects([Exp::NewNodes(0), Exp::On("p", &[Is::Existing("n-a")])]),
         // Affinity in another namespace: the target is in `other`, so without the namespace the pod has
         // no target and does not match its own term.
-        case("affinity to a pod in a listed namespace", base() + &pod("p", "", "100m", &affinity("podAffinity", "x", &[ZONE], ", namespaces: [other]")))
-            .expects([Exp::On("p", &[Is::Zone("zone-a")])]),
+        case("affinity to a pod in a listed namespace", base() + &pod("p", "", "100m", &affinity("podAffinity", "x", &[ZONE], ", namespaces: [other]"))).expects([Exp::On("p", &[Is::Zone("zone-a")])]),
         case("affinity to a pod in another namespace, namespaces unset", base() + &pod("p", "", "100m", &affinity("podAffinity", "x", &[ZONE], "")))
             .expects([Exp::Unschedulable("p", "InterPodAffinity")]),
     ];
@@ -195,9 +187,7 @@ spec: {{accessModes: [ReadWriteOnce], storageClassName: gp3, volumeName: pv-{cla
 
 /// An existing node with 4 cpu and only a hostname label plus `labels` (flow-mapping entries).
 fn bare_node(name: &str, labels: &str) -> String {
-    format!(
-        "---\napiVersion: v1\nkind: Node\nmetadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}, {labels}}}}}\nstatus: {{allocatable: {{cpu: \"4\", memory: 16Gi, pods: \"110\"}}}}\n"
-    )
+    format!("---\napiVersion: v1\nkind: Node\nmetadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}, {labels}}}}}\nstatus: {{allocatable: {{cpu: \"4\", memory: 16Gi, pods: \"110\"}}}}\n")
 }
 
 fn zone_term(zones: &str) -> String {

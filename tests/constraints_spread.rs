@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{case, node, pod, pods, pool, pool_full, Edit, Exp, Is};
+use common::{Edit, Exp, Is, case, node, pod, pods, pool, pool_full};
 
 const ZONE: &str = "topology.kubernetes.io/zone";
 const HOST: &str = "kubernetes.io/hostname";
@@ -108,17 +108,28 @@ fn topology_spread() {
         // two zones the NodePool offers takes at most maxSkew pods.
         case(
             "minDomains above the domain count forces globalMin 0",
-            format!("{}{}", pool("ab", &format!("[{{key: {ZONE}, operator: In, values: [zone-a, zone-b]}}, {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]")), pods(3, "web", WEB, "100m", &zone_spread(", minDomains: 3"))),
+            format!(
+                "{}{}",
+                pool("ab", &format!("[{{key: {ZONE}, operator: In, values: [zone-a, zone-b]}}, {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]")),
+                pods(3, "web", WEB, "100m", &zone_spread(", minDomains: 3"))
+            ),
         )
         .expects([Exp::PlacedWithPrefix("web-", 2), Exp::ZoneCounts("web-", &[1, 1]), Exp::UnschedulableCount(1, "PodTopologySpread")])
         .broken([Edit::Move("web-0", "@web-1")], "PodTopologySpread"),
         case(
             "without minDomains two zones take 2 and 1",
-            format!("{}{}", pool("ab", &format!("[{{key: {ZONE}, operator: In, values: [zone-a, zone-b]}}, {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]")), pods(3, "web", WEB, "100m", &zone_spread(""))),
+            format!(
+                "{}{}",
+                pool("ab", &format!("[{{key: {ZONE}, operator: In, values: [zone-a, zone-b]}}, {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]")),
+                pods(3, "web", WEB, "100m", &zone_spread(""))
+            ),
         )
         .expects([Exp::AllPlaced, Exp::ZoneCounts("web-", &[2, 1])]),
-        case("minDomains met", pods(3, "web", WEB, "100m", &zone_spread(", minDomains: 3")))
-            .expects([Exp::AllPlaced, Exp::ZoneCounts("web-", &[1, 1, 1]), Exp::NewZones(&["zone-a", "zone-b", "zone-c"])]),
+        case("minDomains met", pods(3, "web", WEB, "100m", &zone_spread(", minDomains: 3"))).expects([
+            Exp::AllPlaced,
+            Exp::ZoneCounts("web-", &[1, 1, 1]),
+            Exp::NewZones(&["zone-a", "zone-b", "zone-c"]),
+        ]),
         // Item 3: nodeAffinityPolicy Honor (default): only nodes matching the pod's node affinity count,
         // so zone-a (0 pods) is not a domain for a pod that requires zone-b or zone-c.
         case("nodeAffinityPolicy Honor (default)", three_zones(0, 1, 1) + &pod("p", WEB, "100m", &format!("{}, {}", requires_zones("[zone-b, zone-c]"), zone_spread(""))))
@@ -162,7 +173,13 @@ fn topology_spread() {
             "nodes must carry all topology keys",
             format!(
                 "{}{}{}{}{}{}{}",
-                pool_full("racked", &format!("[{{key: {ZONE}, operator: In, values: [zone-a, zone-b]}}, {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]"), "{rack: r1}", "", ""),
+                pool_full(
+                    "racked",
+                    &format!("[{{key: {ZONE}, operator: In, values: [zone-a, zone-b]}}, {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]"),
+                    "{rack: r1}",
+                    "",
+                    ""
+                ),
                 node("n-norack", "zone-a", "4", "", ""),
                 bound("web-0", WEB, "n-norack"),
                 bound("web-1", WEB, "n-norack"),
@@ -180,12 +197,9 @@ fn topology_spread() {
             format!("{}{}{}{}", node("n-a", "zone-a", "4", "", ""), bound("other/web-0", WEB, "n-a"), bound("other/web-1", WEB, "n-a"), pod("p", WEB, "100m", &zone_spread(""))),
         )
         .expects([Exp::NewNodes(0), Exp::On("p", &[Is::Existing("n-a")])]),
-        case(
-            "same-namespace pods count",
-            format!("{}{}{}{}", node("n-a", "zone-a", "4", "", ""), bound("web-0", WEB, "n-a"), bound("web-1", WEB, "n-a"), pod("p", WEB, "100m", &zone_spread(""))),
-        )
-        .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New, Is::NotZone("zone-a")])])
-        .broken([Edit::Move("p", "n-a")], "PodTopologySpread"),
+        case("same-namespace pods count", format!("{}{}{}{}", node("n-a", "zone-a", "4", "", ""), bound("web-0", WEB, "n-a"), bound("web-1", WEB, "n-a"), pod("p", WEB, "100m", &zone_spread(""))))
+            .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New, Is::NotZone("zone-a")])])
+            .broken([Edit::Move("p", "n-a")], "PodTopologySpread"),
         // Terminating (deletionTimestamp) and terminal pods do not count.
         case(
             "terminating and terminal pods do not count",
@@ -333,15 +347,19 @@ fn unlike_karpenter_a_nodepool_at_its_limits_creates_no_domain() {
         pods(3, "web", WEB, "100m", &spreads(&[tsc("capacity-spread", 1, "")])),
     );
     case("spot-np at its limits", docs)
-        .expects([Exp::AllPlaced, Exp::PoolNodes("spot-np", 0), Exp::Custom("capacity-spread 2/1", |p, _| {
-            let mut per: std::collections::BTreeMap<&str, usize> = Default::default();
-            for n in &p.new_nodes {
-                *per.entry(n.labels["capacity-spread"].as_str()).or_default() += n.pods.len();
-            }
-            let mut counts: Vec<usize> = per.values().copied().collect();
-            counts.sort();
-            if counts == [1, 2] { Ok(()) } else { Err(format!("{per:?}")) }
-        })])
+        .expects([
+            Exp::AllPlaced,
+            Exp::PoolNodes("spot-np", 0),
+            Exp::Custom("capacity-spread 2/1", |p, _| {
+                let mut per: std::collections::BTreeMap<&str, usize> = Default::default();
+                for n in &p.new_nodes {
+                    *per.entry(n.labels["capacity-spread"].as_str()).or_default() += n.pods.len();
+                }
+                let mut counts: Vec<usize> = per.values().copied().collect();
+                counts.sort();
+                if counts == [1, 2] { Ok(()) } else { Err(format!("{per:?}")) }
+            }),
+        ])
         .run();
 }
 
@@ -350,9 +368,7 @@ fn unlike_karpenter_a_nodepool_at_its_limits_creates_no_domain() {
 #[test]
 fn karpenter_rule_existing_domains_no_nodepool_can_create_still_count() {
     let docs = format!("{}{}{}", node("n-d", "zone-d", "1", "", ""), pod("filler", "", "1", "nodeName: n-d"), pods(4, "web", WEB, "100m", &zone_spread("")));
-    case("existing zone-d", docs)
-        .expects([Exp::PlacedWithPrefix("web-", 3), Exp::ZoneCounts("web-", &[1, 1, 1]), Exp::UnschedulableCount(1, "PodTopologySpread")])
-        .run();
+    case("existing zone-d", docs).expects([Exp::PlacedWithPrefix("web-", 3), Exp::ZoneCounts("web-", &[1, 1, 1]), Exp::UnschedulableCount(1, "PodTopologySpread")]).run();
 }
 
 /// Karpenter applies only the taint policy to NodePool domains, so a pod requiring zone-b or zone-c
@@ -361,9 +377,7 @@ fn karpenter_rule_existing_domains_no_nodepool_can_create_still_count() {
 #[test]
 fn unlike_karpenter_node_affinity_policy_applies_to_nodepool_domains() {
     case("Honor on NodePool domains", pods(4, "web", WEB, "100m", &format!("{}, {}", requires_zones("[zone-b, zone-c]"), zone_spread(""))))
-        .expects([Exp::AllPlaced, Exp::ZoneCounts("web-", &[2, 2]), Exp::Custom("no zone-a", |p, _| {
-            if p.new_nodes.iter().any(|n| n.zone == "zone-a") { Err("a zone-a node".into()) } else { Ok(()) }
-        })])
+        .expects([Exp::AllPlaced, Exp::ZoneCounts("web-", &[2, 2]), Exp::Custom("no zone-a", |p, _| if p.new_nodes.iter().any(|n| n.zone == "zone-a") { Err("a zone-a node".into()) } else { Ok(()) })])
         .broken([Edit::Rezone("web-0", "zone-a")], "NodeAffinity")
         .run();
 }
@@ -373,13 +387,10 @@ fn unlike_karpenter_node_affinity_policy_applies_to_nodepool_domains() {
 /// wider universe is conservative, and the checker notes the pods it would still place.
 #[test]
 fn karpenter_rule_ignore_policy_counts_nodepool_zones_the_pod_cannot_use() {
-    case(
-        "Ignore on NodePool domains",
-        pods(4, "web", WEB, "100m", &format!("{}, {}", requires_zones("[zone-b, zone-c]"), zone_spread(", nodeAffinityPolicy: Ignore"))),
-    )
-    .expects([Exp::PlacedWithPrefix("web-", 2), Exp::ZoneCounts("web-", &[1, 1]), Exp::UnschedulableCount(2, "PodTopologySpread")])
-    .fit_notes_allowed()
-    .run();
+    case("Ignore on NodePool domains", pods(4, "web", WEB, "100m", &format!("{}, {}", requires_zones("[zone-b, zone-c]"), zone_spread(", nodeAffinityPolicy: Ignore"))))
+        .expects([Exp::PlacedWithPrefix("web-", 2), Exp::ZoneCounts("web-", &[1, 1]), Exp::UnschedulableCount(2, "PodTopologySpread")])
+        .fit_notes_allowed()
+        .run();
 }
 
 /// nodeTaintsPolicy Honor drops a tainted NodePool's zone from the universe (as Karpenter does), so
@@ -389,7 +400,13 @@ fn karpenter_rule_taint_policy_honor_drops_tainted_nodepool_domains() {
     let docs = format!(
         "{}{}{}{}{}",
         pool("b-only", &format!("[{{key: {ZONE}, operator: In, values: [zone-b]}}, {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]")),
-        pool_full("tainted-c", &format!("[{{key: {ZONE}, operator: In, values: [zone-c]}}, {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]"), "", "taints: [{key: dedicated, effect: NoSchedule}]", ""),
+        pool_full(
+            "tainted-c",
+            &format!("[{{key: {ZONE}, operator: In, values: [zone-c]}}, {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]"),
+            "",
+            "taints: [{key: dedicated, effect: NoSchedule}]",
+            ""
+        ),
         node("n-b", "zone-b", "4", "", ""),
         bound("web-b", WEB, "n-b"),
         pod("p", WEB, "100m", &zone_spread(", nodeTaintsPolicy: Honor")),
@@ -405,7 +422,13 @@ fn karpenter_rule_tainted_nodepool_zone_counts_under_default_ignore_policy() {
     let docs = format!(
         "{}{}{}{}{}",
         pool("b-only", &format!("[{{key: {ZONE}, operator: In, values: [zone-b]}}, {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]")),
-        pool_full("tainted-c", &format!("[{{key: {ZONE}, operator: In, values: [zone-c]}}, {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]"), "", "taints: [{key: dedicated, effect: NoSchedule}]", ""),
+        pool_full(
+            "tainted-c",
+            &format!("[{{key: {ZONE}, operator: In, values: [zone-c]}}, {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}]"),
+            "",
+            "taints: [{key: dedicated, effect: NoSchedule}]",
+            ""
+        ),
         node("n-b", "zone-b", "4", "", ""),
         bound("web-b", WEB, "n-b"),
         pod("p", WEB, "100m", &zone_spread("")),
@@ -426,9 +449,7 @@ fn unlike_karpenter_hostname_spread_has_no_assumed_zero_minimum() {
 /// global minimum is that node's count. Karpenter would launch four nodes (aws#4666).
 #[test]
 fn unlike_karpenter_hostname_spread_packs_pods_on_one_new_node() {
-    case("hostname on one node", pods(4, "web", WEB, "100m", &spreads(&[tsc(HOST, 1, "")])))
-        .expects([Exp::NewNodes(1), Exp::Together(&["web-0", "web-1", "web-2", "web-3"])])
-        .run();
+    case("hostname on one node", pods(4, "web", WEB, "100m", &spreads(&[tsc(HOST, 1, "")]))).expects([Exp::NewNodes(1), Exp::Together(&["web-0", "web-1", "web-2", "web-3"])]).run();
 }
 
 /// Every existing eligible node is a hostname domain, even a full one with 0 matching pods: it keeps
@@ -443,10 +464,15 @@ fn hostname_spread_counts_existing_nodes_with_zero_pods() {
         pods(3, "web", WEB, "100m", &spreads(&[tsc(HOST, 1, "")])),
     );
     case("hostname with a full node", docs)
-        .expects([Exp::NewNodes(2), Exp::AllPlaced, Exp::Apart(&["web-0", "web-1", "web-2"]), Exp::Custom("one pod on n-a", |p, _| {
-            let n = p.placements.iter().filter(|pl| pl.node == "n-a").count();
-            if n == 1 { Ok(()) } else { Err(format!("{n} on n-a")) }
-        })])
+        .expects([
+            Exp::NewNodes(2),
+            Exp::AllPlaced,
+            Exp::Apart(&["web-0", "web-1", "web-2"]),
+            Exp::Custom("one pod on n-a", |p, _| {
+                let n = p.placements.iter().filter(|pl| pl.node == "n-a").count();
+                if n == 1 { Ok(()) } else { Err(format!("{n} on n-a")) }
+            }),
+        ])
         .broken([Edit::AllTo("web-0")], "PodTopologySpread")
         .run();
 }

@@ -1,6 +1,6 @@
 //! The controller end to end: a real control plane (kube-apiserver, kube-scheduler,
 //! kube-controller-manager), moto EC2 behind the AWS provider, the kubelet and volume-provisioner
-//! stand-ins (`stowage::e2e`, docs/control-plane.md §8), and `stowage::controller` in this process.
+//! stand-ins (`stowage_e2e`, docs/control-plane.md §8), and `stowage_controller` in this process.
 //! Every pod placement below is made by the real kube-scheduler; every instance is launched through
 //! aws-sdk-ec2 into moto. No mocks.
 //!
@@ -25,16 +25,16 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Event, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
-use stowage::api::{NodeClaim, NodePool};
-use stowage::cloud::aws::{AwsOptions, AwsProvider, ClusterInfo};
-use stowage::cloud::aws::retry::RetryPolicy;
-use stowage::cloud::{CloudProvider, LaunchRequest, OfferingRef};
-use stowage::controller::batcher::BatchConfig;
-use stowage::controller::leader::LeaderConfig;
-use stowage::controller::provisioner::BATCH_ANNOTATION;
-use stowage::controller::registration::Timeouts;
-use stowage::controller::{Config, Controller};
-use stowage::e2e::{CapacityError, ControlPlane, Error, Kubelet, Moto, Probe, VolumeProvisioner, poll_until};
+use stowage_aws::retry::RetryPolicy;
+use stowage_aws::{AwsOptions, AwsProvider, ClusterInfo};
+use stowage_controller::batcher::BatchConfig;
+use stowage_controller::leader::LeaderConfig;
+use stowage_controller::provisioner::BATCH_ANNOTATION;
+use stowage_controller::registration::Timeouts;
+use stowage_controller::{Config, Controller};
+use stowage_decide::cloud::{CloudProvider, LaunchRequest, OfferingRef};
+use stowage_e2e::{CapacityError, ControlPlane, Error, Kubelet, Moto, Probe, VolumeProvisioner, poll_until};
+use stowage_input::api::{NodeClaim, NodePool};
 
 const CLUSTER: &str = "demo";
 const ZONE: &str = "topology.kubernetes.io/zone";
@@ -133,11 +133,19 @@ impl World {
         ignore_exists(Api::<ServiceAccount>::namespaced(self.client.clone(), "kube-system").create(&pp, &sa).await.map(|_| ()));
         let cr = ClusterRole { metadata: meta(None), rules: Some(rules("charts/stowage/files/clusterrole-rules.yaml")), ..Default::default() };
         ignore_exists(Api::<ClusterRole>::all(self.client.clone()).create(&pp, &cr).await.map(|_| ()));
-        let crb = ClusterRoleBinding { metadata: meta(None), role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "ClusterRole".into(), name: "stowage".into() }, subjects: Some(vec![subject.clone()]) };
+        let crb = ClusterRoleBinding {
+            metadata: meta(None),
+            role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "ClusterRole".into(), name: "stowage".into() },
+            subjects: Some(vec![subject.clone()]),
+        };
         ignore_exists(Api::<ClusterRoleBinding>::all(self.client.clone()).create(&pp, &crb).await.map(|_| ()));
         let role = Role { metadata: meta(Some("kube-system")), rules: Some(rules("charts/stowage/files/role-rules.yaml")) };
         ignore_exists(Api::<Role>::namespaced(self.client.clone(), "kube-system").create(&pp, &role).await.map(|_| ()));
-        let rb = RoleBinding { metadata: meta(Some("kube-system")), role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "Role".into(), name: "stowage".into() }, subjects: Some(vec![subject]) };
+        let rb = RoleBinding {
+            metadata: meta(Some("kube-system")),
+            role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "Role".into(), name: "stowage".into() },
+            subjects: Some(vec![subject]),
+        };
         ignore_exists(Api::<RoleBinding>::namespaced(self.client.clone(), "kube-system").create(&pp, &rb).await.map(|_| ()));
 
         let kc = kube::config::Kubeconfig::read_from(self.cp.kubeconfig()).unwrap();
@@ -199,7 +207,13 @@ impl World {
         }
         if let Ok(evs) = Api::<Event>::all(self.client.clone()).list(&ListParams::default()).await {
             for ev in evs.items.iter().rev().take(30) {
-                r += &format!("event {} {}: {} {}\n", ev.involved_object.kind.clone().unwrap_or_default(), ev.involved_object.name.clone().unwrap_or_default(), ev.reason.clone().unwrap_or_default(), ev.message.clone().unwrap_or_default());
+                r += &format!(
+                    "event {} {}: {} {}\n",
+                    ev.involved_object.kind.clone().unwrap_or_default(),
+                    ev.involved_object.name.clone().unwrap_or_default(),
+                    ev.reason.clone().unwrap_or_default(),
+                    ev.message.clone().unwrap_or_default()
+                );
             }
         }
         r += &format!("kubelet errors {:?}\nvolume errors {:?}\nlogs: {}\n", self.kubelet.recent_errors(), self.volumes.recent_errors(), self.cp.run_dir().display());
@@ -712,13 +726,13 @@ async fn record_then_plan_offline_gives_the_controllers_plan() {
     let api: Api<Pod> = Api::namespaced(w.client.clone(), "default");
     poll_until("3 unschedulable pods", SETTLE, POLL, || async {
         let pods = api.list(&ListParams::default().labels("app=spread")).await.map_err(|e| Error::kube("listing", e))?.items;
-        let n = pods.iter().filter(|p| stowage::controller::state::is_provisionable(p)).count();
+        let n = pods.iter().filter(|p| stowage_controller::state::is_provisionable(p)).count();
         Ok(if n == 3 { Probe::Done(()) } else { Probe::Waiting(format!("{n} unschedulable")) })
     })
     .await
     .unwrap();
 
-    let dir = stowage::e2e::e2e_root().join(&w.name).join("record");
+    let dir = stowage_e2e::e2e_root().join(&w.name).join("record");
     std::fs::create_dir_all(&dir).unwrap();
     let (workload, catalog) = (dir.join("workload.json"), dir.join("catalog.json"));
     let bin = env!("CARGO_BIN_EXE_stowage");

@@ -16,11 +16,9 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use stowage::api::{NodeClaim, NodeClaimSpec, NodeClassReference, NodeSelectorRequirementWithMinValues};
-use stowage::domain::resources::format_amount;
-use stowage::e2e::{
-    ControlPlane, Error, Kubelet, KubeletConfig, Moto, Probe, UNREGISTERED_TAINT_KEY, VolumeProvisioner, poll_until,
-};
+use stowage_core::domain::resources::format_amount;
+use stowage_e2e::{ControlPlane, Error, Kubelet, KubeletConfig, Moto, Probe, UNREGISTERED_TAINT_KEY, VolumeProvisioner, poll_until};
+use stowage_input::api::{NodeClaim, NodeClaimSpec, NodeClassReference, NodeSelectorRequirementWithMinValues};
 
 const INSTANCE_TYPE: &str = "m5.large";
 const ZONE_A: &str = "us-east-1a";
@@ -85,17 +83,8 @@ async fn create_nodeclaim(client: &kube::Client, name: &str, zone: &str, provide
     let mut nc = NodeClaim::new(
         name,
         NodeClaimSpec {
-            requirements: vec![
-                req("karpenter.sh/nodepool", "default"),
-                req("node.kubernetes.io/instance-type", INSTANCE_TYPE),
-                req(ZONE_LABEL, zone),
-                req("karpenter.sh/capacity-type", "on-demand"),
-            ],
-            node_class_ref: NodeClassReference {
-                group: "karpenter.k8s.aws".into(),
-                kind: "EC2NodeClass".into(),
-                name: "default".into(),
-            },
+            requirements: vec![req("karpenter.sh/nodepool", "default"), req("node.kubernetes.io/instance-type", INSTANCE_TYPE), req(ZONE_LABEL, zone), req("karpenter.sh/capacity-type", "on-demand")],
+            node_class_ref: NodeClassReference { group: "karpenter.k8s.aws".into(), kind: "EC2NodeClass".into(), name: "default".into() },
             ..Default::default()
         },
     );
@@ -108,10 +97,8 @@ async fn create_nodeclaim(client: &kube::Client, name: &str, zone: &str, provide
     ]));
     api.create(&PostParams::default(), &nc).await.unwrap();
 
-    let t = stowage::catalog::default_catalog().get(INSTANCE_TYPE).expect("m5.large is in the embedded catalog");
-    let quantities = |r: &stowage::domain::resources::Resources| -> BTreeMap<String, Quantity> {
-        r.iter().map(|(n, v)| (n.to_string(), Quantity(format_amount(n, v)))).collect()
-    };
+    let t = stowage_input::catalog::default_catalog().get(INSTANCE_TYPE).expect("m5.large is in the embedded catalog");
+    let quantities = |r: &stowage_core::domain::resources::Resources| -> BTreeMap<String, Quantity> { r.iter().map(|(n, v)| (n.to_string(), Quantity(format_amount(n, v)))).collect() };
     let status = json!({"status": {
         "providerID": provider_id,
         "capacity": quantities(&t.capacity),
@@ -126,9 +113,7 @@ fn labels(n: &Node) -> BTreeMap<String, String> {
 
 fn running_and_ready(p: &Pod) -> bool {
     let s = p.status.clone().unwrap_or_default();
-    s.phase.as_deref() == Some("Running")
-        && s.pod_ip.is_some()
-        && s.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True")
+    s.phase.as_deref() == Some("Running") && s.pod_ip.is_some() && s.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,11 +135,7 @@ async fn control_plane_moto_and_stand_ins() {
     let ctx = Ctx {
         client: client.clone(),
         // Short periods so the Lease renewal and the Ready heartbeat run (and are checked) within the test.
-        kubelet: Kubelet::start_with(
-            client.clone(),
-            moto.ec2(),
-            KubeletConfig { lease_renew: Duration::from_secs(1), status_refresh: Duration::from_secs(2), ..Default::default() },
-        ),
+        kubelet: Kubelet::start_with(client.clone(), moto.ec2(), KubeletConfig { lease_renew: Duration::from_secs(1), status_refresh: Duration::from_secs(2), ..Default::default() }),
         volumes: VolumeProvisioner::start(client.clone()),
         cp_dir: cp.run_dir().display().to_string(),
     };
@@ -190,11 +171,7 @@ async fn control_plane_moto_and_stand_ins() {
                     found.insert(*zone, n.clone());
                 }
             }
-            Ok(if found.len() == wanted.len() {
-                Probe::Done(found)
-            } else {
-                Probe::Waiting(format!("{} of {} Nodes", found.len(), wanted.len()))
-            })
+            Ok(if found.len() == wanted.len() { Probe::Done(found) } else { Probe::Waiting(format!("{} of {} Nodes", found.len(), wanted.len())) })
         }
     })
     .await
@@ -204,7 +181,7 @@ async fn control_plane_moto_and_stand_ins() {
     };
     mark(&mut timings, "Nodes registered");
 
-    let catalog_type = stowage::catalog::default_catalog().get(INSTANCE_TYPE).unwrap();
+    let catalog_type = stowage_input::catalog::default_catalog().get(INSTANCE_TYPE).unwrap();
     let mut node_names = BTreeMap::new();
     let mut first_renewal = BTreeMap::new();
     for (zone, node) in &nodes {
@@ -220,10 +197,7 @@ async fn control_plane_moto_and_stand_ins() {
         assert_eq!(l.get("kubernetes.io/os").map(String::as_str), Some("linux"));
         assert_eq!(l.get("kubernetes.io/arch").map(String::as_str), Some("amd64"));
         let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-        assert!(
-            taints.iter().any(|t| t.key == UNREGISTERED_TAINT_KEY && t.effect == "NoExecute"),
-            "node {name} registers with the unregistered taint: {taints:?}"
-        );
+        assert!(taints.iter().any(|t| t.key == UNREGISTERED_TAINT_KEY && t.effect == "NoExecute"), "node {name} registers with the unregistered taint: {taints:?}");
         let status = node.status.clone().unwrap();
         let alloc = status.allocatable.unwrap();
         assert_eq!(alloc["cpu"], Quantity(format_amount("cpu", catalog_type.allocatable().cpu_m)), "allocatable cpu");
@@ -239,13 +213,7 @@ async fn control_plane_moto_and_stand_ins() {
     // Without a controller, remove the unregistered taint ourselves (stowage's controller will).
     for name in node_names.values() {
         let node = nodes_api.get(name).await.unwrap();
-        let keep: Vec<_> = node
-            .spec
-            .and_then(|s| s.taints)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|t| t.key != UNREGISTERED_TAINT_KEY)
-            .collect();
+        let keep: Vec<_> = node.spec.and_then(|s| s.taints).unwrap_or_default().into_iter().filter(|t| t.key != UNREGISTERED_TAINT_KEY).collect();
         nodes_api.patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"taints": keep}}))).await.unwrap();
     }
 
@@ -275,17 +243,9 @@ async fn control_plane_moto_and_stand_ins() {
     let spread = poll_until("2 spread pods bound and Running", SCHEDULE_WAIT, POLL, || {
         let api = pods_api.clone();
         async move {
-            let pods = api
-                .list(&ListParams::default().labels("app=spread"))
-                .await
-                .map_err(|e| Error::kube("listing the spread pods", e))?;
-            let state: Vec<String> = pods
-                .items
-                .iter()
-                .map(|p| format!("{:?}/{}", p.spec.as_ref().and_then(|s| s.node_name.clone()), running_and_ready(p)))
-                .collect();
-            let done = pods.items.len() == 2
-                && pods.items.iter().all(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()) && running_and_ready(p));
+            let pods = api.list(&ListParams::default().labels("app=spread")).await.map_err(|e| Error::kube("listing the spread pods", e))?;
+            let state: Vec<String> = pods.items.iter().map(|p| format!("{:?}/{}", p.spec.as_ref().and_then(|s| s.node_name.clone()), running_and_ready(p))).collect();
+            let done = pods.items.len() == 2 && pods.items.iter().all(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()) && running_and_ready(p));
             Ok(if done { Probe::Done(pods.items) } else { Probe::Waiting(format!("pods (node/ready): {state:?}")) })
         }
     })
@@ -349,10 +309,7 @@ async fn control_plane_moto_and_stand_ins() {
             let ready = pod.as_ref().is_some_and(running_and_ready);
             Ok(match (phase.as_deref(), volume, pod) {
                 (Some("Bound"), Some(v), Some(p)) if ready => Probe::Done((v, p)),
-                (phase, v, p) => Probe::Waiting(format!(
-                    "pvc phase {phase:?} volume {v:?}; pod node {:?} running+ready {ready}",
-                    p.and_then(|p| p.spec?.node_name)
-                )),
+                (phase, v, p) => Probe::Waiting(format!("pvc phase {phase:?} volume {v:?}; pod node {:?} running+ready {ready}", p.and_then(|p| p.spec?.node_name))),
             })
         }
     })
@@ -396,32 +353,15 @@ async fn control_plane_moto_and_stand_ins() {
 
     // The surviving Node's Lease is renewed and its Ready heartbeat refreshed (1 s and 2 s periods here).
     let name_b = node_names[ZONE_B].clone();
-    let registered_heartbeat = nodes[ZONE_B]
-        .status
-        .clone()
-        .unwrap()
-        .conditions
-        .unwrap()
-        .into_iter()
-        .find(|c| c.type_ == "Ready")
-        .unwrap()
-        .last_heartbeat_time;
+    let registered_heartbeat = nodes[ZONE_B].status.clone().unwrap().conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap().last_heartbeat_time;
     let first_lease = first_renewal[&name_b].clone();
     let alive = poll_until(format!("Lease renewal and Ready heartbeat of {name_b}"), REGISTER_WAIT, POLL, || {
-        let (nodes, name, first_lease, registered_heartbeat) =
-            (nodes_api.clone(), name_b.clone(), first_lease.clone(), registered_heartbeat.clone());
+        let (nodes, name, first_lease, registered_heartbeat) = (nodes_api.clone(), name_b.clone(), first_lease.clone(), registered_heartbeat.clone());
         let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
         async move {
-            let renewed =
-                leases.get(&name).await.map_err(|e| Error::kube("getting the Lease", e))?.spec.and_then(|s| s.renew_time);
+            let renewed = leases.get(&name).await.map_err(|e| Error::kube("getting the Lease", e))?.spec.and_then(|s| s.renew_time);
             let node = nodes.get(&name).await.map_err(|e| Error::kube("getting the Node", e))?;
-            let heartbeat = node
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .into_iter()
-                .find(|c| c.type_ == "Ready")
-                .and_then(|c| c.last_heartbeat_time);
+            let heartbeat = node.status.and_then(|s| s.conditions).unwrap_or_default().into_iter().find(|c| c.type_ == "Ready").and_then(|c| c.last_heartbeat_time);
             Ok(if renewed.as_ref() > Some(&first_lease) && heartbeat > registered_heartbeat {
                 Probe::Done(())
             } else {

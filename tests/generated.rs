@@ -16,16 +16,15 @@ use std::path::Path;
 use proptest::prelude::*;
 use proptest::sample::{select, subsequence};
 use proptest::test_runner::{Config as ProptestConfig, RngSeed};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
-use common::{node, pod, pool_full, small_catalog, summary, NODECLASS};
-use stowage::check;
-use stowage::cli::{make_plan, Solver};
-use stowage::input;
-use stowage::plan::Plan;
-use stowage::solve::problem::Problem;
-use stowage::solve::{greedy, scheduler_state, Target};
-use stowage::weights::Weights;
+use common::{NODECLASS, node, pod, pool_full, small_catalog, summary};
+use stowage_core::check;
+use stowage_core::plan::Plan;
+use stowage_core::solve::problem::Problem;
+use stowage_core::solve::{Solver, plan_cluster};
+use stowage_core::solve::{Target, greedy, scheduler_state};
+use stowage_core::weights::Weights;
 
 const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
 const ZONE: &str = "topology.kubernetes.io/zone";
@@ -150,10 +149,7 @@ fn pod_strategy(pending: bool) -> impl Strategy<Value = GPod> {
     (
         (select(vec!["a", "b", "c"]), select(vec!["default", "default", "other"]), 0u32..=16, 0u32..=6),
         (proptest::option::weighted(0.15, select(ZONES.to_vec())), proptest::option::weighted(0.25, node_affinity_strategy())),
-        proptest::option::weighted(
-            0.3,
-            (select(vec!["dedicated", "gpu", ""]), any::<bool>(), select(vec!["", "x"]), proptest::option::of(select(vec!["NoSchedule", "NoExecute"]))),
-        ),
+        proptest::option::weighted(0.3, (select(vec!["dedicated", "gpu", ""]), any::<bool>(), select(vec!["", "x"]), proptest::option::of(select(vec!["NoSchedule", "NoExecute"])))),
         proptest::collection::vec(spread_strategy(), 0..=2),
         (
             proptest::option::weighted(0.15, (select(vec!["a", "b", "c"]), select(vec![ZONE, "kubernetes.io/hostname"]))),
@@ -244,11 +240,7 @@ fn render_pod(name: &str, p: &GPod, node_name: Option<&str>) -> String {
             .spreads
             .iter()
             .map(|s| {
-                let mut c = vec![
-                    format!("maxSkew: {}", s.max_skew),
-                    format!("topologyKey: {}", s.key),
-                    format!("whenUnsatisfiable: {}", if s.hard { "DoNotSchedule" } else { "ScheduleAnyway" }),
-                ];
+                let mut c = vec![format!("maxSkew: {}", s.max_skew), format!("topologyKey: {}", s.key), format!("whenUnsatisfiable: {}", if s.hard { "DoNotSchedule" } else { "ScheduleAnyway" })];
                 if let Some(a) = s.app {
                     c.push(format!("labelSelector: {{matchLabels: {{app: {a}}}}}"));
                 }
@@ -374,10 +366,10 @@ proptest! {
     #[test]
     fn greedy_plans_pass_the_checker(g in workload_strategy()) {
         let text = render(&g);
-        let w = input::load_texts([(Path::new("generated.yaml"), text.as_str())]).map_err(|e| TestCaseError::fail(format!("the generated workload does not load: {e}\n{text}")))?;
+        let w = stowage_input::load_texts([(Path::new("generated.yaml"), text.as_str())]).map_err(|e| TestCaseError::fail(format!("the generated workload does not load: {e}\n{text}")))?;
         let cat = small_catalog();
-        let plan = make_plan(&w, cat, &Weights::default(), Solver::Greedy).map_err(|e| TestCaseError::fail(format!("planning failed: {e}\n{text}")))?;
-        let again = make_plan(&w, cat, &Weights::default(), Solver::Greedy).map_err(|e| TestCaseError::fail(format!("planning failed: {e}")))?;
+        let plan = plan_cluster(&w.cluster, cat, &Weights::default(), Solver::Greedy).map_err(|e| TestCaseError::fail(format!("planning failed: {e}\n{text}")))?;
+        let again = plan_cluster(&w.cluster, cat, &Weights::default(), Solver::Greedy).map_err(|e| TestCaseError::fail(format!("planning failed: {e}")))?;
         prop_assert_eq!(without_times(&plan), without_times(&again), "planning is not deterministic\n{}", text);
         let pending = w.cluster.pending().len();
         prop_assert_eq!(plan.placements.len() + plan.unschedulable.len(), pending, "every pending pod appears once\n{}", summary(&plan));
@@ -396,7 +388,7 @@ proptest! {
     #[test]
     fn removing_pods_equals_never_adding_them(g in workload_strategy(), stride in 1usize..4) {
         let text = render(&g);
-        let w = input::load_texts([(Path::new("generated.yaml"), text.as_str())]).map_err(|e| TestCaseError::fail(format!("the generated workload does not load: {e}\n{text}")))?;
+        let w = stowage_input::load_texts([(Path::new("generated.yaml"), text.as_str())]).map_err(|e| TestCaseError::fail(format!("the generated workload does not load: {e}\n{text}")))?;
         let weights = Weights::default();
         let Ok(p) = Problem::new(&w.cluster, small_catalog(), &weights) else { return Ok(()) };
         let o = greedy::plan(&p);
@@ -465,9 +457,9 @@ fn huge_memory(text: &str) -> String {
 
 /// Loads a text, and if it loads, plans and checks it: none of it may panic.
 fn load_plan_check(text: &str) {
-    let Ok(w) = input::load_texts([(Path::new("fuzz.yaml"), text)]) else { return };
+    let Ok(w) = stowage_input::load_texts([(Path::new("fuzz.yaml"), text)]) else { return };
     let cat = small_catalog();
-    if let Ok(plan) = make_plan(&w, cat, &Weights::default(), Solver::Greedy) {
+    if let Ok(plan) = plan_cluster(&w.cluster, cat, &Weights::default(), Solver::Greedy) {
         let _ = check::check(&w.cluster, cat, &plan);
     }
 }
@@ -647,7 +639,7 @@ proptest! {
     #[test]
     fn loader_survives_random_text(text in "\\PC{0,200}") {
         load_plan_check(&text);
-        let _ = stowage::catalog::parse("fuzz.yaml", &text);
+        let _ = stowage_input::catalog::parse("fuzz.yaml", &text);
         let _ = Plan::from_json(&text);
         let _ = Weights::parse("fuzz.yaml", &text);
     }
@@ -713,14 +705,14 @@ proptest! {
     fn parsers_survive_mutated_catalogs_weights_and_plans(which in 0..3usize, muts in proptest::collection::vec(mutation_strategy(), 1..4)) {
         let base = match which {
             0 => std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/catalog-small.yaml")).unwrap(),
-            1 => stowage::weights::DEFAULT_YAML.to_string(),
+            1 => stowage_core::weights::DEFAULT_YAML.to_string(),
             _ => sample_plan_json(),
         };
         let mut text = base;
         for m in &muts {
             text = mutate(&text, m);
         }
-        if let Ok(cat) = stowage::catalog::parse("fuzz.yaml", &text) {
+        if let Ok(cat) = stowage_input::catalog::parse("fuzz.yaml", &text) {
             for t in &cat.types {
                 let _ = t.allocatable();
             }
@@ -734,7 +726,7 @@ proptest! {
     }
 }
 
-fn plan_workload() -> input::Workload {
+fn plan_workload() -> stowage_input::Workload {
     let text = format!(
         "{NODECLASS}{}{}{}{}",
         pool_full("default", "[{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]", "", "", ""),
@@ -742,10 +734,10 @@ fn plan_workload() -> input::Workload {
         pod("a", "{app: a}", "500m", "topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: a}}}]"),
         pod("b", "{app: a}", "1500m", ""),
     );
-    input::load_texts([(Path::new("plan-workload.yaml"), text.as_str())]).expect("the plan workload loads")
+    stowage_input::load_texts([(Path::new("plan-workload.yaml"), text.as_str())]).expect("the plan workload loads")
 }
 
 fn sample_plan_json() -> String {
     let w = plan_workload();
-    make_plan(&w, small_catalog(), &Weights::default(), Solver::Greedy).expect("plans").to_json()
+    plan_cluster(&w.cluster, small_catalog(), &Weights::default(), Solver::Greedy).expect("plans").to_json()
 }

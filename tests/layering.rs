@@ -1,58 +1,133 @@
-//! The pure core never touches Kubernetes clients, the AWS SDK or the async runtime (ARCHITECTURE.md,
-//! "The core is pure"). This test reads the source and fails on any such use.
+//! The crate graph is the architecture (ARCHITECTURE.md, "Crates"). The compiler refuses a `use` of a
+//! crate that is not a dependency; this test pins the dependencies themselves, transitively, from
+//! `cargo metadata`: the core reaches no Kubernetes types, no client, no AWS SDK, no async runtime and
+//! no CLI parser; only the binary parses arguments; the e2e harness is a dev-dependency only; and the
+//! arrows between stowage's own crates are the ones drawn in ARCHITECTURE.md.
 
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
 
-/// Modules of the pure core, and the crate paths they may not name.
-const CORE: &[&str] = &["src/domain", "src/semantics", "src/solve", "src/check", "src/plan", "src/weights.rs", "src/catalog"];
-const FORBIDDEN: &[&str] = &["kube::", "kube_runtime", "kube_client", "k8s_openapi", "aws_sdk", "aws_config", "aws_smithy", "tokio", "crate::e2e", "crate::cli", "crate::api", "reqwest::", "hyper::", "hyper_util"];
+use serde_json::Value;
 
-fn rust_files(p: &Path, out: &mut Vec<PathBuf>) {
-    if p.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(p).unwrap().map(|e| e.unwrap().path()).collect();
-        entries.sort();
-        for e in entries {
-            rust_files(&e, out);
-        }
-    } else if p.extension().is_some_and(|e| e == "rs") {
-        out.push(p.to_path_buf());
-    }
+/// stowage's crates and the stowage crates each may depend on (normal dependencies).
+const ARROWS: &[(&str, &[&str])] = &[
+    ("stowage-core", &[]),
+    ("stowage-input", &["stowage-core"]),
+    ("stowage-decide", &["stowage-core", "stowage-input"]),
+    ("stowage-aws", &["stowage-core", "stowage-input", "stowage-decide"]),
+    ("stowage-controller", &["stowage-core", "stowage-input", "stowage-decide"]),
+    ("stowage-sim", &["stowage-core", "stowage-input", "stowage-decide"]),
+    ("stowage-bench", &["stowage-core", "stowage-input"]),
+    ("stowage-e2e", &["stowage-input"]),
+    ("stowage", &["stowage-core", "stowage-input", "stowage-decide", "stowage-aws", "stowage-controller", "stowage-sim", "stowage-bench"]),
+];
+
+/// Third-party crates a stowage crate may not reach, even transitively.
+const FORBIDDEN: &[(&str, &[&str])] = &[
+    ("stowage-core", &["k8s-openapi", "kube", "kube-client", "kube-runtime", "kube-core", "tokio", "aws-sdk-ec2", "aws-config", "clap", "hyper", "reqwest"]),
+    ("stowage-input", &["kube-client", "kube-runtime", "tokio", "aws-sdk-ec2", "aws-config", "clap", "hyper"]),
+    ("stowage-decide", &["kube-client", "kube-runtime", "tokio", "aws-sdk-ec2", "aws-config", "clap", "hyper"]),
+    ("stowage-sim", &["kube-client", "kube-runtime", "tokio", "aws-sdk-ec2", "aws-config", "clap", "hyper"]),
+    ("stowage-bench", &["kube-client", "kube-runtime", "tokio", "aws-sdk-ec2", "aws-config", "clap", "hyper"]),
+    ("stowage-controller", &["aws-sdk-ec2", "aws-config", "clap"]),
+    ("stowage-aws", &["kube-client", "kube-runtime", "clap"]),
+    ("stowage-e2e", &["clap"]),
+];
+
+struct Graph {
+    /// package id → name
+    names: BTreeMap<String, String>,
+    /// package id → ids of its normal (non-dev, non-build) dependencies
+    normal: BTreeMap<String, Vec<String>>,
 }
 
-#[test]
-fn the_core_does_not_depend_on_clients_sdks_or_tokio() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    for m in CORE {
-        rust_files(&root.join(m), &mut files);
+fn metadata() -> Graph {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out =
+        Command::new(cargo).args(["metadata", "--format-version", "1", "--locked", "--manifest-path"]).arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).output().expect("cargo metadata runs");
+    assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
+    let names = v["packages"].as_array().unwrap().iter().map(|p| (p["id"].as_str().unwrap().to_string(), p["name"].as_str().unwrap().to_string())).collect();
+    let mut normal = BTreeMap::new();
+    for n in v["resolve"]["nodes"].as_array().unwrap() {
+        let deps = n["deps"].as_array().unwrap().iter().filter(|d| d["dep_kinds"].as_array().unwrap().iter().any(|k| k["kind"].is_null())).map(|d| d["pkg"].as_str().unwrap().to_string()).collect();
+        normal.insert(n["id"].as_str().unwrap().to_string(), deps);
     }
-    assert!(files.len() > 20, "the core modules were not found: {files:?}");
-    let mut hits = Vec::new();
-    for f in &files {
-        let text = std::fs::read_to_string(f).unwrap();
-        for (i, line) in text.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or("");
-            for bad in FORBIDDEN {
-                if code.contains(bad) {
-                    hits.push(format!("{}:{}: {}", f.strip_prefix(root).unwrap().display(), i + 1, line.trim()));
+    Graph { names, normal }
+}
+
+impl Graph {
+    fn id(&self, name: &str) -> &str {
+        let ids: Vec<&String> = self.names.iter().filter(|(_, n)| *n == name).map(|(id, _)| id).collect();
+        assert_eq!(ids.len(), 1, "one package named {name}: {ids:?}");
+        ids[0]
+    }
+
+    fn direct(&self, name: &str) -> BTreeSet<String> {
+        self.normal[self.id(name)].iter().map(|d| self.names[d].clone()).collect()
+    }
+
+    /// Every package `name` reaches through normal dependencies.
+    fn reach(&self, name: &str) -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![self.id(name).to_string()];
+        while let Some(id) = stack.pop() {
+            for d in &self.normal[&id] {
+                if seen.insert(d.clone()) {
+                    stack.push(d.clone());
                 }
             }
         }
+        seen.into_iter().map(|id| self.names[&id].clone()).collect()
     }
-    assert!(hits.is_empty(), "the pure core names forbidden crates:\n{}", hits.join("\n"));
 }
 
 #[test]
-fn the_input_layer_uses_no_clients_either() {
-    // input/ may use k8s-openapi types (it parses manifests) but never a client, the SDK or tokio.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    rust_files(&root.join("src/input"), &mut files);
-    let forbidden = ["kube::Client", "kube::Api", "kube_runtime", "aws_sdk", "aws_config", "tokio"];
-    for f in &files {
-        let text = std::fs::read_to_string(f).unwrap();
-        for bad in forbidden {
-            assert!(!text.contains(bad), "{} uses {bad}", f.display());
+fn stowage_crates_depend_only_along_the_drawn_arrows() {
+    let g = metadata();
+    let ours: BTreeSet<&str> = ARROWS.iter().map(|(c, _)| *c).collect();
+    let found: BTreeSet<&str> = g.names.values().filter(|n| n.starts_with("stowage")).map(String::as_str).collect();
+    assert_eq!(found, ours, "every stowage crate has a row in ARROWS (and ARCHITECTURE.md)");
+    let mut wrong = Vec::new();
+    for (krate, allowed) in ARROWS {
+        for d in g.direct(krate) {
+            if d.starts_with("stowage") && !allowed.contains(&d.as_str()) {
+                wrong.push(format!("{krate} -> {d}"));
+            }
         }
     }
+    assert!(wrong.is_empty(), "arrows not in the architecture: {wrong:?}");
+}
+
+#[test]
+fn the_core_and_the_pure_layers_reach_no_client_sdk_runtime_or_cli() {
+    let g = metadata();
+    let mut hits = Vec::new();
+    for (krate, banned) in FORBIDDEN {
+        let reach = g.reach(krate);
+        for b in *banned {
+            if reach.contains(*b) {
+                hits.push(format!("{krate} reaches {b}"));
+            }
+        }
+    }
+    assert!(hits.is_empty(), "{hits:?}");
+}
+
+#[test]
+fn the_e2e_harness_is_a_dev_dependency_only() {
+    let g = metadata();
+    for (krate, _) in ARROWS {
+        assert!(!g.reach(krate).contains("stowage-e2e"), "{krate} depends on the e2e harness outside its tests");
+    }
+}
+
+#[test]
+fn this_test_can_fail() {
+    // The checks above see through the dependency graph: the core reaches highs, and the binary
+    // reaches kube's client through the controller.
+    let g = metadata();
+    assert!(g.reach("stowage-core").contains("highs"));
+    assert!(g.reach("stowage").contains("kube-client"));
+    assert!(g.reach("stowage-controller").contains("stowage-core"));
 }

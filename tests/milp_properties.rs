@@ -10,12 +10,11 @@ use std::path::Path;
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::{Config as ProptestConfig, RngSeed};
-use stowage::check;
-use stowage::cli::{make_plan, Solver};
-use stowage::input;
-use stowage::weights::Weights;
+use stowage_core::check;
+use stowage_core::solve::{Solver, plan_cluster};
+use stowage_core::weights::Weights;
 
-use common::{default_pool, pod, pool, small_catalog, NODECLASS};
+use common::{NODECLASS, default_pool, pod, pool, small_catalog};
 
 const TYPES: [&str; 3] = ["t.small", "t.medium", "t.large"];
 const ZONES: [&str; 2] = ["zone-a", "zone-b"];
@@ -27,19 +26,14 @@ struct TinyPod {
 }
 
 fn tiny_pod() -> impl Strategy<Value = TinyPod> {
-    (select(vec![250i64, 500, 900, 1000, 1500, 2500, 3500, 6000]), proptest::option::weighted(0.3, select(ZONES.to_vec())))
-        .prop_map(|(cpu_m, zone)| TinyPod { cpu_m, zone })
+    (select(vec![250i64, 500, 900, 1000, 1500, 2500, 3500, 6000]), proptest::option::weighted(0.3, select(ZONES.to_vec()))).prop_map(|(cpu_m, zone)| TinyPod { cpu_m, zone })
 }
 
 fn render(pods: &[TinyPod]) -> String {
     let mut text = String::from(NODECLASS);
     text.push_str(&pool(
         "tiny",
-        &format!(
-            "[{{key: node.kubernetes.io/instance-type, operator: In, values: [{}]}}, {{key: topology.kubernetes.io/zone, operator: In, values: [{}]}}]",
-            TYPES.join(", "),
-            ZONES.join(", ")
-        ),
+        &format!("[{{key: node.kubernetes.io/instance-type, operator: In, values: [{}]}}, {{key: topology.kubernetes.io/zone, operator: In, values: [{}]}}]", TYPES.join(", "), ZONES.join(", ")),
     ));
     for (i, p) in pods.iter().enumerate() {
         let spec = p.zone.map(|z| format!("nodeSelector: {{topology.kubernetes.io/zone: {z}}}")).unwrap_or_default();
@@ -101,10 +95,10 @@ proptest! {
     #[test]
     fn milp_is_checked_no_dearer_than_greedy_bounded_and_optimal_on_tiny_batches(pods in proptest::collection::vec(tiny_pod(), 1..=8)) {
         let text = render(&pods);
-        let w = input::load_texts([(Path::new("tiny.yaml"), text.as_str())]).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let w = stowage_input::load_texts([(Path::new("tiny.yaml"), text.as_str())]).unwrap_or_else(|e| panic!("{e}\n{text}"));
         let weights = Weights::default();
-        let greedy = make_plan(&w, small_catalog(), &weights, Solver::Greedy).unwrap();
-        let milp = make_plan(&w, small_catalog(), &weights, Solver::Milp).unwrap();
+        let greedy = plan_cluster(&w.cluster, small_catalog(), &weights, Solver::Greedy).unwrap();
+        let milp = plan_cluster(&w.cluster, small_catalog(), &weights, Solver::Milp).unwrap();
         for plan in [&greedy, &milp] {
             let r = check::check(&w.cluster, small_catalog(), plan);
             prop_assert!(r.valid(), "{}: {:?}\n{text}", plan.solver.name, r.violations);
@@ -132,14 +126,14 @@ proptest! {
 #[test]
 fn the_size_class_bound_sees_whole_nodes() {
     use std::time::{Duration, Instant};
-    use stowage::solve::milp::{bound, structure::Structure, Options};
-    use stowage::solve::{greedy, problem::Problem};
+    use stowage_core::solve::milp::{Options, bound, structure::Structure};
+    use stowage_core::solve::{greedy, problem::Problem};
 
     let mut text = format!("{NODECLASS}{}", default_pool());
     for i in 0..7 {
         text.push_str(&pod(&format!("p{i}"), "", "1000m", ""));
     }
-    let w = input::load_texts([(Path::new("seven.yaml"), text.as_str())]).expect("loads");
+    let w = stowage_input::load_texts([(Path::new("seven.yaml"), text.as_str())]).expect("loads");
     let weights = Weights::default();
     let p = Problem::new(&w.cluster, small_catalog(), &weights).expect("builds");
     let s = Structure::build(&p);

@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use stowage::bench::{self, corpus, peer, Options};
-use stowage::check;
-use stowage::cli::Solver;
+use stowage_bench::{self, Options, corpus, peer};
+use stowage_core::check;
+use stowage_core::solve::Solver;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -25,7 +25,7 @@ fn entry(name: &str) -> corpus::Entry {
 }
 
 struct Judged {
-    plan: stowage::plan::Plan,
+    plan: stowage_core::plan::Plan,
     report: check::Report,
     pending: usize,
 }
@@ -93,7 +93,7 @@ fn bench_with_the_peer() {
     let ws: Vec<corpus::Entry> = ["seed-1c", "seed-1-rescale", "seed-2-scale-to-3", "karpenter-100"].iter().map(|n| entry(n)).collect();
     let scratch = std::env::temp_dir().join(format!("stowage-test-peer-bench-{}", std::process::id()));
     let opts = Options { solvers: vec![Solver::Greedy, Solver::Milp], peer: Some(peer_bin().clone()), scratch, ..Default::default() };
-    let res = bench::run(&ws, &[], &opts);
+    let res = stowage_bench::run(&ws, &[], &opts);
     assert_eq!(res.rows.len(), 12);
     for w in &ws {
         let get = |p: &str| res.rows.iter().find(|r| r.workload == w.name && r.planner == p).unwrap_or_else(|| panic!("{}: no {p} row", w.name));
@@ -115,6 +115,6 @@ fn bench_with_the_peer() {
     }
     // A Karpenter plan the checker rejects is reported, not a failure of the bench.
     assert!(!res.failed(), "{:?}", res.rows.iter().filter(|r| r.fails_bench()).map(|r| (&r.workload, &r.planner)).collect::<Vec<_>>());
-    let table = bench::report::peer_table(&res);
+    let table = stowage_bench::report::peer_table(&res);
     assert_eq!(table.lines().count(), 2 + ws.len(), "{table}");
 }

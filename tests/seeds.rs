@@ -4,13 +4,14 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use stowage::catalog::{default_catalog, for_nodeclass};
-use stowage::check;
-use stowage::cli::{make_plan, Solver};
-use stowage::domain::labels::keys;
-use stowage::input::{self, Workload};
-use stowage::plan::Plan;
-use stowage::weights::Weights;
+use stowage_core::catalog::for_nodeclass;
+use stowage_core::check;
+use stowage_core::domain::labels::keys;
+use stowage_core::plan::Plan;
+use stowage_core::solve::{Solver, plan_cluster};
+use stowage_core::weights::Weights;
+use stowage_input::catalog::default_catalog;
+use stowage_input::{self, Workload};
 
 const NODECLASS: &str = "scenarios/common-ec2nodeclass.yaml";
 const SEED1: &str = "scenarios/seed-1-statefulset-capacity-spread";
@@ -23,7 +24,7 @@ fn path(p: &str) -> PathBuf {
 
 fn load(paths: &[&str]) -> Workload {
     let paths: Vec<PathBuf> = paths.iter().map(|p| path(p)).collect();
-    input::load(&paths).unwrap_or_else(|e| panic!("loading {paths:?}: {e}"))
+    stowage_input::load(&paths).unwrap_or_else(|e| panic!("loading {paths:?}: {e}"))
 }
 
 /// Every planner the acceptance cases must hold for.
@@ -32,7 +33,7 @@ fn planners() -> Vec<Solver> {
 }
 
 fn plan(w: &Workload, solver: Solver) -> Plan {
-    make_plan(w, default_catalog(), &Weights::default(), solver).unwrap_or_else(|e| panic!("{solver:?}: planning failed: {e}"))
+    plan_cluster(&w.cluster, default_catalog(), &Weights::default(), solver).unwrap_or_else(|e| panic!("{solver:?}: planning failed: {e}"))
 }
 
 #[track_caller]
@@ -42,7 +43,7 @@ fn assert_valid(w: &Workload, p: &Plan) {
     assert!(r.stated_order_ok, "the plan's own bind order does not replay: {:?}", r.notes);
 }
 
-fn label<'a>(n: &'a stowage::plan::NewNode, k: &str) -> &'a str {
+fn label<'a>(n: &'a stowage_core::plan::NewNode, k: &str) -> &'a str {
     n.labels.get(k).map(String::as_str).unwrap_or_else(|| panic!("node {} has no label {k}", n.name))
 }
 
@@ -51,12 +52,7 @@ fn pv_zone(w: &Workload, pod: &str) -> String {
     let id = w.cluster.find_pod(pod).unwrap_or_else(|| panic!("no pod {pod}"));
     let terms = &w.cluster.pod(id).volumes.node_terms;
     assert_eq!(terms.len(), 1, "{pod}: one volume expected");
-    let zones: Vec<&String> = terms[0]
-        .iter()
-        .flat_map(|t| t.expressions.iter())
-        .filter(|e| e.key == keys::ZONE)
-        .flat_map(|e| e.values.iter())
-        .collect();
+    let zones: Vec<&String> = terms[0].iter().flat_map(|t| t.expressions.iter()).filter(|e| e.key == keys::ZONE).flat_map(|e| e.values.iter()).collect();
     assert_eq!(zones.len(), 1, "{pod}: one PV zone expected, got {zones:?}");
     zones[0].clone()
 }
@@ -73,7 +69,7 @@ fn every_scenario_file_loads() {
             } else if e.file_name().is_some_and(|n| n == "scenario.yaml") {
                 // stowage simulate's scenario files; tests/simulate.rs runs them. Named explicitly as a
                 // workload they are an input error that says so.
-                let err = input::load(std::slice::from_ref(&e)).err().map(|x| x.to_string()).unwrap_or_default();
+                let err = stowage_input::load(std::slice::from_ref(&e)).err().map(|x| x.to_string()).unwrap_or_default();
                 assert!(err.contains("stowage simulate"), "{}: {err}", e.display());
             } else if matches!(e.extension().and_then(|x| x.to_str()), Some("yaml" | "yml" | "json")) {
                 out.push(e);
@@ -85,13 +81,7 @@ fn every_scenario_file_loads() {
     // Files reference each other (NodePools their EC2NodeClass, claims their StorageClass; a dangling
     // reference is an input error by design, see tests/bad_input.rs), so each file is loaded with the
     // files it needs: its own folder, the common EC2NodeClass, and for seed-1c seed-1's NodePools.
-    let groups: Vec<Vec<&str>> = vec![
-        vec![NODECLASS],
-        vec![SEED1, NODECLASS],
-        vec!["scenarios/seed-1b-statefulset-zonal-rescale", NODECLASS],
-        vec![SEED1C, SEED1, NODECLASS],
-        vec![SEED2, NODECLASS],
-    ];
+    let groups: Vec<Vec<&str>> = vec![vec![NODECLASS], vec![SEED1, NODECLASS], vec!["scenarios/seed-1b-statefulset-zonal-rescale", NODECLASS], vec![SEED1C, SEED1, NODECLASS], vec![SEED2, NODECLASS]];
     let mut covered = BTreeSet::new();
     for g in &groups {
         let w = load(g);
@@ -131,12 +121,7 @@ fn seed_1c_one_on_demand_node_in_us_east_1c_with_capacity_spread_1() {
         .iter()
         .filter(|t| t.labels.get("karpenter.k8s.aws/instance-category").is_some_and(|c| ["c", "m", "r"].contains(&c.as_str())))
         .filter(|t| pod.requests.fits_in(&t.allocatable()))
-        .filter_map(|t| {
-            t.offerings
-                .iter()
-                .find(|o| o.zone == "us-east-1c" && o.capacity_type == "on-demand" && o.available)
-                .map(|o| (o.price, t.name.clone()))
-        })
+        .filter_map(|t| t.offerings.iter().find(|o| o.zone == "us-east-1c" && o.capacity_type == "on-demand" && o.available).map(|o| (o.price, t.name.clone())))
         .collect();
     fitting.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let cheapest_price = fitting.first().expect("some c/m/r type fits").0;

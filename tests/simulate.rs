@@ -5,28 +5,28 @@
 
 use std::path::Path;
 
-use stowage::domain::Cluster;
-use stowage::sim::events::EventKind;
-use stowage::sim::scenario::{self, FailOffering};
-use stowage::sim::{self, Options, Report, Scenario, SolverName};
+use stowage_core::domain::Cluster;
+use stowage_sim::events::EventKind;
+use stowage_sim::scenario::{self, FailOffering};
+use stowage_sim::{self, Options, Report, Scenario, Solver};
 
-const SOLVERS: [SolverName; 2] = [SolverName::Milp, SolverName::Greedy];
+const SOLVERS: [Solver; 2] = [Solver::Milp, Solver::Greedy];
 
 fn seeds() -> Vec<Scenario> {
-    sim::seed_scenarios().unwrap_or_else(|e| panic!("{e}"))
+    stowage_sim::seed_scenarios().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn seed(name: &str) -> Scenario {
     seeds().into_iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no seed scenario {name}"))
 }
 
-fn run(sc: &Scenario, solver: SolverName) -> Report {
-    sim::run(sc, &Options { solver: Some(solver), check_plans: true }).unwrap_or_else(|e| panic!("{e}"))
+fn run(sc: &Scenario, solver: Solver) -> Report {
+    stowage_sim::run(sc, &Options { solver: Some(solver), check_plans: true }).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The report as people read it, for assertion messages.
 fn text(r: &Report) -> String {
-    sim::report::render(r, true)
+    stowage_sim::report::render(r, true)
 }
 
 #[track_caller]
@@ -51,7 +51,7 @@ fn launches(r: &Report) -> Vec<(String, String, String, String)> {
 #[test]
 fn the_seed_scenarios_pass_with_the_milp_planner() {
     for sc in seeds() {
-        let r = run(&sc, SolverName::Milp);
+        let r = run(&sc, Solver::Milp);
         assert_passed(&r);
         assert!(r.batches > 0 && !r.checks.is_empty(), "{}: nothing was planned or checked", sc.name);
     }
@@ -60,7 +60,7 @@ fn the_seed_scenarios_pass_with_the_milp_planner() {
 #[test]
 fn the_seed_scenarios_pass_with_the_greedy_planner() {
     for sc in seeds() {
-        let r = run(&sc, SolverName::Greedy);
+        let r = run(&sc, Solver::Greedy);
         assert_passed(&r);
     }
 }
@@ -85,8 +85,10 @@ fn seed_1_recovers_when_its_first_choice_spot_offering_has_no_capacity() {
         let failed = r
             .timeline
             .iter()
-            .filter(|e| matches!(&e.kind, EventKind::LaunchFailed { instance_type, zone: z, capacity_type, reason, .. }
-                if instance_type == &it && z == &zone && capacity_type == &ct && reason == "InsufficientInstanceCapacity"))
+            .filter(|e| {
+                matches!(&e.kind, EventKind::LaunchFailed { instance_type, zone: z, capacity_type, reason, .. }
+                if instance_type == &it && z == &zone && capacity_type == &ct && reason == "InsufficientInstanceCapacity")
+            })
             .count();
         assert!(failed >= 1, "{solver:?}: no refused launch of {it} {ct} {zone}\n{}", text(&r));
         assert!(
@@ -133,14 +135,14 @@ fn seed_1_with_parallel_pod_management_plans_the_three_pods_in_one_batch() {
 #[test]
 fn a_planner_that_ignores_spread_constraints_leaves_pods_pending_and_the_scenario_fails() {
     let sc = seed("seed-1c");
-    let mut stripped = |cluster: &Cluster, catalog: &stowage::domain::Catalog, weights: &stowage::weights::Weights| {
+    let mut stripped = |cluster: &Cluster, catalog: &stowage_core::domain::Catalog, weights: &stowage_core::weights::Weights| {
         let mut blind = cluster.clone();
         for p in &mut blind.pods {
             p.spread.clear();
         }
-        sim::planner::plan_with(SolverName::Greedy, std::time::Duration::from_secs(1), &blind, catalog, weights)
+        stowage_sim::planner::plan_with(Solver::Greedy, std::time::Duration::from_secs(1), &blind, catalog, weights)
     };
-    let r = sim::run_with(&sc, &mut stripped, "greedy without spread constraints", true).unwrap_or_else(|e| panic!("{e}"));
+    let r = stowage_sim::run_with(&sc, &mut stripped, "greedy without spread constraints", true).unwrap_or_else(|e| panic!("{e}"));
     assert!(!r.passed, "the scenario must fail\n{}", text(&r));
     assert_eq!(r.pending.iter().map(|p| p.pod.as_str()).collect::<Vec<_>>(), ["default/repro-2"], "{}", text(&r));
     assert!(r.pending[0].message.contains("topology spread"), "kube-scheduler's reason: {}", r.pending[0].message);
@@ -154,7 +156,7 @@ fn a_planner_that_ignores_spread_constraints_leaves_pods_pending_and_the_scenari
     assert!(!r.timeline.iter().any(|e| matches!(&e.kind, EventKind::Bound { pod, .. } if pod == "default/repro-2")), "repro-2 must never be bound");
 
     // The same scenario with stowage's planner passes (the control).
-    assert_passed(&run(&sc, SolverName::Greedy));
+    assert_passed(&run(&sc, Solver::Greedy));
 }
 
 /// On seed-1b the same blind planner puts db-1 next to db-0, in the cheapest zone. kube-scheduler,
@@ -170,14 +172,14 @@ fn a_spread_blind_planner_strands_seed_1b_pods_in_a_launch_loop() {
             *max = std::time::Duration::from_secs(6 * 60);
         }
     }
-    let mut stripped = |cluster: &Cluster, catalog: &stowage::domain::Catalog, weights: &stowage::weights::Weights| {
+    let mut stripped = |cluster: &Cluster, catalog: &stowage_core::domain::Catalog, weights: &stowage_core::weights::Weights| {
         let mut blind = cluster.clone();
         for p in &mut blind.pods {
             p.spread.clear();
         }
-        sim::planner::plan_with(SolverName::Greedy, std::time::Duration::from_secs(1), &blind, catalog, weights)
+        stowage_sim::planner::plan_with(Solver::Greedy, std::time::Duration::from_secs(1), &blind, catalog, weights)
     };
-    let r = sim::run_with(&sc, &mut stripped, "greedy without spread constraints", true).unwrap_or_else(|e| panic!("{e}"));
+    let r = stowage_sim::run_with(&sc, &mut stripped, "greedy without spread constraints", true).unwrap_or_else(|e| panic!("{e}"));
     assert!(!r.passed, "{}", text(&r));
     assert!(r.failed_checks().any(|c| c.expectation.starts_with("pendingPods")), "{}", text(&r));
     assert_eq!(r.settle_timeouts, [2], "the loop keeps the cluster busy\n{}", text(&r));
@@ -190,8 +192,8 @@ fn a_spread_blind_planner_strands_seed_1b_pods_in_a_launch_loop() {
 #[test]
 fn the_same_scenario_gives_the_same_timeline() {
     let sc = seed("seed-2");
-    let a = serde_json::to_string(&run(&sc, SolverName::Milp)).unwrap();
-    let b = serde_json::to_string(&run(&sc, SolverName::Milp)).unwrap();
+    let a = serde_json::to_string(&run(&sc, Solver::Milp)).unwrap();
+    let b = serde_json::to_string(&run(&sc, Solver::Milp)).unwrap();
     assert_eq!(a, b);
 }
 
@@ -268,7 +270,7 @@ steps:
       nodes: [{count: 0}]
       costPerHour: {max: 0}
 "#;
-    let sc = scenario::parse(Path::new("scenarios/features/scenario.yaml"), text_sc, &sim::Embedded).unwrap_or_else(|e| panic!("{e}"));
+    let sc = scenario::parse(Path::new("scenarios/features/scenario.yaml"), text_sc, &stowage_sim::Embedded).unwrap_or_else(|e| panic!("{e}"));
     for solver in SOLVERS {
         let r = run(&sc, solver);
         assert_passed(&r);
@@ -313,8 +315,8 @@ steps:
   - settle: {}
   - expect: {pendingPods: 0, launches: 2, batches: 2}
 "#;
-    let sc = scenario::parse(Path::new("scenarios/x/scenario.yaml"), text_sc, &sim::Embedded).unwrap_or_else(|e| panic!("{e}"));
-    let r = run(&sc, SolverName::Milp);
+    let sc = scenario::parse(Path::new("scenarios/x/scenario.yaml"), text_sc, &stowage_sim::Embedded).unwrap_or_else(|e| panic!("{e}"));
+    let r = run(&sc, Solver::Milp);
     assert_passed(&r);
     let second = r.timeline.iter().find_map(|e| match &e.kind {
         EventKind::Batch { batch: 2, new_nodes, on_existing, .. } => Some((*new_nodes, *on_existing)),
@@ -329,8 +331,8 @@ steps:
 #[test]
 fn steps_naming_missing_objects_are_errors_not_panics() {
     let text_sc = "schema: stowage.dev/scenario/v1\nname: x\nsteps:\n- scale: {kind: StatefulSet, name: nope, replicas: 1}\n";
-    let sc = scenario::parse(Path::new("x.yaml"), text_sc, &sim::Embedded).unwrap();
-    let e = sim::run(&sc, &Options::default()).unwrap_err();
+    let sc = scenario::parse(Path::new("x.yaml"), text_sc, &stowage_sim::Embedded).unwrap();
+    let e = stowage_sim::run(&sc, &Options::default()).unwrap_err();
     assert!(e.to_string().contains("no StatefulSet default/nope"), "{e}");
 }
 

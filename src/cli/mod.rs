@@ -5,12 +5,22 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::catalog;
-use crate::domain::catalog::Catalog;
-use crate::input;
-use crate::plan;
-use crate::solve;
-use crate::weights::Weights;
+use stowage_core::domain::catalog::Catalog;
+use stowage_core::plan;
+use stowage_core::solve::{self, Planner, Solver};
+use stowage_core::weights::Weights;
+use stowage_input as input;
+use stowage_input::catalog;
+
+#[cfg(feature = "bench")]
+mod bench;
+#[cfg(feature = "controller")]
+mod controller;
+mod simulate;
+
+// The Helm chart against the command line it runs (flags, CRDs, RBAC).
+#[cfg(all(test, feature = "controller"))]
+mod chart_tests;
 
 #[derive(Parser)]
 #[command(name = "stowage", version, about = "Plans Kubernetes node launches for pending pods as a mixed-integer program")]
@@ -26,19 +36,29 @@ pub enum Output {
     Yaml,
 }
 
+/// The planner on the command line (`stowage_core::solve::Solver`).
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub enum Solver {
+pub enum SolverArg {
     /// Mixed-integer program on HiGHS, started from and falling back to the greedy plan.
     Milp,
     /// Best-fit decreasing with cost-aware node choice.
     Greedy,
 }
 
+impl From<SolverArg> for Solver {
+    fn from(s: SolverArg) -> Solver {
+        match s {
+            SolverArg::Milp => Solver::Milp,
+            SolverArg::Greedy => Solver::Greedy,
+        }
+    }
+}
+
 /// Solver settings shared by every command that plans.
 #[derive(clap::Args, Clone, Debug)]
 pub struct SolveArgs {
     #[arg(long, value_enum, default_value = "milp")]
-    pub solver: Solver,
+    pub solver: SolverArg,
     /// Time budget of the MILP solver, e.g. 1s, 500ms, 10s.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub time_budget: std::time::Duration,
@@ -50,35 +70,13 @@ pub struct SolveArgs {
     pub threads: u32,
 }
 
-impl Default for SolveArgs {
-    fn default() -> Self {
-        SolveArgs { solver: Solver::Milp, time_budget: std::time::Duration::from_secs(1), gap: 0.01, threads: 1 }
-    }
-}
-
 impl SolveArgs {
-    pub fn greedy() -> Self {
-        SolveArgs { solver: Solver::Greedy, ..Default::default() }
-    }
-
-    pub fn milp() -> Self {
-        SolveArgs::default()
+    pub fn planner(&self) -> Planner {
+        Planner { solver: self.solver.into(), time_budget: self.time_budget, gap: self.gap, threads: self.threads }
     }
 }
 
-impl From<Solver> for SolveArgs {
-    fn from(solver: Solver) -> Self {
-        SolveArgs { solver, ..Default::default() }
-    }
-}
-
-impl From<&SolveArgs> for SolveArgs {
-    fn from(a: &SolveArgs) -> Self {
-        a.clone()
-    }
-}
-
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 1s, 500ms)"))
 }
 
@@ -126,23 +124,27 @@ pub enum Command {
         scenarios: Vec<PathBuf>,
         /// Plan with this solver instead of each scenario's own (default milp).
         #[arg(long, value_enum)]
-        solver: Option<Solver>,
+        solver: Option<SolverArg>,
         #[arg(short, long, value_enum, default_value = "table")]
         output: Output,
     },
     /// Run every planner (and weights profile, and optionally Karpenter's scheduler) on every workload
     /// of the benchmark corpus; check every plan; write tables, CSV, JSON and SVG figures.
-    Bench(crate::bench::cli::BenchArgs),
+    #[cfg(feature = "bench")]
+    Bench(bench::BenchArgs),
     /// Run the cluster controller: watch pods, plan each batch of unschedulable pods, launch NodeClaims
     /// on EC2, register, consolidate and garbage-collect nodes (Karpenter v1 APIs; README "Deploy").
-    Controller(crate::controller::cli::ControllerArgs),
+    #[cfg(feature = "controller")]
+    Controller(controller::ControllerArgs),
     /// Write the current batch of a live cluster (everything the planner reads) as a workload file for
     /// `stowage plan` and `stowage bench`, and optionally the catalog the controller would plan with.
-    Record(crate::controller::cli::RecordArgs),
+    #[cfg(feature = "controller")]
+    Record(controller::RecordArgs),
     /// Write benchmark corpus files (benches/workloads/README.md says which command made each).
+    #[cfg(feature = "bench")]
     Corpus {
         #[command(subcommand)]
-        command: crate::bench::cli::CorpusCommand,
+        command: bench::CorpusCommand,
     },
     /// Print the CustomResourceDefinitions of NodePool, NodeClaim and EC2NodeClass.
     Crds {
@@ -190,6 +192,14 @@ pub(crate) fn report(r: Result<String, String>) -> ExitCode {
     }
 }
 
+/// Exit 0 on success, `error: ...` and exit 2 otherwise.
+fn done(r: Result<(), String>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
 fn load_workload(paths: &[PathBuf]) -> Result<input::Workload, String> {
     let w = input::load(paths).map_err(|e| e.to_string())?;
     for warning in &w.warnings {
@@ -207,20 +217,9 @@ fn load_catalog(path: &Option<PathBuf>) -> Result<Catalog, String> {
 
 fn load_weights(path: &Option<PathBuf>) -> Result<Weights, String> {
     match path {
-        Some(p) => Weights::load(p).map_err(|e| e.to_string()),
+        Some(p) => stowage_input::weights::load(p).map_err(|e| e.to_string()),
         None => Ok(Weights::default()),
     }
-}
-
-/// Plans a loaded workload with the chosen solver.
-pub fn make_plan(w: &input::Workload, catalog: &Catalog, weights: &Weights, args: impl Into<SolveArgs>) -> Result<plan::Plan, String> {
-    let args: SolveArgs = args.into();
-    let planner = match args.solver {
-        Solver::Milp => solve::driver::Planner::Milp(solve::driver::DriverOptions { budget: args.time_budget, gap: args.gap, threads: args.threads }),
-        Solver::Greedy => solve::driver::Planner::Greedy,
-    };
-    let (problem, o, report) = solve::driver::build_and_plan(&w.cluster, catalog, weights, planner).map_err(|e| e.to_string())?;
-    Ok(solve::to_plan(&problem, &o, report))
 }
 
 fn print_yaml<T: serde::Serialize>(v: &T) -> Result<(), String> {
@@ -232,144 +231,119 @@ fn print_yaml<T: serde::Serialize>(v: &T) -> Result<(), String> {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Plan { workload, catalog, weights, solve: solve_args, output } => {
-            let r = (|| -> Result<(), String> {
-                let w = load_workload(&workload)?;
-                let c = load_catalog(&catalog)?;
-                let wt = load_weights(&weights)?;
-                let p = make_plan(&w, &c, &wt, &solve_args)?;
-                match output {
-                    Output::Table => print!("{}", plan::render::table(&p)),
-                    Output::Json => println!("{}", p.to_json()),
-                    Output::Yaml => print_yaml(&p)?,
-                }
-                Ok(())
-            })();
-            match r {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(e),
-            }
-        }
-        Command::Check { workload, plan: plan_path, catalog, output } => {
-            let r = (|| -> Result<bool, String> {
-                let w = load_workload(&workload)?;
-                let c = load_catalog(&catalog)?;
-                let text = std::fs::read_to_string(&plan_path).map_err(|e| format!("{}: {e}", plan_path.display()))?;
-                let p = plan::Plan::from_json(&text).map_err(|e| format!("{}: {e}", plan_path.display()))?;
-                let report = crate::check::check(&w.cluster, &c, &p);
-                match output {
-                    Output::Table => {
-                        for n in &report.notes {
-                            println!("note: {n}");
-                        }
-                        for v in &report.violations {
-                            println!("violation: {v}");
-                        }
-                        println!(
-                            "{}: {} placement(s) checked, {} violation(s)",
-                            if report.valid() { "VALID" } else { "INVALID" },
-                            report.pods_checked,
-                            report.violations.len()
-                        );
-                    }
-                    Output::Json | Output::Yaml => {
-                        let j = serde_json::json!({
-                            "valid": report.valid(),
-                            "podsChecked": report.pods_checked,
-                            "statedOrderOk": report.stated_order_ok,
-                            "notes": report.notes,
-                            "violations": report.violations.iter().map(|v| serde_json::json!({
-                                "pod": v.pod, "node": v.node, "constraint": v.constraint, "message": v.message
-                            })).collect::<Vec<_>>(),
-                        });
-                        if output == Output::Json {
-                            println!("{}", serde_json::to_string_pretty(&j).unwrap());
-                        } else {
-                            print_yaml(&j)?;
-                        }
-                    }
-                }
-                Ok(report.valid())
-            })();
-            match r {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::from(1),
-                Err(e) => fail(e),
-            }
-        }
-        Command::Export { workload, output } => match load_workload(&workload).and_then(|w| {
-            let list = crate::input::export::to_list(&w.objects);
-            match output {
-                Output::Yaml => print_yaml(&list),
-                _ => {
-                    println!("{}", serde_json::to_string_pretty(&list).map_err(|e| e.to_string())?);
-                    Ok(())
-                }
-            }
-        }) {
-            Ok(()) => ExitCode::SUCCESS,
+        Command::Plan { workload, catalog, weights, solve, output } => done(plan(&workload, &catalog, &weights, &solve, output)),
+        Command::Check { workload, plan: plan_path, catalog, output } => match check(&workload, &plan_path, &catalog, output) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
             Err(e) => fail(e),
         },
-        Command::Simulate { scenarios, solver, output } => {
-            let solver = solver.map(|s| match s {
-                Solver::Milp => crate::sim::SolverName::Milp,
-                Solver::Greedy => crate::sim::SolverName::Greedy,
-            });
-            let format = match output {
-                Output::Table => crate::sim::Format::Table,
-                Output::Json => crate::sim::Format::Json,
-                Output::Yaml => crate::sim::Format::Yaml,
-            };
-            crate::sim::command(&scenarios, solver, format)
-        }
-        Command::Bench(args) => crate::bench::cli::bench(args),
-        Command::Controller(args) => crate::controller::cli::controller(args),
-        Command::Record(args) => crate::controller::cli::record(args),
-        Command::Corpus { command } => crate::bench::cli::corpus_command(command),
-        Command::Crds { output } => {
-            let crds = crate::api::crds();
-            let r = match output {
-                Output::Json => serde_json::to_string_pretty(&crds).map(|s| println!("{s}")).map_err(|e| e.to_string()),
-                _ => {
-                    let mut out = String::new();
-                    for c in &crds {
-                        out.push_str("---\n");
-                        out.push_str(&serde_saphyr::to_string(c).unwrap_or_default());
-                    }
-                    print!("{out}");
-                    Ok(())
-                }
-            };
-            match r {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(e),
+        Command::Export { workload, output } => done(export(&workload, output)),
+        Command::Simulate { scenarios, solver, output } => simulate::command(&scenarios, solver.map(Solver::from), output),
+        #[cfg(feature = "bench")]
+        Command::Bench(args) => bench::bench(args),
+        #[cfg(feature = "controller")]
+        Command::Controller(args) => controller::controller(args),
+        #[cfg(feature = "controller")]
+        Command::Record(args) => controller::record(args),
+        #[cfg(feature = "bench")]
+        Command::Corpus { command } => bench::corpus_command(command),
+        Command::Crds { output } => done(crds(output)),
+        Command::Catalog { command: CatalogCommand::Generate { aws_data, region, zones, karpenter_benchmark, out } } => report(generate_catalog(&aws_data, &region, &zones, karpenter_benchmark, &out)),
+    }
+}
+
+fn plan(workload: &[PathBuf], catalog: &Option<PathBuf>, weights: &Option<PathBuf>, solve: &SolveArgs, output: Output) -> Result<(), String> {
+    let w = load_workload(workload)?;
+    let c = load_catalog(catalog)?;
+    let wt = load_weights(weights)?;
+    let p = solve::plan_cluster(&w.cluster, &c, &wt, solve.planner()).map_err(|e| e.to_string())?;
+    match output {
+        Output::Table => print!("{}", plan::render::table(&p)),
+        Output::Json => println!("{}", p.to_json()),
+        Output::Yaml => print_yaml(&p)?,
+    }
+    Ok(())
+}
+
+/// `stowage check`: whether the plan is valid, or why it cannot be checked.
+fn check(workload: &[PathBuf], plan_path: &PathBuf, catalog: &Option<PathBuf>, output: Output) -> Result<bool, String> {
+    let w = load_workload(workload)?;
+    let c = load_catalog(catalog)?;
+    let text = std::fs::read_to_string(plan_path).map_err(|e| format!("{}: {e}", plan_path.display()))?;
+    let p = plan::Plan::from_json(&text).map_err(|e| format!("{}: {e}", plan_path.display()))?;
+    let report = stowage_core::check::check(&w.cluster, &c, &p);
+    match output {
+        Output::Table => {
+            for n in &report.notes {
+                println!("note: {n}");
             }
+            for v in &report.violations {
+                println!("violation: {v}");
+            }
+            println!("{}: {} placement(s) checked, {} violation(s)", if report.valid() { "VALID" } else { "INVALID" }, report.pods_checked, report.violations.len());
         }
-        Command::Catalog { command: CatalogCommand::Generate { aws_data, region, zones, karpenter_benchmark, out } } => {
-            let r = (|| -> Result<String, String> {
-                let file = match karpenter_benchmark {
-                    Some(n) => catalog::generate::karpenter_benchmark(n),
-                    None => {
-                        let types = std::fs::read_to_string(aws_data.join("instance-types.json")).map_err(|e| format!("{}: {e}", aws_data.display()))?;
-                        let prices = std::fs::read_to_string(aws_data.join("ondemand-prices.json")).map_err(|e| format!("{}: {e}", aws_data.display()))?;
-                        let z: Vec<&str> = zones.iter().map(String::as_str).collect();
-                        let (f, checked) = catalog::generate::aws(&types, &prices, &region, &z)?;
-                        eprintln!("{} instance types; allocatable checked against Karpenter's published values for {checked}", f.instance_types.len());
-                        f
-                    }
-                };
-                let text = catalog::generate::to_json(&file);
-                catalog::parse(&out.display().to_string(), &text).map_err(|e| format!("generated catalog does not parse: {e}"))?;
-                std::fs::write(&out, &text).map_err(|e| format!("{}: {e}", out.display()))?;
-                Ok(format!("wrote {}", out.display()))
-            })();
-            match r {
-                Ok(m) => {
-                    eprintln!("{m}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(e),
+        Output::Json | Output::Yaml => {
+            let j = serde_json::json!({
+                "valid": report.valid(),
+                "podsChecked": report.pods_checked,
+                "statedOrderOk": report.stated_order_ok,
+                "notes": report.notes,
+                "violations": report.violations.iter().map(|v| serde_json::json!({
+                    "pod": v.pod, "node": v.node, "constraint": v.constraint, "message": v.message
+                })).collect::<Vec<_>>(),
+            });
+            if output == Output::Json {
+                println!("{}", serde_json::to_string_pretty(&j).map_err(|e| e.to_string())?);
+            } else {
+                print_yaml(&j)?;
             }
         }
     }
+    Ok(report.valid())
+}
+
+fn export(workload: &[PathBuf], output: Output) -> Result<(), String> {
+    let w = load_workload(workload)?;
+    let list = stowage_input::export::to_list(&w.objects);
+    match output {
+        Output::Yaml => print_yaml(&list),
+        _ => {
+            println!("{}", serde_json::to_string_pretty(&list).map_err(|e| e.to_string())?);
+            Ok(())
+        }
+    }
+}
+
+fn crds(output: Output) -> Result<(), String> {
+    let crds = stowage_input::api::crds();
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&crds).map_err(|e| e.to_string())?),
+        _ => {
+            let mut out = String::new();
+            for c in &crds {
+                out.push_str("---\n");
+                out.push_str(&serde_saphyr::to_string(c).map_err(|e| e.to_string())?);
+            }
+            print!("{out}");
+        }
+    }
+    Ok(())
+}
+
+fn generate_catalog(aws_data: &std::path::Path, region: &str, zones: &[String], karpenter_benchmark: Option<usize>, out: &std::path::Path) -> Result<String, String> {
+    let file = match karpenter_benchmark {
+        Some(n) => catalog::generate::karpenter_benchmark(n),
+        None => {
+            let types = std::fs::read_to_string(aws_data.join("instance-types.json")).map_err(|e| format!("{}: {e}", aws_data.display()))?;
+            let prices = std::fs::read_to_string(aws_data.join("ondemand-prices.json")).map_err(|e| format!("{}: {e}", aws_data.display()))?;
+            let z: Vec<&str> = zones.iter().map(String::as_str).collect();
+            let (f, checked) = catalog::generate::aws(&types, &prices, region, &z)?;
+            eprintln!("{} instance types; allocatable checked against Karpenter's published values for {checked}", f.instance_types.len());
+            f
+        }
+    };
+    let text = catalog::generate::to_json(&file);
+    catalog::parse(&out.display().to_string(), &text).map_err(|e| format!("generated catalog does not parse: {e}"))?;
+    std::fs::write(out, &text).map_err(|e| format!("{}: {e}", out.display()))?;
+    Ok(format!("wrote {}", out.display()))
 }

@@ -9,15 +9,15 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use stowage::catalog;
-use stowage::check;
-use stowage::cli::{make_plan, Solver};
-use stowage::domain::catalog::Catalog;
-use stowage::domain::labels::keys;
-use stowage::input::{self, Workload};
-use stowage::plan::{Plan, Placement, PlanTaint};
-use stowage::semantics::nodepool;
-use stowage::weights::Weights;
+use stowage_core::check;
+use stowage_core::domain::catalog::Catalog;
+use stowage_core::domain::labels::keys;
+use stowage_core::plan::{Placement, Plan, PlanTaint};
+use stowage_core::semantics::nodepool;
+use stowage_core::solve::{Solver, plan_cluster};
+use stowage_core::weights::Weights;
+use stowage_input::catalog;
+use stowage_input::{self, Workload};
 
 /// Every planner the cases must hold for.
 pub fn planners() -> Vec<Solver> {
@@ -238,7 +238,7 @@ impl Case {
         }
         text.push_str(&self.docs);
         let file = format!("case-{}.yaml", self.name);
-        match input::load_texts([(Path::new(&file), text.as_str())]) {
+        match stowage_input::load_texts([(Path::new(&file), text.as_str())]) {
             Ok(w) => w,
             Err(e) => panic!("case {}: the workload does not load: {e}\n{text}", self.name),
         }
@@ -250,8 +250,8 @@ impl Case {
         assert!(!w.cluster.pending().is_empty() || self.expect.is_empty(), "case {}: no pending pod", self.name);
         for solver in planners() {
             let ctx = format!("case {} ({solver:?})", self.name);
-            let plan = make_plan(&w, self.catalog, &Weights::default(), solver).unwrap_or_else(|e| panic!("{ctx}: planning failed: {e}"));
-            let again = make_plan(&w, self.catalog, &Weights::default(), solver).unwrap_or_else(|e| panic!("{ctx}: planning failed: {e}"));
+            let plan = plan_cluster(&w.cluster, self.catalog, &Weights::default(), solver).unwrap_or_else(|e| panic!("{ctx}: planning failed: {e}"));
+            let again = plan_cluster(&w.cluster, self.catalog, &Weights::default(), solver).unwrap_or_else(|e| panic!("{ctx}: planning failed: {e}"));
             assert_eq!(strip_times(&plan), strip_times(&again), "{ctx}: planning is not deterministic");
             let dump = || format!("plan:\n{}", summary(&plan));
             assert!(plan.cost_per_hour >= 0.0 && plan.cost_per_hour.is_sign_positive(), "{ctx}: costPerHour {}", plan.cost_per_hour);
@@ -278,12 +278,7 @@ impl Case {
                 let r = check::check(&w.cluster, self.catalog, &bad);
                 assert!(!r.valid(), "{ctx}: after {edits:?} the checker accepts the plan\nbroken {}", summary(&bad));
                 let others: Vec<String> = r.violations.iter().filter(|v| v.constraint != *plugin).map(|v| v.to_string()).collect();
-                assert!(
-                    others.is_empty(),
-                    "{ctx}: after {edits:?} expected only {plugin} violations, also got {others:#?}\nall: {:#?}\nbroken {}",
-                    r.violations,
-                    summary(&bad)
-                );
+                assert!(others.is_empty(), "{ctx}: after {edits:?} expected only {plugin} violations, also got {others:#?}\nall: {:#?}\nbroken {}", r.violations, summary(&bad));
             }
         }
     }
@@ -303,10 +298,7 @@ pub fn summary(p: &Plan) -> String {
     let mut s = String::new();
     for n in &p.new_nodes {
         let extra: Vec<String> = n.labels.iter().filter(|(k, _)| !k.contains('/')).map(|(k, v)| format!("{k}={v}")).collect();
-        s.push_str(&format!(
-            "  new {} {} {} {} {} ${} [{}] pods {:?}\n",
-            n.name, n.node_pool, n.instance_type, n.zone, n.capacity_type, n.price_per_hour, extra.join(","), n.pods
-        ));
+        s.push_str(&format!("  new {} {} {} {} {} ${} [{}] pods {:?}\n", n.name, n.node_pool, n.instance_type, n.zone, n.capacity_type, n.price_per_hour, extra.join(","), n.pods));
     }
     for n in &p.existing_nodes {
         s.push_str(&format!("  existing {} pods {:?}\n", n.name, n.pods));
@@ -422,11 +414,7 @@ pub fn expectation(e: &Exp, p: &Plan, w: &Workload) -> Result<(), String> {
         }
         Exp::UnschedulableCount(n, plugin) => {
             let wrong: Vec<String> = p.unschedulable.iter().filter(|u| u.plugin != *plugin).map(|u| format!("{} {}", u.pod, u.plugin)).collect();
-            if p.unschedulable.len() == *n && wrong.is_empty() {
-                Ok(())
-            } else {
-                Err(format!("{} unschedulable, other plugins: {wrong:?}", p.unschedulable.len()))
-            }
+            if p.unschedulable.len() == *n && wrong.is_empty() { Ok(()) } else { Err(format!("{} unschedulable, other plugins: {wrong:?}", p.unschedulable.len())) }
         }
         Exp::NewLabels(k, values) => {
             let mut got: Vec<&str> = p.new_nodes.iter().map(|n| n.labels.get(*k).map(String::as_str).unwrap_or("<none>")).collect();
@@ -460,7 +448,7 @@ fn rebuild(p: &mut Plan, ix: usize, w: &Workload, cat: &Catalog) -> Result<(), S
     let n = &mut p.new_nodes[ix];
     let pool = w.cluster.nodepool(&n.node_pool).ok_or("unknown NodePool")?;
     let view = match w.cluster.nodeclass(&pool.node_class) {
-        Some(nc) => catalog::for_nodeclass(cat, nc),
+        Some(nc) => stowage_core::catalog::for_nodeclass(cat, nc),
         None => cat.clone(),
     };
     let it = view.get(&n.instance_type).ok_or("unknown instance type")?;
@@ -514,7 +502,7 @@ pub fn apply(e: &Edit, p: &mut Plan, w: &Workload, cat: &Catalog) -> Result<(), 
         Edit::Repool(pod, pool) => {
             let ix = new_node_ix(p, pod)?;
             let np = w.cluster.nodepool(pool).ok_or("unknown NodePool")?;
-            let allowed = |ct: &str| np.requirements.iter().all(|r| r.req.key != keys::CAPACITY_TYPE || stowage::semantics::node_affinity::requirement_matches_value(&r.req, Some(ct)));
+            let allowed = |ct: &str| np.requirements.iter().all(|r| r.req.key != keys::CAPACITY_TYPE || stowage_core::semantics::node_affinity::requirement_matches_value(&r.req, Some(ct)));
             let n = &mut p.new_nodes[ix];
             n.node_pool = pool.to_string();
             if !allowed(&n.capacity_type) {
@@ -526,12 +514,7 @@ pub fn apply(e: &Edit, p: &mut Plan, w: &Workload, cat: &Catalog) -> Result<(), 
             let ix = new_node_ix(p, pod)?;
             let n = &p.new_nodes[ix];
             let it = cat.get(&n.instance_type).ok_or("unknown instance type")?;
-            let zone = cat
-                .zones
-                .iter()
-                .find(|z| **z != n.zone && it.offerings.iter().any(|o| &o.zone == *z && o.capacity_type == n.capacity_type && o.available))
-                .ok_or("no other zone")?
-                .clone();
+            let zone = cat.zones.iter().find(|z| **z != n.zone && it.offerings.iter().any(|o| &o.zone == *z && o.capacity_type == n.capacity_type && o.available)).ok_or("no other zone")?.clone();
             p.new_nodes[ix].zone = zone;
             rebuild(p, ix, w, cat)
         }

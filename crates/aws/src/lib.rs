@@ -1,0 +1,643 @@
+//! The AWS provider: [`CloudProvider`] on EC2 through aws-sdk-ec2, modelled on Karpenter's AWS provider
+//! (`../shared/docs/aws.md`).
+//!
+//! ```no_run
+//! # async fn demo(nodeclass: stowage::api::EC2NodeClass, req: stowage::cloud::LaunchRequest) -> Result<(), stowage::cloud::CloudError> {
+//! use stowage::cloud::CloudProvider;
+//! use stowage::cloud::aws::{AwsOptions, AwsProvider};
+//! let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+//! let aws = AwsProvider::new(&sdk, "my-cluster", AwsOptions::default())?;
+//! let status = aws.resolve_nodeclass(&nodeclass).await?; // discovery; write it into the NodeClass status
+//! let catalog = aws.catalog().await?;                     // types, offerings, prices, ICE applied
+//! let instance = aws.launch(&req).await?;                 // CreateFleet instant
+//! # Ok(()) }
+//! ```
+//!
+//! # Behaviour
+//!
+//! - **NodeClasses** are registered with [`CloudProvider::resolve_nodeclass`], which runs discovery
+//!   ([`discovery`]) and caches the result for `discovery_ttl` (1 min, as Karpenter). `launch` looks
+//!   the NodeClass up by `LaunchRequest::nodeclass` and re-runs discovery when the cache is stale; a
+//!   NodeClass never resolved, or whose selectors find nothing, gives `NodeClassNotReady` naming what
+//!   is missing. When a refresh fails on an API error, the last good resolution is used.
+//! - **`catalog()`** ([`instance_types`], [`pricing`]): types and offerings are fetched at most every
+//!   12 h, spot prices every 12 h; zones are the union of the resolved NodeClasses' subnet zones (all
+//!   zones EC2 offers types in, before any NodeClass is resolved). The ICE cache is applied on every
+//!   call. If EC2 cannot be asked and nothing was fetched before, the embedded catalog is returned
+//!   (provenance says OFFLINE) and EC2 is asked again after `offline_retry`.
+//! - **`launch`**: looks for a live instance tagged with the NodeClaim first (returned as is); keeps
+//!   the offerings of the first offering's capacity type, in the request's order, minus those in the
+//!   ICE cache; per zone the subnet with the most free addresses; per instance type the AMI of its
+//!   architecture and the maxPods of Karpenter's formula; one launch template per distinct content
+//!   ([`launch_template`]); one CreateFleet ([`fleet`]). Capacity errors in the answer are put in the
+//!   ICE cache ([`ice`]); zero instances and only capacity errors is `InsufficientCapacity` naming the
+//!   offerings that failed. Offerings that cannot be launched with the NodeClass at all (no subnet in
+//!   the zone, no AMI for the architecture) are cached the same way (reason `NoSubnetInZone` /
+//!   `NoImageForArchitecture`), so a replan avoids them for 3 minutes instead of looping.
+//! - **Retries**: throttled and transient EC2 errors are retried with backoff ([`retry`]); the SDK's
+//!   own retries are turned off for this client so the bound is exact. Past the bound: `Throttled`.
+//! - **Tags**: launch tags = `spec.tags` ∪ `LaunchRequest::tags` ∪ {`kubernetes.io/cluster/<c>=owned`,
+//!   `karpenter.sh/nodepool`, `eks:eks-cluster-name`, `karpenter.k8s.aws/ec2nodeclass`} (the last four
+//!   win) on the instance, its volumes, the fleet and the launch template; the instance also gets
+//!   `karpenter.sh/nodeclaim` at launch. Karpenter adds that tag only after registration (so that
+//!   sibling requests can be batched); stowage does not batch, and the tag is what makes a retried
+//!   launch find its instance when `ClientToken` cannot (moto ignores it).
+//!
+//! # Every AWS call
+//!
+//! | call | where | parameters |
+//! |---|---|---|
+//! | `DescribeSubnets` | [`discovery`] | tag / tag-key / subnet-id filters per term; MaxResults 500 |
+//! | `DescribeSecurityGroups` | [`discovery`] | tag / tag-key / group-id / group-name filters per term; MaxResults 500 |
+//! | `DescribeImages` | [`discovery`] | image-id / name / tag filters, Owners, state=available; MaxResults 1000 |
+//! | `DescribeInstanceTypes` | [`instance_types`] | hvm, x86_64/arm64; MaxResults 100 |
+//! | `DescribeInstanceTypeOfferings` | [`instance_types`] | LocationType availability-zone; MaxResults 1000 |
+//! | `DescribeSpotPriceHistory` | [`pricing`] | Linux/UNIX (+ Amazon VPC), StartTime now; MaxResults 1000 |
+//! | `DescribeLaunchTemplates` | [`launch_template`] | LaunchTemplateNames=[stowage/<hash>] |
+//! | `CreateLaunchTemplate` | [`launch_template`] | name, data, launch-template tags |
+//! | `CreateFleet` | [`fleet`] | instant, prioritized strategies, overrides with SubnetId/AZ/Priority, tags, ClientToken |
+//! | `DescribeInstances` | [`instances`] | ownership tag filters + states (list); nodeclaim tag (before launch); MaxResults 1000 |
+//! | `TerminateInstances` | [`instances`] | InstanceIds=[id] |
+//! | `CreateTags` | [`instances`] | Name, karpenter.sh/nodeclaim, eks:eks-cluster-name |
+//!
+//! The IAM policy for these calls is `docs/iam-policy.json`.
+
+pub mod discovery;
+pub mod errors;
+pub mod fleet;
+pub mod ice;
+pub mod instance_types;
+pub mod instances;
+pub mod launch_template;
+pub mod pricing;
+pub mod retry;
+pub mod userdata;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_sdk_ec2::config::http::HttpResponse;
+use aws_sdk_ec2::config::retry::RetryConfig;
+use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
+
+use self::discovery::{AliasOptions, DiscoveryError, Resolved};
+use self::errors::{AwsError, LAUNCH_TEMPLATE_NOT_FOUND, is_capacity_error, is_throttle_code};
+use self::fleet::{FleetRequest, Override};
+use self::ice::{IceCache, offering_key, subnet_key};
+use self::instance_types::TypeData;
+use self::launch_template::TemplateSpec;
+use self::pricing::SpotPrices;
+use self::retry::{RetryPolicy, with_retries};
+pub use self::userdata::ClusterInfo;
+use stowage_core::domain::catalog::Catalog;
+use stowage_decide::cloud::{CloudError, CloudProvider, Instance, LaunchRequest, OfferingRef};
+use stowage_input::api::EC2NodeClass;
+use stowage_input::api::ec2nodeclass::EC2NodeClassStatus;
+
+pub const TAG_NODEPOOL: &str = "karpenter.sh/nodepool";
+pub const TAG_NODECLAIM: &str = "karpenter.sh/nodeclaim";
+pub const TAG_NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
+pub const TAG_EKS_CLUSTER: &str = "eks:eks-cluster-name";
+
+/// `kubernetes.io/cluster/<cluster>`, value `owned`.
+pub fn cluster_tag(cluster: &str) -> String {
+    format!("kubernetes.io/cluster/{cluster}")
+}
+
+/// The EC2 client and the retry policy every call goes through.
+#[derive(Clone, Debug)]
+pub struct Ec2 {
+    pub client: aws_sdk_ec2::Client,
+    pub retry: RetryPolicy,
+}
+
+impl Ec2 {
+    /// Sends a request (built anew by `send` for every attempt) with [`with_retries`].
+    pub async fn call<T, E, F, Fut>(&self, op: &'static str, mut send: F) -> Result<T, AwsError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        with_retries(&self.retry, || {
+            let fut = send();
+            async move { fut.await.map_err(|e| AwsError::from_sdk(op, e)) }
+        })
+        .await
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct AwsOptions {
+    /// What nodeadm needs to join the cluster (endpoint, CA, service CIDR, DNS).
+    pub cluster: ClusterInfo,
+    /// How `alias:` AMI terms resolve (no SSM): configured ids, EKS image names, plain AL2023.
+    pub alias: AliasOptions,
+    pub retry: RetryPolicy,
+    /// Discovery cache (Karpenter: 1 min).
+    pub discovery_ttl: Duration,
+    /// Instance types and offerings (Karpenter: 12 h).
+    pub types_ttl: Duration,
+    /// Spot prices (Karpenter: 12 h).
+    pub prices_ttl: Duration,
+    /// Unavailable offerings (Karpenter: 3 min).
+    pub ice_ttl: Duration,
+    /// After a failed fetch, how long the offline catalog / synthetic spot prices are served before
+    /// EC2 is asked again.
+    pub offline_retry: Duration,
+}
+
+impl Default for AwsOptions {
+    fn default() -> Self {
+        AwsOptions {
+            cluster: ClusterInfo::default(),
+            alias: AliasOptions::default(),
+            retry: RetryPolicy::default(),
+            discovery_ttl: Duration::from_secs(60),
+            types_ttl: Duration::from_secs(12 * 3600),
+            prices_ttl: Duration::from_secs(12 * 3600),
+            ice_ttl: ice::DEFAULT_TTL,
+            offline_retry: Duration::from_secs(60),
+        }
+    }
+}
+
+struct NodeClassEntry {
+    spec: Arc<EC2NodeClass>,
+    /// The spec's JSON: a changed spec is resolved again at once.
+    key: String,
+    resolved: Option<(Arc<Resolved>, Instant)>,
+    not_ready: Option<(String, Instant)>,
+}
+
+#[derive(Default)]
+struct CatalogState {
+    types: Option<Arc<TypeData>>,
+    types_failed: Option<(Instant, String)>,
+    spot: Option<(SpotPrices, Instant, Duration)>,
+}
+
+/// The AWS implementation of [`CloudProvider`] (module docs).
+pub struct AwsProvider {
+    ec2: Ec2,
+    cluster: String,
+    region: String,
+    opts: AwsOptions,
+    ice: IceCache,
+    nodeclasses: Mutex<BTreeMap<String, NodeClassEntry>>,
+    catalog: tokio::sync::Mutex<CatalogState>,
+    templates: Mutex<BTreeMap<String, Instant>>,
+    /// The last fetched type data, readable without waiting for a catalog refresh in progress (the
+    /// launch path needs instance facts, not a fresh catalog).
+    types: Mutex<Option<Arc<TypeData>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The guarded maps are only ever replaced entry by entry, so a poisoned lock is still consistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Labels kubelet may set on itself with `--node-labels`: not the well-known ones kubelet and the
+/// cloud provider set, nothing type- or zone-specific (one launch template serves several types and
+/// zones), and in the `kubernetes.io` / `k8s.io` namespaces only `kubelet.` and `node.` subdomains.
+/// The controller puts the rest on the Node at registration.
+pub fn kubelet_settable_label(key: &str) -> bool {
+    let Some((ns, name)) = key.split_once('/') else { return true };
+    if ns == "karpenter.k8s.aws" && name.starts_with("instance-") {
+        return false;
+    }
+    if ns == "topology.k8s.aws" || key == "node.kubernetes.io/instance-type" || key == "node.kubernetes.io/windows-build" {
+        return false;
+    }
+    let restricted = |d: &str| ns == d || ns.ends_with(&format!(".{d}"));
+    if restricted("kubernetes.io") || restricted("k8s.io") {
+        let allowed = |d: &str| ns == d || ns.ends_with(&format!(".{d}"));
+        return (allowed("kubelet.kubernetes.io") || allowed("node.kubernetes.io")) && !ns.starts_with("node-restriction.");
+    }
+    true
+}
+
+impl AwsProvider {
+    /// A provider for `cluster` in the SdkConfig's region. The SDK's retries are replaced by the
+    /// provider's ([`retry`]).
+    pub fn new(sdk: &aws_config::SdkConfig, cluster: impl Into<String>, options: AwsOptions) -> Result<Self, CloudError> {
+        let cluster = cluster.into();
+        if cluster.is_empty() {
+            return Err(CloudError::Fatal("AwsProvider: the cluster name is empty".into()));
+        }
+        let region = sdk.region().map(|r| r.to_string()).ok_or_else(|| CloudError::Fatal("AwsProvider: the SdkConfig has no region".into()))?;
+        let conf = aws_sdk_ec2::config::Builder::from(sdk).retry_config(RetryConfig::standard().with_max_attempts(1)).build();
+        Ok(AwsProvider {
+            ec2: Ec2 { client: aws_sdk_ec2::Client::from_conf(conf), retry: options.retry.clone() },
+            cluster,
+            region,
+            ice: IceCache::new(options.ice_ttl),
+            opts: options,
+            nodeclasses: Mutex::new(BTreeMap::new()),
+            catalog: tokio::sync::Mutex::new(CatalogState::default()),
+            templates: Mutex::new(BTreeMap::new()),
+            types: Mutex::new(None),
+        })
+    }
+
+    pub fn cluster_name(&self) -> &str {
+        &self.cluster
+    }
+
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+
+    pub fn options(&self) -> &AwsOptions {
+        &self.opts
+    }
+
+    /// The unavailable-offerings cache `launch` fills and `catalog()` applies.
+    pub fn ice(&self) -> &IceCache {
+        &self.ice
+    }
+
+    /// Marks an offering unavailable for the ICE TTL (e.g. after a spot interruption warning).
+    pub fn mark_unavailable(&self, o: &OfferingRef, reason: &str) {
+        self.ice.mark(&offering_key(&o.capacity_type, &o.instance_type, &o.zone), reason);
+    }
+
+    /// Runs discovery for `spec` unless a fresh result for the same spec is cached.
+    async fn refresh(&self, spec: Arc<EC2NodeClass>) -> Result<Arc<Resolved>, CloudError> {
+        let name = spec.metadata.name.clone().filter(|n| !n.is_empty()).ok_or_else(|| CloudError::Fatal("EC2NodeClass without a name".into()))?;
+        let key = serde_json::to_string(&spec.spec).unwrap_or_default();
+        let ttl = self.opts.discovery_ttl;
+        {
+            let mut map = lock(&self.nodeclasses);
+            let e = map.entry(name.clone()).or_insert_with(|| NodeClassEntry { spec: spec.clone(), key: key.clone(), resolved: None, not_ready: None });
+            if e.key != key {
+                *e = NodeClassEntry { spec: spec.clone(), key: key.clone(), resolved: None, not_ready: None };
+            }
+            if let Some((r, at)) = &e.resolved
+                && at.elapsed() < ttl
+            {
+                return Ok(r.clone());
+            }
+            if let Some((m, at)) = &e.not_ready
+                && at.elapsed() < ttl
+            {
+                return Err(CloudError::NodeClassNotReady(m.clone()));
+            }
+        }
+        let outcome = discovery::resolve(&self.ec2, &spec, &self.opts.alias).await;
+        let mut map = lock(&self.nodeclasses);
+        let Some(e) = map.get_mut(&name).filter(|e| e.key == key) else {
+            // Forgotten or changed meanwhile: report this result without caching it.
+            return outcome.map(Arc::new).map_err(|e| match e {
+                DiscoveryError::NotReady(m) => CloudError::NodeClassNotReady(m),
+                DiscoveryError::Aws(a) => a.into(),
+            });
+        };
+        match outcome {
+            Ok(r) => {
+                let r = Arc::new(r);
+                e.resolved = Some((r.clone(), Instant::now()));
+                e.not_ready = None;
+                Ok(r)
+            }
+            Err(DiscoveryError::NotReady(m)) => {
+                tracing::warn!(nodeclass = %name, "{m}");
+                e.resolved = None;
+                e.not_ready = Some((m.clone(), Instant::now()));
+                Err(CloudError::NodeClassNotReady(m))
+            }
+            Err(DiscoveryError::Aws(a)) => match &e.resolved {
+                Some((r, _)) => {
+                    tracing::warn!(nodeclass = %name, error = %a, "discovery failed; using the previous result");
+                    Ok(r.clone())
+                }
+                None => Err(a.into()),
+            },
+        }
+    }
+
+    /// The resolved NodeClass `name` (registered by `resolve_nodeclass`), refreshed when stale.
+    async fn resolved(&self, name: &str) -> Result<(Arc<EC2NodeClass>, Arc<Resolved>), CloudError> {
+        let spec = lock(&self.nodeclasses)
+            .get(name)
+            .map(|e| e.spec.clone())
+            .ok_or_else(|| CloudError::NodeClassNotReady(format!("EC2NodeClass {name} has not been resolved by the AWS provider yet (resolve_nodeclass)")))?;
+        let r = self.refresh(spec.clone()).await?;
+        Ok((spec, r))
+    }
+
+    fn known_zones(&self) -> BTreeSet<String> {
+        lock(&self.nodeclasses).values().filter_map(|e| e.resolved.as_ref()).flat_map(|(r, _)| r.zones()).collect()
+    }
+
+    /// Fetches what is stale; returns the type data (if any) and the spot prices.
+    async fn catalog_data(&self) -> (Option<Arc<TypeData>>, Option<String>, SpotPrices) {
+        let mut st = self.catalog.lock().await;
+        let types_stale = st.types.as_ref().is_none_or(|t| t.fetched_at.elapsed() >= self.opts.types_ttl);
+        let recently_failed = st.types_failed.as_ref().is_some_and(|(at, _)| at.elapsed() < self.opts.offline_retry);
+        if types_stale && !recently_failed {
+            match instance_types::fetch(&self.ec2).await {
+                Ok(d) => {
+                    tracing::info!(types = d.types.len(), "fetched EC2 instance types and offerings");
+                    let d = Arc::new(d);
+                    *lock(&self.types) = Some(d.clone());
+                    st.types = Some(d);
+                    st.types_failed = None;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot fetch instance types; serving the {} catalog", if st.types.is_some() { "previous" } else { "embedded" });
+                    st.types_failed = Some((Instant::now(), e.to_string()));
+                }
+            }
+        }
+        let spot_stale = st.spot.as_ref().is_none_or(|(_, at, ttl)| at.elapsed() >= *ttl);
+        if spot_stale {
+            match pricing::fetch_spot(&self.ec2).await {
+                Ok(q) => {
+                    let p = SpotPrices::judge(q);
+                    if let pricing::SpotSource::Synthetic(why) = &p.source {
+                        tracing::info!("spot prices: {why}; using synthetic ones");
+                    }
+                    st.spot = Some((p, Instant::now(), self.opts.prices_ttl));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot fetch spot prices");
+                    if st.spot.is_none() {
+                        st.spot = Some((SpotPrices::synthetic(format!("DescribeSpotPriceHistory failed ({e})")), Instant::now(), self.opts.offline_retry));
+                    } else if let Some(s) = st.spot.as_mut() {
+                        // Keep the old prices; ask again after offline_retry.
+                        s.1 = Instant::now();
+                        s.2 = self.opts.offline_retry;
+                    }
+                }
+            }
+        }
+        let spot = st.spot.as_ref().map(|s| s.0.clone()).unwrap_or_else(|| SpotPrices::synthetic("no spot prices yet"));
+        (st.types.clone(), st.types_failed.as_ref().map(|(_, e)| e.clone()), spot)
+    }
+
+    async fn catalog_for_zones(&self, zones: BTreeSet<String>) -> Catalog {
+        let (types, failed, spot) = self.catalog_data().await;
+        match types {
+            Some(d) => {
+                let zones = if zones.is_empty() { d.zones.values().flatten().cloned().collect() } else { zones };
+                instance_types::build(&self.region, &zones, &d, &spot, &self.ice)
+            }
+            None => instance_types::offline(&self.region, &zones, &self.ice, failed.as_deref().unwrap_or("no data")),
+        }
+    }
+
+    /// The catalog restricted to the zones of one NodeClass's subnets.
+    pub async fn catalog_for(&self, nodeclass: &str) -> Result<Catalog, CloudError> {
+        let (_, r) = self.resolved(nodeclass).await?;
+        Ok(self.catalog_for_zones(r.zones()).await)
+    }
+
+    async fn ensure_template(&self, name: &str, spec: &TemplateSpec) -> Result<(), CloudError> {
+        let fresh = lock(&self.templates).get(name).is_some_and(|at| at.elapsed() < launch_template::TEMPLATE_CACHE_TTL);
+        if fresh {
+            return Ok(());
+        }
+        launch_template::ensure(&self.ec2, spec, name).await?;
+        lock(&self.templates).insert(name.to_string(), Instant::now());
+        Ok(())
+    }
+
+    fn launch_tags(&self, nc: &EC2NodeClass, req: &LaunchRequest) -> BTreeMap<String, String> {
+        let mut tags = nc.spec.tags.clone().unwrap_or_default();
+        tags.extend(req.tags.clone());
+        tags.remove(TAG_NODECLAIM);
+        tags.retain(|k, _| !k.starts_with("kubernetes.io/cluster/"));
+        tags.insert(cluster_tag(&self.cluster), "owned".into());
+        tags.insert(TAG_NODEPOOL.into(), req.nodepool.clone());
+        tags.insert(TAG_EKS_CLUSTER.into(), self.cluster.clone());
+        tags.insert(TAG_NODECLASS.into(), req.nodeclass.clone());
+        tags
+    }
+
+    fn template_spec(&self, nc: &EC2NodeClass, r: &Resolved, image_id: &str, max_pods: i64, req: &LaunchRequest, capacity_type: &str) -> Result<TemplateSpec, CloudError> {
+        let mut labels: BTreeMap<String, String> = req.labels.iter().filter(|(k, _)| kubelet_settable_label(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        labels.insert(TAG_NODEPOOL.into(), req.nodepool.clone());
+        labels.insert("karpenter.sh/capacity-type".into(), capacity_type.into());
+        let user_data = if r.ami_family == "AL2023" {
+            userdata::al2023(&userdata::NodeadmInput {
+                cluster_name: &self.cluster,
+                cluster: &self.opts.cluster,
+                max_pods,
+                kubelet: nc.spec.kubelet.as_ref(),
+                labels: &labels,
+                taints: &req.taints,
+                raid0: nc.spec.instance_store_policy.as_deref() == Some("RAID0"),
+                custom_user_data: nc.spec.user_data.as_deref(),
+            })
+        } else {
+            // Custom: the NodeClass's user data as is (Karpenter does not template it either).
+            nc.spec.user_data.clone().unwrap_or_default()
+        };
+        Ok(TemplateSpec {
+            image_id: image_id.to_string(),
+            user_data,
+            instance_profile: r.instance_profile.clone(),
+            security_group_ids: r.security_groups.iter().map(|g| g.id.clone()).collect(),
+            associate_public_ip: nc.spec.associate_public_ip_address,
+            block_devices: launch_template::block_devices(nc, &r.ami_family).map_err(|m| CloudError::NodeClassNotReady(format!("EC2NodeClass {}: {m}", req.nodeclass)))?,
+            metadata: launch_template::metadata(nc),
+            detailed_monitoring: nc.spec.detailed_monitoring.unwrap_or(false),
+            tags: self.launch_tags(nc, req),
+        })
+    }
+
+    async fn launch_inner(&self, req: &LaunchRequest) -> Result<Instance, CloudError> {
+        let first = req.offerings.first().ok_or_else(|| CloudError::Fatal(format!("launch {}: no offerings", req.nodeclaim)))?;
+        if req.nodeclaim.is_empty() {
+            return Err(CloudError::Fatal("launch: the NodeClaim name is empty".into()));
+        }
+        let ct = first.capacity_type.clone();
+        if ct != "on-demand" && ct != "spot" {
+            return Err(CloudError::Fatal(format!("launch {}: capacity type {ct:?} is not supported (on-demand, spot)", req.nodeclaim)));
+        }
+        let (nc, r) = self.resolved(&req.nodeclass).await?;
+        if let Some(existing) = instances::find_by_nodeclaim(&self.ec2, &self.cluster, &req.nodeclaim).await? {
+            tracing::info!(nodeclaim = %req.nodeclaim, instance = %existing.id, "NodeClaim already has an instance; not launching another");
+            return Ok(existing);
+        }
+        let types = lock(&self.types).clone();
+        let tags = self.launch_tags(&nc, req);
+        let mut templates: BTreeMap<String, TemplateSpec> = BTreeMap::new();
+        let mut overrides: Vec<Override> = Vec::new();
+        let mut skipped: Vec<(OfferingRef, String)> = Vec::new();
+        let mut seen = BTreeSet::new();
+        for (rank, o) in req.offerings.iter().enumerate() {
+            // Spot and on-demand are never mixed in one fleet (Karpenter neither); others are ignored.
+            if o.capacity_type != ct || !seen.insert((o.instance_type.clone(), o.zone.clone())) {
+                continue;
+            }
+            if self.ice.offering_unavailable(&ct, &o.instance_type, &o.zone) {
+                skipped.push((o.clone(), "in the unavailable-offerings cache".into()));
+                continue;
+            }
+            let Some(subnet) = r.subnets.iter().find(|s| s.zone == o.zone && !self.ice.contains(&subnet_key(&s.id))) else {
+                self.mark_unavailable(o, "NoSubnetInZone");
+                skipped.push((o.clone(), format!("no usable subnet of EC2NodeClass {} in {}", req.nodeclass, o.zone)));
+                continue;
+            };
+            let facts = instance_types::facts(types.as_deref(), &o.instance_type);
+            let image = match &facts {
+                Some(f) => r.ami_for_arch(&f.arch),
+                None if r.amis.len() == 1 => r.amis.first(),
+                None => None,
+            };
+            let Some(image) = image else {
+                self.mark_unavailable(o, "NoImageForArchitecture");
+                let arch = facts.as_ref().map(|f| f.arch.as_str()).unwrap_or("unknown");
+                skipped.push((o.clone(), format!("no AMI of EC2NodeClass {} for {} ({arch})", req.nodeclass, o.instance_type)));
+                continue;
+            };
+            let max_pods = facts.as_ref().map(|f| stowage_core::catalog::aws::max_pods(f, &r.sizing.ami_family, &r.sizing.kubelet)).unwrap_or(110);
+            let spec = self.template_spec(&nc, &r, &image.id, max_pods, req, &ct)?;
+            let name = spec.name();
+            templates.entry(name.clone()).or_insert(spec);
+            overrides.push(Override { offering: o.clone(), subnet_id: subnet.id.clone(), template: name, priority: rank as f64 });
+        }
+        if overrides.is_empty() {
+            let why: Vec<String> = skipped.iter().map(|(o, why)| format!("{}/{}/{}: {why}", o.capacity_type, o.instance_type, o.zone)).collect();
+            return Err(CloudError::InsufficientCapacity {
+                offerings: skipped.into_iter().map(|(o, _)| o).collect(),
+                message: format!("no offering of NodeClaim {} can be launched now: {}", req.nodeclaim, why.join("; ")),
+            });
+        }
+
+        let mut instance_tags = tags.clone();
+        instance_tags.insert(TAG_NODECLAIM.into(), req.nodeclaim.clone());
+        let freq = FleetRequest {
+            capacity_type: ct.clone(),
+            client_token: fleet::client_token(&self.cluster, &req.nodeclaim, &overrides),
+            overrides,
+            launch_tags: tags,
+            instance_tags,
+            context: nc.spec.context.clone(),
+        };
+        for attempt in 0..2 {
+            for (name, spec) in &templates {
+                self.ensure_template(name, spec).await?;
+            }
+            let call = fleet::request(&self.ec2.client, &freq);
+            let out = match self.ec2.call("CreateFleet", || call.clone().send()).await {
+                Ok(o) => o,
+                Err(e) if e.has_code(LAUNCH_TEMPLATE_NOT_FOUND) && attempt == 0 => {
+                    tracing::warn!(error = %e, "a launch template vanished; recreating");
+                    lock(&self.templates).clear();
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let outcome = fleet::parse(&out, &freq);
+            for f in &outcome.errors {
+                if !is_capacity_error(&f.code) {
+                    continue;
+                }
+                if let (Some(t), Some(z)) = (&f.instance_type, &f.zone) {
+                    tracing::info!(capacity_type = %ct, instance_type = %t, zone = %z, code = %f.code, "offering unavailable");
+                    self.ice.mark(&offering_key(&ct, t, z), &f.code);
+                }
+                if f.code == "InsufficientFreeAddressesInSubnet"
+                    && let Some(o) = freq.overrides.iter().find(|o| Some(&o.offering.zone) == f.zone.as_ref())
+                {
+                    self.ice.mark(&subnet_key(&o.subnet_id), &f.code);
+                }
+            }
+            if let Some(l) = outcome.launched {
+                if !outcome.errors.is_empty() {
+                    tracing::info!(nodeclaim = %req.nodeclaim, errors = outcome.errors.len(), "launched after errors on better offerings");
+                }
+                tracing::info!(nodeclaim = %req.nodeclaim, instance = %l.id, instance_type = %l.instance_type, zone = %l.zone, capacity_type = %l.capacity_type, "launched instance");
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+                return Ok(Instance {
+                    provider_id: instances::provider_id(&l.zone, &l.id),
+                    id: l.id,
+                    instance_type: l.instance_type,
+                    zone: l.zone,
+                    capacity_type: l.capacity_type,
+                    state: "pending".into(),
+                    nodepool: Some(req.nodepool.clone()),
+                    nodeclaim: Some(req.nodeclaim.clone()),
+                    launched_at: now,
+                });
+            }
+            let summary: Vec<String> = outcome.errors.iter().map(|f| format!("{} {}/{}: {}", f.code, f.instance_type.as_deref().unwrap_or("?"), f.zone.as_deref().unwrap_or("?"), f.message)).collect();
+            if outcome.errors.is_empty() {
+                return Err(CloudError::Fatal(format!("CreateFleet for NodeClaim {} returned neither an instance nor an error", req.nodeclaim)));
+            }
+            if attempt == 0 && outcome.errors.iter().any(|f| f.code == LAUNCH_TEMPLATE_NOT_FOUND) {
+                lock(&self.templates).clear();
+                continue;
+            }
+            if outcome.errors.iter().all(|f| is_capacity_error(&f.code)) {
+                let named: Vec<OfferingRef> = freq
+                    .overrides
+                    .iter()
+                    .filter(|o| outcome.errors.iter().any(|f| f.instance_type.as_deref() == Some(&o.offering.instance_type) && f.zone.as_deref() == Some(&o.offering.zone)))
+                    .map(|o| o.offering.clone())
+                    .collect();
+                let offerings = if named.is_empty() { freq.overrides.iter().map(|o| o.offering.clone()).collect() } else { named };
+                return Err(CloudError::InsufficientCapacity { offerings, message: format!("CreateFleet launched nothing: {}", summary.join("; ")) });
+            }
+            if outcome.errors.iter().all(|f| is_capacity_error(&f.code) || is_throttle_code(&f.code)) {
+                return Err(CloudError::Throttled(format!("CreateFleet launched nothing: {}", summary.join("; "))));
+            }
+            return Err(CloudError::Fatal(format!("CreateFleet for NodeClaim {} launched nothing: {}", req.nodeclaim, summary.join("; "))));
+        }
+        Err(CloudError::Fatal(format!("CreateFleet for NodeClaim {}: launch template not found twice", req.nodeclaim)))
+    }
+}
+
+impl CloudProvider for AwsProvider {
+    async fn catalog(&self) -> Result<Catalog, CloudError> {
+        Ok(self.catalog_for_zones(self.known_zones()).await)
+    }
+
+    async fn launch(&self, req: &LaunchRequest) -> Result<Instance, CloudError> {
+        self.launch_inner(req).await
+    }
+
+    async fn terminate(&self, provider_id: &str) -> Result<(), CloudError> {
+        instances::terminate(&self.ec2, provider_id).await
+    }
+
+    async fn list(&self) -> Result<Vec<Instance>, CloudError> {
+        Ok(instances::list(&self.ec2, &self.cluster).await?)
+    }
+
+    async fn tag_registered(&self, provider_id: &str, nodeclaim: &str, node: &str) -> Result<(), CloudError> {
+        instances::tag_registered(&self.ec2, &self.cluster, provider_id, nodeclaim, node).await
+    }
+
+    async fn resolve_nodeclass(&self, nodeclass: &EC2NodeClass) -> Result<EC2NodeClassStatus, CloudError> {
+        Ok(self.refresh(Arc::new(nodeclass.clone())).await?.status())
+    }
+
+    fn forget_nodeclass(&self, name: &str) {
+        lock(&self.nodeclasses).remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubelet_label_rules() {
+        assert!(kubelet_settable_label("team"));
+        assert!(kubelet_settable_label("karpenter.sh/nodepool"));
+        assert!(kubelet_settable_label("node.kubernetes.io/role"));
+        assert!(kubelet_settable_label("example.kubelet.kubernetes.io/x"));
+        assert!(!kubelet_settable_label("node-restriction.kubernetes.io/x"));
+        assert!(!kubelet_settable_label("topology.kubernetes.io/zone"));
+        assert!(!kubelet_settable_label("kubernetes.io/arch"));
+        assert!(!kubelet_settable_label("node.kubernetes.io/instance-type"));
+        assert!(!kubelet_settable_label("karpenter.k8s.aws/instance-cpu"));
+        assert!(!kubelet_settable_label("example.k8s.io/x"));
+    }
+}

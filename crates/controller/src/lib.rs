@@ -1,0 +1,808 @@
+//! The cluster controller: a drop-in replacement for Karpenter's provisioning and node lifecycle on the
+//! Karpenter v1 APIs (NodePool, NodeClaim, EC2NodeClass), planning each batch with stowage's MILP.
+//!
+//! ```text
+//!  watchers (10 kinds) ──► state: ClusterState ──► synced? ──► readyz
+//!        │ provisionable pods                  │
+//!        ▼                                     ▼
+//!  batcher (idle 1 s / max 10 s) ──► provisioner: snapshot → plan (MILP, greedy fallback) → NodeClaims
+//!                                                 └─► launcher: CloudProvider::launch → status
+//!  lifecycle loop:  launch (crash recovery, retries) · register · initialize · timeouts · terminate
+//!  disruption loop: empty nodes after consolidateAfter, expireAfter       ─┐ delete NodeClaims
+//!  gc loop:         leaked instances, NodeClaims whose instance vanished  ─┘
+//!  leader election (Lease): only the leader runs the four loops above; metrics, events, health
+//! ```
+//!
+//! One file per stage: [`state`], [`batcher`], [`provisioner`], [`launcher`], [`registration`],
+//! [`termination`], [`disruption`], [`gc`], [`nodeclass`] (EC2NodeClass readiness), [`leader`],
+//! [`metrics`], [`events`], [`record`], [`cli`] (`stowage controller`, `stowage record`).
+//!
+//! Invariants (each module states its own in detail):
+//! - **Never plan on a partial view**: no batch runs until every watched kind is listed, and none while
+//!   a kind re-lists (after an API server restart).
+//! - **A NodeClaim exists before its instance**, and a launch is idempotent per NodeClaim name: a crash
+//!   at any point leaves either a NodeClaim that is launched (or relaunched, adopting the instance) on
+//!   restart, or an instance that garbage collection terminates. Nothing is launched twice.
+//! - **Only the leader acts.** Followers keep their caches warm.
+//! - **Deterministic planning**: the same state gives the same NodeClaims (modulo the MILP time budget
+//!   on problems too large to solve within it).
+//! - **Graceful shutdown**: on SIGTERM no new batch starts; a batch already planning creates and
+//!   launches its NodeClaims (bounded by `shutdown_grace`); running launches finish; the Lease is
+//!   released. Whatever is cut short is safe by the invariant above.
+
+pub mod batcher;
+pub mod disruption;
+pub mod events;
+pub mod gc;
+pub mod launcher;
+pub mod leader;
+pub mod metrics;
+pub mod nodeclass;
+pub mod provisioner;
+pub mod record;
+pub mod registration;
+pub mod state;
+pub mod termination;
+
+use std::any::Any;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Debug;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, watcher};
+use serde::de::DeserializeOwned;
+use tokio::sync::{Notify, watch};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
+
+use stowage_core::domain::catalog::Catalog;
+use stowage_core::weights::Weights;
+use stowage_decide::cloud::{CloudError, CloudProvider};
+use stowage_input::api::{EC2NodeClass, NodeClaim, NodePool};
+
+use batcher::{BatchConfig, Batcher};
+use disruption::Disruption;
+use events::{Events, Reason};
+use launcher::{Launched, Unavailable};
+use leader::LeaderConfig;
+use metrics::{Health, Metrics, Stage};
+use provisioner::{Nominated, PlannerSettings};
+use registration::{Step, Timeouts};
+use state::{ClusterState, Kind, StateObject, TERMINATION_FINALIZER};
+
+/// Everything the controller can be told.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub batch: BatchConfig,
+    pub planner: PlannerSettings,
+    pub weights: Weights,
+    pub timeouts: Timeouts,
+    /// How long a refused offering stays unavailable (Karpenter: 3 minutes).
+    pub unavailable_ttl: Duration,
+    /// Garbage collection period and grace for instances no NodeClaim tracks.
+    pub gc_interval: Duration,
+    pub gc_grace: Duration,
+    /// Resync period of the lifecycle loop (it also wakes on every change).
+    pub lifecycle_interval: Duration,
+    pub disruption_interval: Duration,
+    /// How long a plan's nomination keeps a node from being judged empty.
+    pub nomination_ttl: Duration,
+    /// How long the cloud's catalog is reused before it is asked again.
+    pub catalog_ttl: Duration,
+    /// `None`: no election, this process always leads (one replica, or tests).
+    pub leader: Option<LeaderConfig>,
+    /// Where `/metrics`, `/healthz` and `/readyz` listen (`None`: nowhere).
+    pub metrics_addr: Option<SocketAddr>,
+    /// Bound on the wait for in-flight work at shutdown.
+    pub shutdown_grace: Duration,
+    /// This replica's name (events' reporting instance, batch ids, Lease holder).
+    pub identity: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            batch: BatchConfig::default(),
+            planner: PlannerSettings::default(),
+            weights: Weights::default(),
+            timeouts: Timeouts::default(),
+            unavailable_ttl: Duration::from_secs(180),
+            gc_interval: Duration::from_secs(10),
+            gc_grace: Duration::from_secs(30),
+            lifecycle_interval: Duration::from_secs(1),
+            disruption_interval: Duration::from_secs(2),
+            nomination_ttl: Duration::from_secs(20),
+            catalog_ttl: Duration::from_secs(60),
+            leader: None,
+            metrics_addr: None,
+            shutdown_grace: Duration::from_secs(20),
+            identity: "stowage".into(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The metrics endpoint could not listen: choose another address (`--metrics-addr`).
+    #[error("cannot listen on {addr} for /metrics: {error}")]
+    Listen { addr: SocketAddr, error: std::io::Error },
+}
+
+/// Poison-tolerant lock: a panic elsewhere must not take the controller down with it.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The HTTP status of an API error, if it is one.
+pub(crate) fn kube_status(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// Shared by every task.
+pub struct Ctx<P> {
+    pub(crate) client: kube::Client,
+    pub(crate) cloud: Arc<P>,
+    pub(crate) config: Config,
+    pub(crate) state: Mutex<ClusterState>,
+    batcher: Mutex<Batcher>,
+    provision_wake: Notify,
+    lifecycle_wake: Notify,
+    pub(crate) unavailable: Mutex<Unavailable>,
+    /// NodeClaims whose launch runs now.
+    pub(crate) launching: Mutex<BTreeSet<String>>,
+    /// NodeClaim → earliest next launch attempt.
+    launch_backoff: Mutex<BTreeMap<String, Instant>>,
+    /// Node or NodeClaim names a recent plan put pods on, until when.
+    nominations: Mutex<BTreeMap<String, Instant>>,
+    /// Pod uid → the last Nominated / FailedScheduling note sent (events only when it changes).
+    pod_notes: Mutex<BTreeMap<String, String>>,
+    catalog: tokio::sync::Mutex<Option<(Arc<Catalog>, Instant)>>,
+    pub(crate) metrics: Metrics,
+    pub(crate) events: Events,
+    leader: watch::Receiver<bool>,
+    health: watch::Sender<Health>,
+    batches: AtomicU64,
+}
+
+impl<P: CloudProvider> Ctx<P> {
+    pub(crate) fn is_leader(&self) -> bool {
+        *self.leader.borrow()
+    }
+
+    pub(crate) fn request_batch(&self, key: &str) {
+        lock(&self.batcher).trigger(key, Instant::now());
+        self.provision_wake.notify_one();
+    }
+
+    pub(crate) fn wake_lifecycle(&self) {
+        self.lifecycle_wake.notify_one();
+    }
+
+    pub(crate) fn wake_provisioner(&self) {
+        self.provision_wake.notify_one();
+    }
+
+    /// The cloud's catalog, reused for `catalog_ttl`; the last good one if the cloud fails now.
+    pub(crate) async fn catalog(&self) -> Result<Arc<Catalog>, CloudError> {
+        let mut cached = self.catalog.lock().await;
+        if let Some((c, at)) = cached.as_ref()
+            && at.elapsed() < self.config.catalog_ttl
+        {
+            return Ok(c.clone());
+        }
+        match self.cloud.catalog().await {
+            Ok(c) => {
+                let c = Arc::new(c);
+                *cached = Some((c.clone(), Instant::now()));
+                Ok(c)
+            }
+            Err(e) => {
+                self.metrics.error(Stage::Cloud);
+                match cached.as_ref() {
+                    Some((c, _)) => {
+                        tracing::warn!(error = %e, "reading the cloud's catalog failed; using the previous one");
+                        Ok(c.clone())
+                    }
+                    None => Err(e),
+                }
+            }
+        }
+    }
+
+    fn nominated(&self, name: &str) -> bool {
+        lock(&self.nominations).get(name).is_some_and(|until| *until > Instant::now())
+    }
+
+    /// Applies one watch event and raises the triggers it implies.
+    fn on_event<K: StateObject>(&self, ev: watcher::Event<K>) {
+        let now = Instant::now();
+        let mut triggers: Vec<String> = Vec::new();
+        if let watcher::Event::Apply(o) | watcher::Event::InitApply(o) = &ev
+            && let Some(p) = (o as &dyn Any).downcast_ref::<Pod>()
+            && state::is_provisionable(p)
+        {
+            triggers.push(p.metadata.uid.clone().unwrap_or_default());
+        }
+        let (was, now_synced, gone) = {
+            let mut s = lock(&self.state);
+            let was = s.synced();
+            let nodeclasses = |s: &ClusterState| -> BTreeSet<String> { s.nodeclasses.iter().filter_map(|c| c.metadata.name.clone()).collect() };
+            let before = if matches!(K::KIND, Kind::EC2NodeClass) { nodeclasses(&s) } else { BTreeSet::new() };
+            s.on_event(ev);
+            let gone: Vec<String> = if before.is_empty() { Vec::new() } else { before.difference(&nodeclasses(&s)).cloned().collect() };
+            (was, s.synced(), gone)
+        };
+        // A deleted EC2NodeClass (a Delete event, or missing from a re-list after a watch gap, which
+        // brings no Delete): its zones leave the cloud's catalog; launches naming it wait for it again.
+        for name in &gone {
+            self.cloud.forget_nodeclass(name);
+        }
+        if now_synced != was {
+            self.metrics.set_synced(now_synced);
+            self.health.send_modify(|h| h.ready = now_synced);
+            if now_synced {
+                tracing::info!("every watched kind is listed");
+                triggers.push("replan/synced".into());
+            } else {
+                tracing::info!("a watched kind is re-listing; planning pauses until it is complete");
+            }
+        }
+        if !triggers.is_empty() {
+            let mut b = lock(&self.batcher);
+            for t in &triggers {
+                b.trigger(t, now);
+            }
+            drop(b);
+            self.provision_wake.notify_one();
+        }
+        if matches!(K::KIND, Kind::NodeClaim | Kind::Node | Kind::Pod) {
+            self.lifecycle_wake.notify_one();
+        }
+    }
+}
+
+/// A running controller.
+pub struct Controller {
+    work_stop: watch::Sender<bool>,
+    infra_stop: watch::Sender<bool>,
+    work: Vec<JoinHandle<()>>,
+    infra: Vec<JoinHandle<()>>,
+    leader_task: Option<JoinHandle<()>>,
+    metrics: Metrics,
+    metrics_addr: Option<SocketAddr>,
+    grace: Duration,
+}
+
+impl Controller {
+    /// Starts watching and, once synced and leading, provisioning.
+    pub async fn start<P: CloudProvider + 'static>(client: kube::Client, cloud: Arc<P>, config: Config) -> Result<Controller, ControllerError> {
+        let metrics = Metrics::new();
+        let (work_stop, work_rx) = watch::channel(false);
+        let (infra_stop, infra_rx) = watch::channel(false);
+        let (leader_tx, leader_rx) = watch::channel(config.leader.is_none());
+        metrics.set_leader(config.leader.is_none());
+        let (health_tx, health_rx) = watch::channel(Health { live: true, ready: false });
+        let (events, events_task) = Events::start(client.clone(), config.identity.clone(), metrics.clone());
+        let mut infra = vec![events_task];
+        let metrics_addr = match config.metrics_addr {
+            Some(addr) => {
+                let (bound, task) = metrics::serve(addr, metrics.clone(), health_rx, infra_rx.clone()).await.map_err(|error| ControllerError::Listen { addr, error })?;
+                infra.push(task);
+                tracing::info!(%bound, "serving /metrics, /healthz, /readyz");
+                Some(bound)
+            }
+            None => None,
+        };
+        let grace = config.shutdown_grace;
+        let ctx = Arc::new(Ctx {
+            client: client.clone(),
+            cloud,
+            batcher: Mutex::new(Batcher::new(config.batch)),
+            config: config.clone(),
+            state: Mutex::new(ClusterState::default()),
+            provision_wake: Notify::new(),
+            lifecycle_wake: Notify::new(),
+            unavailable: Mutex::new(Unavailable::default()),
+            launching: Mutex::new(BTreeSet::new()),
+            launch_backoff: Mutex::new(BTreeMap::new()),
+            nominations: Mutex::new(BTreeMap::new()),
+            pod_notes: Mutex::new(BTreeMap::new()),
+            catalog: tokio::sync::Mutex::new(None),
+            metrics: metrics.clone(),
+            events,
+            leader: leader_rx,
+            health: health_tx,
+            batches: AtomicU64::new(0),
+        });
+        infra.push(spawn_watch::<Pod, P>(&ctx, Api::all(client.clone()), &infra_rx));
+        infra.push(spawn_watch::<Node, P>(&ctx, Api::all(client.clone()), &infra_rx));
+        infra.push(spawn_watch::<NodePool, P>(&ctx, Api::all(client.clone()), &infra_rx));
+        infra.push(spawn_watch::<NodeClaim, P>(&ctx, Api::all(client.clone()), &infra_rx));
+        infra.push(spawn_watch::<EC2NodeClass, P>(&ctx, Api::all(client.clone()), &infra_rx));
+        infra.push(spawn_watch::<PersistentVolumeClaim, P>(&ctx, Api::all(client.clone()), &infra_rx));
+        infra.push(spawn_watch::<PersistentVolume, P>(&ctx, Api::all(client.clone()), &infra_rx));
+        infra.push(spawn_watch::<StorageClass, P>(&ctx, Api::all(client.clone()), &infra_rx));
+        infra.push(spawn_watch::<DaemonSet, P>(&ctx, Api::all(client.clone()), &infra_rx));
+        infra.push(spawn_watch::<Namespace, P>(&ctx, Api::all(client.clone()), &infra_rx));
+        let leader_task = config.leader.clone().map(|cfg| tokio::spawn(leader::run(client.clone(), cfg, leader_tx, infra_rx.clone(), metrics.clone())));
+        let work = vec![
+            tokio::spawn(warm_up(ctx.clone(), work_rx.clone())),
+            tokio::spawn(provisioning_loop(ctx.clone(), work_rx.clone())),
+            tokio::spawn(lifecycle_loop(ctx.clone(), work_rx.clone())),
+            tokio::spawn(disruption_loop(ctx.clone(), work_rx.clone())),
+            tokio::spawn(gc_loop(ctx.clone(), work_rx)),
+        ];
+        tracing::info!(identity = %config.identity, leader_election = config.leader.is_some(), "controller started");
+        Ok(Controller { work_stop, infra_stop, work, infra, leader_task, metrics, metrics_addr, grace })
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Where `/metrics` listens (the bound port when configured with port 0).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// Graceful stop: no new batch; in-flight batches and launches finish (at most `shutdown_grace`);
+    /// the Lease is released; watches stop.
+    pub async fn shutdown(self) {
+        tracing::info!("shutting down: finishing in-flight work");
+        let _ = self.work_stop.send(true);
+        let deadline = Instant::now() + self.grace;
+        for t in self.work {
+            let abort = t.abort_handle();
+            if tokio::time::timeout_at(deadline, t).await.is_err() {
+                tracing::warn!("in-flight work did not finish within the shutdown grace period; abandoning it (safe: NodeClaims exist before their instances)");
+                abort.abort();
+            }
+        }
+        let _ = self.infra_stop.send(true);
+        if let Some(t) = self.leader_task {
+            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+        for t in self.infra {
+            t.abort();
+        }
+        tracing::info!("stopped");
+    }
+
+    /// Stops every task at once, as a crash would (for tests of crash recovery).
+    pub fn abort(self) {
+        for t in self.work.iter().chain(self.infra.iter()).chain(self.leader_task.iter()) {
+            t.abort();
+        }
+    }
+}
+
+/// Runs the controller until `signal` resolves, then shuts it down gracefully.
+pub async fn run<P: CloudProvider + 'static>(client: kube::Client, cloud: Arc<P>, config: Config, signal: impl std::future::Future<Output = ()>) -> Result<(), ControllerError> {
+    let c = Controller::start(client, cloud, config).await?;
+    signal.await;
+    c.shutdown().await;
+    Ok(())
+}
+
+fn spawn_watch<K, P>(ctx: &Arc<Ctx<P>>, api: Api<K>, stop: &watch::Receiver<bool>) -> JoinHandle<()>
+where
+    K: StateObject + DeserializeOwned + Debug,
+    P: CloudProvider + 'static,
+{
+    let ctx = ctx.clone();
+    let mut stop = stop.clone();
+    tokio::spawn(async move {
+        let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
+        loop {
+            tokio::select! {
+                ev = stream.next() => match ev {
+                    Some(Ok(ev)) => ctx.on_event(ev),
+                    Some(Err(e)) if watch_expired(&e) => {
+                        // 410 Gone / Expired: the resource version left the API server's watch cache
+                        // (routine after a restart or a slow start); the watcher re-lists. Not an error.
+                        tracing::info!(kind = %K::KIND, error = %e, "watch expired; re-listing");
+                    }
+                    Some(Err(e)) => {
+                        ctx.metrics.error(Stage::Watch);
+                        tracing::warn!(kind = %K::KIND, error = %e, "watch failed; retrying with backoff");
+                    }
+                    None => break,
+                },
+                _ = stop.changed() => break,
+            }
+        }
+    })
+}
+
+/// Resolves the NodeClasses and fetches the cloud's catalog once the state is synced, so the first
+/// batch does not wait for them (the first catalog fetch lists every instance type of the region).
+async fn warm_up<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::Receiver<bool>) {
+    loop {
+        if lock(&ctx.state).synced() {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = stop.changed() => return,
+        }
+    }
+    nodeclass::reconcile_all(&ctx).await;
+    if let Err(e) = ctx.catalog().await {
+        tracing::warn!(error = %e, "the cloud's catalog is not available yet; the first batch asks again");
+    }
+}
+
+async fn provisioning_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::Receiver<bool>) {
+    let mut leader = ctx.leader.clone();
+    loop {
+        let deadline = lock(&ctx.batcher).deadline();
+        tokio::select! {
+            _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {}
+            _ = ctx.provision_wake.notified() => continue,
+            changed = leader.changed() => {
+                if changed.is_ok() && *leader.borrow() {
+                    ctx.request_batch("replan/leader");
+                }
+                continue;
+            }
+            _ = stop.changed() => break,
+        }
+        let now = Instant::now();
+        let Some(triggers) = lock(&ctx.batcher).close_if_due(now) else { continue };
+        if !ctx.is_leader() {
+            continue;
+        }
+        if !lock(&ctx.state).synced() {
+            // The sync completing triggers a batch.
+            continue;
+        }
+        if let Err(e) = run_batch(&ctx, triggers).await {
+            tracing::warn!(error = %e, "batch failed; retrying in 5s");
+            let ctx2 = ctx.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                ctx2.request_batch("replan/retry");
+            });
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum BatchError {
+    #[error("the cloud's catalog: {0}")]
+    Catalog(CloudError),
+    #[error(transparent)]
+    Snapshot(#[from] state::StateError),
+    #[error(transparent)]
+    Plan(#[from] provisioner::ProvisionError),
+    #[error("the planner task failed: {0}")]
+    Join(tokio::task::JoinError),
+}
+
+async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usize) -> Result<(), BatchError> {
+    // The cloud needs every NodeClass resolved before it can size the catalog's zones and launch.
+    nodeclass::reconcile_all(ctx).await;
+    let catalog = ctx.catalog().await.map_err(BatchError::Catalog)?;
+    let now = Instant::now();
+    let view = {
+        let mut u = lock(&ctx.unavailable);
+        u.expire(now);
+        u.view(&catalog, now)
+    };
+    let snapshot = {
+        let s = lock(&ctx.state);
+        s.snapshot(&view)
+    };
+    let snapshot = snapshot.inspect_err(|_| ctx.metrics.error(Stage::Snapshot))?;
+    for x in &snapshot.excluded {
+        tracing::warn!(object = %x.object, reason = %x.reason, "left out of the batch: stowage cannot read it");
+    }
+    let pending = snapshot.cluster.pending().len();
+    if pending == 0 {
+        ctx.metrics.pods(0, 0, 0);
+        return Ok(());
+    }
+    let n = ctx.batches.fetch_add(1, Ordering::Relaxed) + 1;
+    let batch_id = format!("{}-{}-{n}", ctx.config.identity, Timestamp::now().as_millisecond());
+    let (settings, weights) = (ctx.config.planner.clone(), ctx.config.weights.clone());
+    let id = batch_id.clone();
+    let decision = tokio::task::spawn_blocking(move || provisioner::plan_batch(&snapshot.cluster, &snapshot.objects, &view, &weights, &settings, &id))
+        .await
+        .map_err(BatchError::Join)?
+        .inspect_err(|_| ctx.metrics.error(Stage::Plan))?;
+    let solver = &decision.plan.solver;
+    let status = match solver.status {
+        stowage_core::plan::Status::Optimal => "optimal",
+        stowage_core::plan::Status::GapReached => "gapReached",
+        stowage_core::plan::Status::TimeLimit => "timeLimit",
+        stowage_core::plan::Status::Heuristic => "heuristic",
+        stowage_core::plan::Status::Fallback => "fallback",
+    };
+    ctx.metrics.batch(pending, status, solver.time_ms / 1000.0, solver.gap, decision.plan.cost_per_hour);
+    ctx.metrics.pods(pending, decision.nominations.len(), decision.unschedulable.len());
+    tracing::info!(
+        batch = %batch_id, triggers, pending, new_nodes = decision.claims.len(), unschedulable = decision.unschedulable.len(),
+        cost_per_hour = decision.plan.cost_per_hour, solver = %solver.name, status, time_ms = solver.time_ms, detail = %solver.detail,
+        "batch planned"
+    );
+    if !ctx.is_leader() {
+        tracing::info!(batch = %batch_id, "lost leadership while planning; dropping the batch");
+        return Ok(());
+    }
+
+    // NodeClaims first (the invariant), then their launches.
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let mut created: Vec<Option<String>> = Vec::new();
+    for c in &decision.claims {
+        match api.create(&PostParams::default(), &c.nodeclaim).await {
+            Ok(nc) => {
+                let name = nc.metadata.name.clone().unwrap_or_default();
+                tracing::info!(batch = %batch_id, nodeclaim = %name, nodepool = %c.nodepool, instance_type = %c.instance_type, zone = %c.zone, capacity_type = %c.capacity_type, price = c.price, pods = c.pods.len(), "NodeClaim created");
+                ctx.metrics.nodeclaim_created(&c.nodepool, c.price);
+                lock(&ctx.state).apply(nc);
+                created.push(Some(name));
+            }
+            Err(e) => {
+                ctx.metrics.error(Stage::Create);
+                tracing::warn!(batch = %batch_id, nodepool = %c.nodepool, error = %e, "creating a NodeClaim failed; its pods are planned again in a later batch");
+                created.push(None);
+            }
+        }
+    }
+    let until = Instant::now() + ctx.config.nomination_ttl;
+    {
+        let mut noms = lock(&ctx.nominations);
+        noms.retain(|_, t| *t > now);
+        for (_, target) in &decision.nominations {
+            let name = match target {
+                Nominated::Node(n) | Nominated::InFlight(n) => Some(n.clone()),
+                Nominated::New(k) => created.get(*k).cloned().flatten(),
+            };
+            if let Some(n) = name {
+                noms.insert(n, until);
+            }
+        }
+    }
+    for (pod, target) in &decision.nominations {
+        let note = match target {
+            Nominated::Node(n) => format!("Pod should schedule on: node/{n}"),
+            Nominated::InFlight(n) => format!("Pod should schedule on: nodeclaim/{n}"),
+            Nominated::New(k) => match created.get(*k).cloned().flatten() {
+                Some(n) => format!("Pod should schedule on: nodeclaim/{n}"),
+                None => continue,
+            },
+        };
+        pod_event(ctx, pod, Reason::Nominated, note);
+    }
+    for (pod, reason) in &decision.unschedulable {
+        pod_event(ctx, pod, Reason::FailedScheduling, format!("Failed to schedule pod: {reason}"));
+    }
+    let launches = created.iter().flatten().map(|name| {
+        let ctx = ctx.clone();
+        async move {
+            let r = launcher::launch(&ctx, name).await;
+            after_launch(&ctx, name, r);
+        }
+    });
+    futures::future::join_all(launches).await;
+    Ok(())
+}
+
+/// Sends a pod event when its note differs from the last one sent for the pod.
+fn pod_event<P: CloudProvider>(ctx: &Ctx<P>, pod: &provisioner::PodRef, reason: Reason, note: String) {
+    let key = format!("{}:{}", reason.as_str(), note);
+    let mut notes = lock(&ctx.pod_notes);
+    if notes.get(&pod.uid) == Some(&key) {
+        return;
+    }
+    notes.insert(pod.uid.clone(), key);
+    if notes.len() > 100_000 {
+        notes.clear();
+    }
+    drop(notes);
+    ctx.events.pod(pod, reason, note);
+}
+
+fn after_launch<P: CloudProvider>(ctx: &Ctx<P>, name: &str, r: Result<Launched, launcher::LaunchError>) {
+    match r {
+        Ok(Launched::Retry { after }) => {
+            lock(&ctx.launch_backoff).insert(name.to_string(), Instant::now() + after);
+        }
+        Ok(_) => {
+            lock(&ctx.launch_backoff).remove(name);
+        }
+        Err(e) => {
+            ctx.metrics.error(Stage::Launch);
+            tracing::warn!(nodeclaim = name, error = %e, "launch failed; retrying later");
+            lock(&ctx.launch_backoff).insert(name.to_string(), Instant::now() + Duration::from_secs(5));
+        }
+    }
+}
+
+async fn lifecycle_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::Receiver<bool>) {
+    let mut launches: JoinSet<()> = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(ctx.config.lifecycle_interval) => {}
+            _ = ctx.lifecycle_wake.notified() => {}
+            Some(_) = launches.join_next(), if !launches.is_empty() => continue,
+            _ = stop.changed() => break,
+        }
+        if !ctx.is_leader() || !lock(&ctx.state).synced() {
+            continue;
+        }
+        nodeclass::reconcile_all(&ctx).await;
+        let names: Vec<String> = lock(&ctx.state).nodeclaims.iter().filter_map(|c| c.metadata.name.clone()).collect();
+        lock(&ctx.launch_backoff).retain(|n, _| names.contains(n));
+        for name in names {
+            match registration::reconcile(&ctx, &name).await {
+                Ok(Step::Launch) => {
+                    let due = lock(&ctx.launch_backoff).get(&name).is_none_or(|t| *t <= Instant::now());
+                    if due && !lock(&ctx.launching).contains(&name) {
+                        let ctx = ctx.clone();
+                        launches.spawn(async move {
+                            let r = launcher::launch(&ctx, &name).await;
+                            after_launch(&ctx, &name, r);
+                        });
+                    }
+                }
+                Ok(Step::Terminate) => match termination::terminate(&ctx, &name).await {
+                    Ok(p) => tracing::debug!(nodeclaim = %name, progress = ?p, "termination"),
+                    Err(e) => {
+                        ctx.metrics.error(Stage::Terminate);
+                        tracing::warn!(error = %e, "termination step failed; retrying");
+                    }
+                },
+                Ok(_) => {}
+                Err(e) if e.is_conflict() => tracing::debug!(error = %e, "lifecycle step raced another writer; retrying"),
+                Err(e) => {
+                    ctx.metrics.error(Stage::Register);
+                    tracing::warn!(error = %e, "lifecycle step failed; retrying");
+                }
+            }
+        }
+        // Nodes deleted directly while they carry our finalizer.
+        let deleted: Vec<String> = lock(&ctx.state)
+            .nodes
+            .iter()
+            .filter(|n| n.metadata.deletion_timestamp.is_some() && n.metadata.finalizers.iter().flatten().any(|f| f == TERMINATION_FINALIZER))
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        for node in deleted {
+            if let Err(e) = termination::node_deleted(&ctx, &node).await {
+                ctx.metrics.error(Stage::Terminate);
+                tracing::warn!(node = %node, error = %e, "handling a deleted Node failed; retrying");
+            }
+        }
+    }
+    // Graceful shutdown: running launches finish (the caller bounds the wait).
+    while launches.join_next().await.is_some() {}
+}
+
+async fn disruption_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::Receiver<bool>) {
+    let mut d = Disruption::default();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(ctx.config.disruption_interval) => {}
+            _ = stop.changed() => break,
+        }
+        if !ctx.is_leader() {
+            continue;
+        }
+        let (candidates, pools) = {
+            let s = lock(&ctx.state);
+            if !s.synced() {
+                continue;
+            }
+            let nominated = |n: &str| ctx.nominated(n);
+            let pools: BTreeMap<String, disruption::PoolPolicy> = s.nodepools.iter().filter_map(|p| Some((p.metadata.name.clone()?, disruption::pool_policy(p)))).collect();
+            (disruption::candidates(&s, &nominated), pools)
+        };
+        let actions = d.decide(&candidates, &pools, Timestamp::now());
+        let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+        for a in actions {
+            let why = match &a.cause {
+                disruption::Cause::Empty { for_ } => format!("empty for {}s (consolidateAfter)", for_.as_secs()),
+                disruption::Cause::Expired { age } => format!("expired after {}s (expireAfter)", age.as_secs()),
+            };
+            let claim = lock(&ctx.state).nodeclaim(&a.nodeclaim).cloned();
+            tracing::info!(nodeclaim = %a.nodeclaim, nodepool = %a.nodepool, cause = a.cause.label(), %why, "disrupting");
+            match api.delete(&a.nodeclaim, &DeleteParams::default()).await {
+                Ok(r) => {
+                    if let Some(c) = r.left() {
+                        lock(&ctx.state).apply(c);
+                    }
+                    ctx.metrics.disrupted(a.cause.label());
+                    if let Some(c) = claim {
+                        ctx.events.nodeclaim(&c, Reason::Disrupting, why);
+                    }
+                    ctx.wake_lifecycle();
+                }
+                Err(e) if kube_status(&e) == Some(404) => {}
+                Err(e) => {
+                    ctx.metrics.error(Stage::Disrupt);
+                    tracing::warn!(nodeclaim = %a.nodeclaim, error = %e, "deleting a NodeClaim for disruption failed");
+                }
+            }
+        }
+    }
+}
+
+async fn gc_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(ctx.config.gc_interval) => {}
+            _ = stop.changed() => break,
+        }
+        if !ctx.is_leader() || !lock(&ctx.state).synced() {
+            continue;
+        }
+        let instances = match ctx.cloud.list().await {
+            Ok(i) => i,
+            Err(e) => {
+                ctx.metrics.error(Stage::Gc);
+                tracing::warn!(error = %e, "listing instances failed; garbage collection skipped this round");
+                continue;
+            }
+        };
+        // Read the NodeClaims after the instances: an instance launched in between is young, hence kept.
+        let (claims, launching): (Vec<NodeClaim>, BTreeSet<String>) = {
+            let s = lock(&ctx.state);
+            (s.nodeclaims.iter().cloned().collect(), lock(&ctx.launching).clone())
+        };
+        let actions = gc::decide(&instances, &claims, &launching, Timestamp::now(), ctx.config.gc_grace);
+        let (mut terminated, mut deleted) = (0, 0);
+        for pid in &actions.terminate {
+            tracing::warn!(provider_id = %pid, "terminating an instance no NodeClaim tracks");
+            match ctx.cloud.terminate(pid).await {
+                Ok(()) | Err(CloudError::NotFound(_)) => terminated += 1,
+                Err(e) => {
+                    ctx.metrics.error(Stage::Gc);
+                    tracing::warn!(provider_id = %pid, error = %e, "terminating a leaked instance failed; retrying next round");
+                }
+            }
+        }
+        let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+        for name in &actions.delete {
+            let claim = lock(&ctx.state).nodeclaim(name).cloned();
+            tracing::warn!(nodeclaim = %name, "its instance is gone; deleting the NodeClaim");
+            match api.delete(name, &DeleteParams::default()).await {
+                Ok(_) => {
+                    deleted += 1;
+                    if let Some(c) = claim {
+                        ctx.events.nodeclaim(&c, Reason::InstanceVanished, "the instance no longer exists; deleting the NodeClaim".into());
+                    }
+                }
+                Err(e) if kube_status(&e) == Some(404) => {}
+                Err(e) => {
+                    ctx.metrics.error(Stage::Gc);
+                    tracing::warn!(nodeclaim = %name, error = %e, "deleting a NodeClaim failed");
+                }
+            }
+        }
+        ctx.metrics.gc(terminated, deleted);
+    }
+}
+
+/// Whether a watch error is the API server saying the resource version is too old (HTTP 410), which
+/// kube-rs's watcher answers by listing again.
+fn watch_expired(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::WatchError(s) => s.code == 410,
+        watcher::Error::InitialListFailed(kube::Error::Api(s)) | watcher::Error::WatchFailed(kube::Error::Api(s)) | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.code == 410,
+        _ => false,
+    }
+}

@@ -1,0 +1,347 @@
+//! Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` endpoint.
+//!
+//! Every label value comes from a closed set (`Stage`, solver statuses, launch results, disruption
+//! causes) or from NodePool names, so cardinality stays bounded; nothing is formatted from `Debug`.
+//!
+//! The HTTP side is a deliberately small HTTP/1.1 responder on a tokio listener: three GET endpoints,
+//! `Connection: close`, a bounded request head and a read timeout. A framework (hyper's server
+//! feature) would add nothing these endpoints need and would rebuild half the dependency tree.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Where an error happened (the `stage` label of `stowage_errors_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    Watch,
+    Snapshot,
+    Plan,
+    Create,
+    Launch,
+    Register,
+    Terminate,
+    Disrupt,
+    Gc,
+    Leader,
+    Event,
+    Cloud,
+}
+
+impl Stage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Watch => "watch",
+            Stage::Snapshot => "snapshot",
+            Stage::Plan => "plan",
+            Stage::Create => "create",
+            Stage::Launch => "launch",
+            Stage::Register => "register",
+            Stage::Terminate => "terminate",
+            Stage::Disrupt => "disrupt",
+            Stage::Gc => "gc",
+            Stage::Leader => "leader",
+            Stage::Event => "event",
+            Stage::Cloud => "cloud",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StageLabel {
+    stage: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabel {
+    nodepool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CauseLabel {
+    cause: &'static str,
+}
+
+/// The controller's metrics. Cheap to clone (shared counters).
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    batches: Counter,
+    batch_pods: Histogram,
+    pods: Family<StateLabel, Gauge>,
+    plan_cost: Gauge<f64, AtomicU64>,
+    planned_cost: Counter<f64, AtomicU64>,
+    solver_status: Family<StatusLabel, Counter>,
+    solver_seconds: Histogram,
+    solver_gap: Gauge<f64, AtomicU64>,
+    nodeclaims_created: Family<PoolLabel, Counter>,
+    launches: Family<ResultLabel, Counter>,
+    registrations: Counter,
+    terminations: Counter,
+    disruptions: Family<CauseLabel, Counter>,
+    gc_instances: Counter,
+    gc_nodeclaims: Counter,
+    errors: Family<StageLabel, Counter>,
+    leader: Gauge,
+    synced: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut r = Registry::with_prefix("stowage");
+        let m = Metrics {
+            registry: Arc::new(Registry::default()),
+            batches: Counter::default(),
+            batch_pods: Histogram::new(exponential_buckets(1.0, 2.0, 14)),
+            pods: Family::default(),
+            plan_cost: Gauge::default(),
+            planned_cost: Counter::default(),
+            solver_status: Family::default(),
+            solver_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            solver_gap: Gauge::default(),
+            nodeclaims_created: Family::default(),
+            launches: Family::default(),
+            registrations: Counter::default(),
+            terminations: Counter::default(),
+            disruptions: Family::default(),
+            gc_instances: Counter::default(),
+            gc_nodeclaims: Counter::default(),
+            errors: Family::default(),
+            leader: Gauge::default(),
+            synced: Gauge::default(),
+        };
+        r.register("batches", "Batches planned", m.batches.clone());
+        r.register("batch_pods", "Pending pods per batch", m.batch_pods.clone());
+        r.register("pods", "Pods by state: provisionable (waiting for capacity), nominated (planned onto a node or NodeClaim), unschedulable (the planner found no place)", m.pods.clone());
+        r.register("plan_cost_dollars_per_hour", "Hourly price of the new nodes of the last batch", m.plan_cost.clone());
+        r.register("planned_cost_dollars_per_hour", "Sum of the hourly prices of every NodeClaim planned", m.planned_cost.clone());
+        r.register("solver", "Batches by solver status (optimal, gapReached, timeLimit, heuristic, fallback)", m.solver_status.clone());
+        r.register("solver_duration_seconds", "Planner time per batch", m.solver_seconds.clone());
+        r.register("solver_gap", "Relative optimality gap of the last MILP plan", m.solver_gap.clone());
+        r.register("nodeclaims_created", "NodeClaims created, by NodePool", m.nodeclaims_created.clone());
+        r.register("launches", "Launch attempts by result (launched, insufficient_capacity, error)", m.launches.clone());
+        r.register("registrations", "Nodes registered", m.registrations.clone());
+        r.register("terminations", "NodeClaims terminated", m.terminations.clone());
+        r.register("disruptions", "NodeClaims deleted by disruption, by cause (empty, expired)", m.disruptions.clone());
+        r.register("gc_instances", "Leaked instances terminated by garbage collection", m.gc_instances.clone());
+        r.register("gc_nodeclaims", "NodeClaims deleted because their instance vanished", m.gc_nodeclaims.clone());
+        r.register("errors", "Errors by stage", m.errors.clone());
+        r.register("leader", "1 while this replica leads", m.leader.clone());
+        r.register("state_synced", "1 once every watched kind is listed", m.synced.clone());
+        Metrics { registry: Arc::new(r), ..m }
+    }
+
+    pub fn batch(&self, pods: usize, status: &'static str, seconds: f64, gap: Option<f64>, cost: f64) {
+        self.batches.inc();
+        self.batch_pods.observe(pods as f64);
+        self.solver_status.get_or_create(&StatusLabel { status }).inc();
+        self.solver_seconds.observe(seconds);
+        if let Some(g) = gap {
+            self.solver_gap.set(g);
+        }
+        self.plan_cost.set(cost);
+    }
+
+    pub fn pods(&self, provisionable: usize, nominated: usize, unschedulable: usize) {
+        self.pods.get_or_create(&StateLabel { state: "provisionable" }).set(provisionable as i64);
+        self.pods.get_or_create(&StateLabel { state: "nominated" }).set(nominated as i64);
+        self.pods.get_or_create(&StateLabel { state: "unschedulable" }).set(unschedulable as i64);
+    }
+
+    pub fn nodeclaim_created(&self, nodepool: &str, price: f64) {
+        self.nodeclaims_created.get_or_create(&PoolLabel { nodepool: nodepool.to_string() }).inc();
+        self.planned_cost.inc_by(price);
+    }
+
+    pub fn launch(&self, result: &'static str) {
+        self.launches.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    pub fn registered(&self) {
+        self.registrations.inc();
+    }
+
+    pub fn terminated(&self) {
+        self.terminations.inc();
+    }
+
+    pub fn disrupted(&self, cause: &'static str) {
+        self.disruptions.get_or_create(&CauseLabel { cause }).inc();
+    }
+
+    pub fn gc(&self, instances: usize, nodeclaims: usize) {
+        self.gc_instances.inc_by(instances as u64);
+        self.gc_nodeclaims.inc_by(nodeclaims as u64);
+    }
+
+    pub fn error(&self, stage: Stage) {
+        self.errors.get_or_create(&StageLabel { stage: stage.as_str() }).inc();
+    }
+
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(leading as i64);
+    }
+
+    pub fn set_synced(&self, synced: bool) {
+        self.synced.set(synced as i64);
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// What `/healthz` and `/readyz` report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Health {
+    /// The loops run.
+    pub live: bool,
+    /// Every watched kind is listed.
+    pub ready: bool,
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` until `shutdown` changes. Returns the bound address (port
+/// 0 picks one).
+pub async fn serve(addr: SocketAddr, metrics: Metrics, health: watch::Receiver<Health>, mut shutdown: watch::Receiver<bool>) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let Ok((stream, _)) = accepted else { continue };
+                    let (metrics, health) = (metrics.clone(), health.clone());
+                    tokio::spawn(async move {
+                        // A slow or broken client only loses its own connection.
+                        let _ = tokio::time::timeout(Duration::from_secs(10), respond(stream, &metrics, &health)).await;
+                    });
+                }
+                _ = shutdown.changed() => break,
+            }
+        }
+    });
+    Ok((local, task))
+}
+
+/// The response to one request line.
+pub fn route(path: &str, metrics: &Metrics, health: &Health) -> (u16, &'static str, String) {
+    match path {
+        "/metrics" => (200, "text/plain; version=0.0.4; charset=utf-8", metrics.render()),
+        "/healthz" if health.live => (200, "text/plain", "ok\n".into()),
+        "/healthz" => (503, "text/plain", "not running\n".into()),
+        "/readyz" if health.ready => (200, "text/plain", "ok\n".into()),
+        "/readyz" => (503, "text/plain", "caches not synced\n".into()),
+        _ => (404, "text/plain", "not found\n".into()),
+    }
+}
+
+async fn respond(mut stream: tokio::net::TcpStream, metrics: &Metrics, health: &watch::Receiver<Health>) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let head = String::from_utf8_lossy(&buf);
+    let mut parts = head.lines().next().unwrap_or("").split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let (code, ctype, body) = if method == "GET" { route(path, metrics, &health.borrow()) } else { (405, "text/plain", "only GET\n".into()) };
+    let reason = match code {
+        200 => "OK",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        _ => "Service Unavailable",
+    };
+    let response = format!("HTTP/1.1 {code} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+    stream.write_all(response.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_render_with_bounded_labels() {
+        let m = Metrics::new();
+        m.batch(3, "optimal", 0.012, Some(0.0), 0.192);
+        m.launch("launched");
+        m.error(Stage::Launch);
+        m.nodeclaim_created("default", 0.096);
+        let text = m.render();
+        for needle in [
+            "stowage_batches_total 1",
+            "stowage_solver_total{status=\"optimal\"} 1",
+            "stowage_launches_total{result=\"launched\"} 1",
+            "stowage_errors_total{stage=\"launch\"} 1",
+            "stowage_nodeclaims_created_total{nodepool=\"default\"} 1",
+            "stowage_plan_cost_dollars_per_hour 0.192",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn health_routes() {
+        let m = Metrics::new();
+        assert_eq!(route("/healthz", &m, &Health { live: true, ready: false }).0, 200);
+        assert_eq!(route("/readyz", &m, &Health { live: true, ready: false }).0, 503);
+        assert_eq!(route("/readyz", &m, &Health { live: true, ready: true }).0, 200);
+        assert_eq!(route("/nope", &m, &Health::default()).0, 404);
+    }
+
+    #[tokio::test]
+    async fn serves_over_tcp() {
+        let (h_tx, h_rx) = watch::channel(Health { live: true, ready: true });
+        let (s_tx, s_rx) = watch::channel(false);
+        let (addr, task) = serve("127.0.0.1:0".parse().unwrap(), Metrics::new(), h_rx, s_rx).await.unwrap();
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).await.unwrap();
+        assert!(out.starts_with("HTTP/1.1 200 OK") && out.ends_with("ok\n"), "{out}");
+        drop(h_tx);
+        s_tx.send(true).unwrap();
+        task.await.unwrap();
+    }
+}

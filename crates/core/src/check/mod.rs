@@ -1,0 +1,311 @@
+//! The independent checker: verifies a plan as kube-scheduler would carry it out.
+//!
+//! It reads only the workload, the catalog and the plan file, and shares nothing with the planners but
+//! the semantic primitives (`semantics`). It checks
+//!
+//! 1. the plan's bookkeeping: every pending pod exactly once (placed or unschedulable), known nodes,
+//!    per-node pod lists agreeing with the placements;
+//! 2. every new node against its NodePool and instance type: the type and offering exist and are
+//!    available, the price is the catalog's, the labels are what the NodePool, type and offering give
+//!    (open keys satisfy the NodePool's requirements), the taints are the NodePool's, and the NodePool
+//!    limits hold;
+//! 3. that some order exists in which every placed pod passes every kube-scheduler Filter against the
+//!    state so far (bound pods, DaemonSet pods on the new nodes, pods placed earlier). The plan's own
+//!    order is tried first; if it fails, pods are retried until no more can be placed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::catalog;
+use crate::domain::Cluster;
+use crate::domain::catalog::Catalog;
+use crate::domain::labels::{Labels, keys};
+use crate::domain::resources::Resources;
+use crate::domain::taints::{Effect, Taint};
+use crate::plan::Plan;
+use crate::semantics::filter::{FilterState, SimNode};
+use crate::semantics::{Reject, daemonsets, limits, nodepool};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub pod: Option<String>,
+    pub node: Option<String>,
+    /// The kube-scheduler plugin, or `Plan` / `NodePool` / `InstanceType` for stowage-level checks.
+    pub constraint: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.constraint)?;
+        if let Some(p) = &self.pod {
+            write!(f, " pod {p}")?;
+        }
+        if let Some(n) = &self.node {
+            write!(f, " on node {n}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    pub violations: Vec<Violation>,
+    /// Observations that do not invalidate the plan.
+    pub notes: Vec<String>,
+    /// The plan's own bind order replayed without a failure.
+    pub stated_order_ok: bool,
+    pub pods_checked: usize,
+}
+
+impl Report {
+    pub fn valid(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+fn v(pod: Option<&str>, node: Option<&str>, constraint: &str, message: impl Into<String>) -> Violation {
+    Violation { pod: pod.map(str::to_string), node: node.map(str::to_string), constraint: constraint.into(), message: message.into() }
+}
+
+fn taint_key(t: &Taint) -> (String, String, &'static str) {
+    (t.key.clone(), t.value.clone(), t.effect.as_str())
+}
+
+pub fn check(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Report {
+    let mut r = Report::default();
+    let pending: BTreeSet<String> = cluster.pending().into_iter().map(|id| cluster.pod(id).key()).collect();
+    let pod_by_key: BTreeMap<String, usize> = cluster.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect();
+
+    // 1. Bookkeeping.
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for pl in &plan.placements {
+        *seen.entry(pl.pod.as_str()).or_default() += 1;
+    }
+    for u in &plan.unschedulable {
+        *seen.entry(u.pod.as_str()).or_default() += 1;
+    }
+    for (pod, n) in &seen {
+        if !pod_by_key.contains_key(*pod) {
+            r.violations.push(v(Some(pod), None, "Plan", "no such pod in the workload"));
+        } else if !pending.contains(*pod) {
+            r.violations.push(v(Some(pod), None, "Plan", "the pod is not pending (already bound, terminal, terminating or a DaemonSet pod)"));
+        }
+        if *n > 1 {
+            r.violations.push(v(Some(pod), None, "Plan", format!("listed {n} times")));
+        }
+    }
+    for pod in &pending {
+        if !seen.contains_key(pod.as_str()) {
+            r.violations.push(v(Some(pod), None, "Plan", "pending pod missing from the plan (neither placed nor unschedulable)"));
+        }
+    }
+    let mut new_names = BTreeSet::new();
+    for n in &plan.new_nodes {
+        if !new_names.insert(n.name.as_str()) || cluster.node(&n.name).is_some() {
+            r.violations.push(v(None, Some(&n.name), "Plan", "duplicate node name"));
+        }
+    }
+    let mut listed: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for pl in &plan.placements {
+        listed.entry(pl.node.as_str()).or_default().insert(pl.pod.as_str());
+        if !new_names.contains(pl.node.as_str()) && cluster.node(&pl.node).is_none() {
+            r.violations.push(v(Some(&pl.pod), Some(&pl.node), "Plan", "placed on an unknown node"));
+        }
+    }
+    for n in &plan.new_nodes {
+        let pods: BTreeSet<&str> = n.pods.iter().map(String::as_str).collect();
+        if pods != listed.get(n.name.as_str()).cloned().unwrap_or_default() {
+            r.violations.push(v(None, Some(&n.name), "Plan", "newNodes[].pods disagrees with placements"));
+        }
+    }
+    for n in &plan.existing_nodes {
+        let pods: BTreeSet<&str> = n.pods.iter().map(String::as_str).collect();
+        if pods != listed.get(n.name.as_str()).cloned().unwrap_or_default() {
+            r.violations.push(v(None, Some(&n.name), "Plan", "existingNodes[].pods disagrees with placements"));
+        }
+    }
+    let existing_listed: BTreeSet<&str> = plan.existing_nodes.iter().map(|n| n.name.as_str()).collect();
+    for node in listed.keys() {
+        if !new_names.contains(node) && !existing_listed.contains(node) {
+            r.violations.push(v(None, Some(node), "Plan", "pods placed on this existing node are missing from existingNodes"));
+        }
+    }
+    let cost: f64 = plan.new_nodes.iter().map(|n| n.price_per_hour).sum();
+    if (cost - plan.cost_per_hour).abs() > 1e-6 * cost.max(1.0) {
+        r.violations.push(v(None, None, "Plan", format!("costPerHour {} is not the sum of node prices {cost}", plan.cost_per_hour)));
+    }
+
+    // 2. New nodes against NodePools and the catalog.
+    let mut views: BTreeMap<String, Catalog> = BTreeMap::new();
+    let mut usage: BTreeMap<&str, (Resources, i64)> = BTreeMap::new();
+    for n in &cluster.nodes {
+        if let Some(pool) = &n.nodepool {
+            let e = usage.entry(pool.as_str()).or_default();
+            e.0.add(&n.capacity);
+            e.1 += 1;
+        }
+    }
+    let mut sims: Vec<SimNode> = Vec::new();
+    for n in &plan.new_nodes {
+        let name = n.name.as_str();
+        let Some(pool) = cluster.nodepool(&n.node_pool) else {
+            r.violations.push(v(None, Some(name), "NodePool", format!("NodePool {:?} not in the workload", n.node_pool)));
+            continue;
+        };
+        let view = match cluster.nodeclass(&pool.node_class) {
+            Some(nc) => views.entry(nc.name.clone()).or_insert_with(|| catalog::for_nodeclass(catalog, nc)),
+            None => views.entry(String::new()).or_insert_with(|| catalog.clone()),
+        };
+        let Some(it) = view.get(&n.instance_type) else {
+            r.violations.push(v(None, Some(name), "InstanceType", format!("instance type {:?} not in the catalog", n.instance_type)));
+            continue;
+        };
+        match it.offerings.iter().find(|o| o.zone == n.zone && o.capacity_type == n.capacity_type) {
+            None => r.violations.push(v(None, Some(name), "InstanceType", format!("{} has no {} offering in {}", it.name, n.capacity_type, n.zone))),
+            Some(o) => {
+                if !o.available {
+                    r.violations.push(v(None, Some(name), "InstanceType", format!("offering {} {} {} is unavailable", it.name, n.capacity_type, n.zone)));
+                }
+                if (o.price - n.price_per_hour).abs() > 1e-9 {
+                    r.violations.push(v(None, Some(name), "InstanceType", format!("price {} differs from the catalog's {}", n.price_per_hour, o.price)));
+                }
+                let src = if o.synthetic { "synthetic" } else { "catalog" };
+                if n.price_source != src {
+                    r.violations.push(v(None, Some(name), "InstanceType", format!("priceSource {:?}, the catalog says {src:?}", n.price_source)));
+                }
+            }
+        }
+        let mut expected = nodepool::base_labels(pool, it, &n.zone, &n.capacity_type, catalog.region.as_deref());
+        expected.insert(keys::HOSTNAME.into(), n.name.clone());
+        for (k, want) in &expected {
+            match n.labels.get(k) {
+                Some(got) if got == want => {}
+                got => r.violations.push(v(None, Some(name), "NodePool", format!("label {k}={got:?}, expected {want:?}"))),
+            }
+        }
+        let pool_keys: BTreeSet<&str> = pool.requirements.iter().map(|q| q.req.key.as_str()).collect();
+        for k in n.labels.keys() {
+            if !expected.contains_key(k) && !pool_keys.contains(k.as_str()) {
+                r.violations.push(v(None, Some(name), "NodePool", format!("label {k} is neither given by the NodePool, the type or the offering, nor a key the NodePool's requirements leave open")));
+            }
+        }
+        if let Some(q) = nodepool::violated(pool, &n.labels) {
+            r.violations.push(v(None, Some(name), "NodePool", format!("NodePool {} requires {} {} {:?}", pool.name, q.key, q.op.as_str(), q.values)));
+        }
+        let mut want_taints: Vec<_> = pool.taints.iter().map(taint_key).collect();
+        let mut plan_taints: Vec<(String, String, &str)> = Vec::new();
+        let mut taints = Vec::new();
+        for t in &n.taints {
+            match Effect::parse(&t.effect) {
+                Some(e) => {
+                    plan_taints.push((t.key.clone(), t.value.clone(), e.as_str()));
+                    taints.push(Taint::new(t.key.clone(), t.value.clone(), e));
+                }
+                None => r.violations.push(v(None, Some(name), "Plan", format!("taint effect {:?} unknown", t.effect))),
+            }
+        }
+        want_taints.sort();
+        plan_taints.sort();
+        if want_taints != plan_taints {
+            r.violations.push(v(None, Some(name), "NodePool", "taints differ from the NodePool's"));
+        }
+        let e = usage.entry(pool.name.as_str()).or_default();
+        if let Some(l) = &pool.limits
+            && let Err(msg) = limits::check(l, &e.0, e.1, &it.capacity)
+        {
+            r.violations.push(v(None, Some(name), "NodePool", msg));
+        }
+        e.0.add(&it.capacity);
+        e.1 += 1;
+        let labels: Labels = n.labels.clone();
+        let mut sim = SimNode::new(name, labels.clone(), taints.clone(), it.allocatable());
+        for ds in &cluster.daemonsets {
+            if daemonsets::runs_on(ds, &labels, &taints, Some(name)) {
+                sim.seat(&ds.template);
+            }
+        }
+        sims.push(sim);
+    }
+
+    // 3. Replay.
+    let mut base: Vec<SimNode> = cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut s = SimNode::new(n.name.clone(), n.labels.clone(), n.taints.clone(), n.allocatable.clone());
+            s.unschedulable = n.unschedulable;
+            s
+        })
+        .collect();
+    let index: BTreeMap<&str, usize> = cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+    for pod in &cluster.pods {
+        if let Some(n) = pod.node_name.as_deref()
+            && !pod.is_terminal()
+            && let Some(&i) = index.get(n)
+        {
+            base[i].seat(pod);
+        }
+    }
+    let mut fs = FilterState::new(base);
+    for s in sims {
+        fs.add_node(s);
+    }
+    for n in &cluster.nodes {
+        if n.deleting && listed.contains_key(n.name.as_str()) {
+            r.violations.push(v(None, Some(&n.name), "Plan", "pods placed on a node that is being deleted"));
+        }
+    }
+    let mut todo: Vec<(usize, usize, &str)> = Vec::new();
+    for pl in &plan.placements {
+        if let (Some(&pi), Some(ni)) = (pod_by_key.get(&pl.pod), fs.node_index(&pl.node))
+            && pending.contains(&pl.pod)
+        {
+            todo.push((pi, ni, pl.pod.as_str()));
+        }
+    }
+    r.pods_checked = todo.len();
+    let mut last: BTreeMap<usize, Reject> = BTreeMap::new();
+    let mut first_pass = true;
+    r.stated_order_ok = true;
+    loop {
+        let mut left = Vec::new();
+        for &(pi, ni, key) in &todo {
+            let pod = &cluster.pods[pi];
+            match fs.check(pod, ni) {
+                Ok(()) => fs.add_pod(pod, ni),
+                Err(e) => {
+                    if first_pass && r.stated_order_ok {
+                        r.stated_order_ok = false;
+                        r.notes.push(format!("the plan's bind order fails first at {key}: {e}"));
+                    }
+                    last.insert(pi, e);
+                    left.push((pi, ni, key));
+                }
+            }
+        }
+        first_pass = false;
+        if left.is_empty() || left.len() == todo.len() {
+            todo = left;
+            break;
+        }
+        todo = left;
+    }
+    if !r.stated_order_ok && todo.is_empty() {
+        r.notes.push("another bind order places every pod".into());
+    }
+    for (pi, ni, key) in todo {
+        let e = &last[&pi];
+        r.violations.push(v(Some(key), Some(&fs.nodes()[ni].name), e.plugin.as_str(), &e.reason));
+    }
+
+    // Unschedulable pods that would fit somewhere in the final state.
+    for u in &plan.unschedulable {
+        if let Some(&pi) = pod_by_key.get(&u.pod) {
+            let pod = &cluster.pods[pi];
+            if fs.verdicts(pod).iter().any(|x| x.is_ok()) {
+                r.notes.push(format!("{} is listed unschedulable but fits an existing or planned node", u.pod));
+            }
+        }
+    }
+    r
+}

@@ -1,0 +1,166 @@
+//! The plan schema `stowage.dev/plan/v1` (docs/formats.md §3): what every planner produces, what the
+//! checker and the benchmark read, and how it is shown to people.
+
+pub mod render;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA: &str = "stowage.dev/plan/v1";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Status {
+    /// Proven optimal (within the solver's default tolerance).
+    Optimal,
+    /// Stopped at the requested relative gap.
+    GapReached,
+    /// Stopped at the time budget with an incumbent.
+    TimeLimit,
+    /// A heuristic plan with no optimality claim (greedy, Karpenter).
+    Heuristic,
+    /// The MILP failed or found nothing better; the greedy plan is returned (see `detail`).
+    Fallback,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Phase {
+    pub name: String,
+    pub time_ms: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SolverReport {
+    pub name: String,
+    pub status: Status,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    pub time_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objective: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lower_bound: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<f64>,
+    #[serde(default)]
+    pub phases: Vec<Phase>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanTaint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    pub effect: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewNode {
+    pub name: String,
+    pub node_pool: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+    pub price_per_hour: f64,
+    #[serde(default = "catalog_source")]
+    pub price_source: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub taints: Vec<PlanTaint>,
+    #[serde(default)]
+    pub pods: Vec<String>,
+}
+
+fn catalog_source() -> String {
+    "catalog".into()
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExistingNode {
+    pub name: String,
+    pub pods: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    pub pod: String,
+    pub node: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unschedulable {
+    pub pod: String,
+    pub plugin: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Totals {
+    pub new_nodes: usize,
+    pub pods_placed: usize,
+    pub pods_unschedulable: usize,
+    pub cost_per_hour: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub schema: String,
+    pub solver: SolverReport,
+    pub cost_per_hour: f64,
+    #[serde(default)]
+    pub synthetic_prices: bool,
+    #[serde(default)]
+    pub new_nodes: Vec<NewNode>,
+    #[serde(default)]
+    pub existing_nodes: Vec<ExistingNode>,
+    #[serde(default)]
+    pub placements: Vec<Placement>,
+    #[serde(default)]
+    pub unschedulable: Vec<Unschedulable>,
+    #[serde(default)]
+    pub totals: Totals,
+}
+
+impl Plan {
+    /// Recomputes `costPerHour`, `syntheticPrices`, the per-node pod lists and the totals from
+    /// `newNodes` and `placements` (the authoritative parts).
+    pub fn finish(&mut self) {
+        // fold from +0.0: `sum()` of no f64 is -0.0, which would print as "-0.0" in every plan
+        // without new nodes.
+        self.cost_per_hour = self.new_nodes.iter().map(|n| n.price_per_hour).fold(0.0, |a, b| a + b);
+        self.synthetic_prices = self.new_nodes.iter().any(|n| n.price_source == "synthetic");
+        let mut by_node: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for p in &self.placements {
+            by_node.entry(p.node.as_str()).or_default().push(p.pod.clone());
+        }
+        for n in &mut self.new_nodes {
+            n.pods = by_node.remove(n.name.as_str()).unwrap_or_default();
+        }
+        self.existing_nodes = by_node.into_iter().map(|(name, pods)| ExistingNode { name: name.to_string(), pods }).collect();
+        self.totals = Totals { new_nodes: self.new_nodes.len(), pods_placed: self.placements.len(), pods_unschedulable: self.unschedulable.len(), cost_per_hour: self.cost_per_hour };
+    }
+
+    pub fn from_json(text: &str) -> Result<Plan, String> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let p: Plan = serde_path_to_error::deserialize(de).map_err(|e| format!("{}: {}", e.path(), e.inner()))?;
+        if p.schema != SCHEMA {
+            return Err(format!("schema: expected {SCHEMA:?}, got {:?}", p.schema));
+        }
+        Ok(p)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("plans serialise")
+    }
+}

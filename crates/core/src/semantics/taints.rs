@@ -1,0 +1,99 @@
+//! TaintToleration and NodeUnschedulable (`tainttoleration/taint_toleration.go`,
+//! `v1.Toleration.ToleratesTaint`).
+//!
+//! ```text
+//! tolerates(t, taint) = (t.effect empty ∨ t.effect == taint.effect)
+//!                     ∧ (t.key empty ∨ t.key == taint.key)          empty key needs Exists
+//!                     ∧ (t.op == Exists ∨ t.value == taint.value)
+//! filter: every NoSchedule and NoExecute taint is tolerated; PreferNoSchedule only scores.
+//! spec.unschedulable acts as node.kubernetes.io/unschedulable:NoSchedule.
+//! ```
+
+use crate::domain::taints::{Effect, Taint, Toleration, TolerationOp, well_known};
+
+use super::{Plugin, Reject};
+
+pub fn tolerates(t: &Toleration, taint: &Taint) -> bool {
+    if t.effect.is_some_and(|e| e != taint.effect) {
+        return false;
+    }
+    if !t.key.is_empty() && t.key != taint.key {
+        return false;
+    }
+    match t.op {
+        TolerationOp::Exists => true,
+        TolerationOp::Equal => t.value == taint.value,
+    }
+}
+
+pub fn tolerated(tols: &[Toleration], taint: &Taint) -> bool {
+    tols.iter().any(|t| tolerates(t, taint))
+}
+
+/// The first NoSchedule/NoExecute taint the tolerations do not tolerate.
+pub fn first_untolerated<'a>(taints: &'a [Taint], tols: &[Toleration]) -> Option<&'a Taint> {
+    taints.iter().filter(|t| matches!(t.effect, Effect::NoSchedule | Effect::NoExecute)).find(|t| !tolerated(tols, t))
+}
+
+/// TaintToleration filter (and NodeUnschedulable for cordoned nodes).
+pub fn filter(taints: &[Taint], unschedulable: bool, tols: &[Toleration]) -> Result<(), Reject> {
+    if unschedulable {
+        let t = Taint::new(well_known::UNSCHEDULABLE, "", Effect::NoSchedule);
+        if !tolerated(tols, &t) {
+            return Err(Reject::unresolvable(Plugin::NodeUnschedulable, "node(s) were unschedulable"));
+        }
+    }
+    match first_untolerated(taints, tols) {
+        None => Ok(()),
+        Some(t) => Err(Reject::unresolvable(Plugin::TaintToleration, format!("node(s) had untolerated taint {{{}: {}}}", t.key, t.value))),
+    }
+}
+
+/// Tolerations the DaemonSet controller adds to every DaemonSet pod
+/// (`pkg/controller/daemon/util` `AddOrUpdateDaemonPodTolerations`).
+pub fn daemonset_tolerations() -> Vec<Toleration> {
+    let mut v = vec![
+        Toleration::exists(well_known::NOT_READY, Some(Effect::NoExecute)),
+        Toleration::exists(well_known::UNREACHABLE, Some(Effect::NoExecute)),
+        Toleration::exists(well_known::DISK_PRESSURE, Some(Effect::NoSchedule)),
+        Toleration::exists(well_known::MEMORY_PRESSURE, Some(Effect::NoSchedule)),
+        Toleration::exists(well_known::PID_PRESSURE, Some(Effect::NoSchedule)),
+        Toleration::exists(well_known::UNSCHEDULABLE, Some(Effect::NoSchedule)),
+    ];
+    // hostNetwork DaemonSets also get network-unavailable; it only matters on nodes that carry that
+    // taint, which new nodes never do.
+    v.push(Toleration::exists(well_known::NETWORK_UNAVAILABLE, Some(Effect::NoSchedule)));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toleration_rules() {
+        let taint = Taint::new("dedicated", "gpu", Effect::NoSchedule);
+        assert!(tolerates(&Toleration::equal("dedicated", "gpu", None), &taint));
+        assert!(!tolerates(&Toleration::equal("dedicated", "cpu", None), &taint));
+        assert!(tolerates(&Toleration::exists("dedicated", Some(Effect::NoSchedule)), &taint));
+        assert!(!tolerates(&Toleration::exists("dedicated", Some(Effect::NoExecute)), &taint));
+        assert!(tolerates(&Toleration::exists("", None), &taint), "empty key + Exists tolerates everything");
+    }
+
+    #[test]
+    fn prefer_no_schedule_never_filters() {
+        let taints = [Taint::new("soft", "", Effect::PreferNoSchedule)];
+        assert!(filter(&taints, false, &[]).is_ok());
+        let hard = [Taint::new("hard", "x", Effect::NoExecute)];
+        let e = filter(&hard, false, &[]).unwrap_err();
+        assert_eq!(e.plugin, Plugin::TaintToleration);
+        assert_eq!(e.reason, "node(s) had untolerated taint {hard: x}");
+    }
+
+    #[test]
+    fn cordoned_nodes() {
+        assert_eq!(filter(&[], true, &[]).unwrap_err().plugin, Plugin::NodeUnschedulable);
+        let tol = Toleration::exists(well_known::UNSCHEDULABLE, Some(Effect::NoSchedule));
+        assert!(filter(&[], true, &[tol]).is_ok());
+    }
+}

@@ -1,0 +1,351 @@
+//! The solver driver: greedy plan → MILP under a time budget, started from the greedy plan → replay →
+//! the better of the two. It owns the clock and every fallback decision; the encoding never reads the
+//! clock.
+//!
+//! * The greedy plan is the cheaper of two passes (packing order, then size order while the budget
+//!   allows); the MILP phase gets what is left of the budget after them.
+//! * Its plan is shrunk (`greedy::downsize`), ordered and replayed through kube-scheduler's filters,
+//!   then improved locally (`improve::shrink`).
+//!   If HiGHS fails, finds no integer solution, or its plan does not replay, the greedy plan is
+//!   returned with status `fallback` and the reason.
+//! * The returned plan never costs more than the greedy plan under the same weights.
+
+use std::time::{Duration, Instant};
+
+use super::milp::{self, Options};
+use super::problem::{Problem, ProblemError};
+use super::{Outcome, Placements, Target, greedy, improve, new_node_name, objective, order_placements, verify};
+use crate::domain::Cluster;
+use crate::domain::catalog::Catalog;
+use crate::domain::labels::keys;
+use crate::domain::node::Node;
+use crate::plan::{Phase, Plan, SolverReport, Status};
+use crate::weights::Weights;
+
+#[derive(Clone, Copy, Debug)]
+pub struct DriverOptions {
+    pub budget: Duration,
+    /// Target relative gap: stop when (objective − lower bound) / objective ≤ gap.
+    pub gap: f64,
+    pub threads: u32,
+}
+
+impl Default for DriverOptions {
+    fn default() -> Self {
+        DriverOptions { budget: Duration::from_secs(1), gap: 0.01, threads: 1 }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Which planner: the MILP on HiGHS (started from and falling back to the greedy plan), or the greedy
+/// planner alone. Scenario files and command lines spell it `milp` / `greedy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Solver {
+    Milp,
+    Greedy,
+}
+
+impl Solver {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Solver::Milp => "milp",
+            Solver::Greedy => "greedy",
+        }
+    }
+}
+
+/// A planner and its settings: the one type the command line, the benchmark, the simulator and the
+/// controller plan with. `time_budget`, `gap` and `threads` are the MILP's; the greedy planner ignores them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Planner {
+    pub solver: Solver,
+    /// Time budget of the MILP phase, counted from the end of the problem build.
+    pub time_budget: Duration,
+    /// Target relative gap: stop when (objective − lower bound) / objective ≤ gap.
+    pub gap: f64,
+    /// HiGHS threads (one value per process).
+    pub threads: u32,
+}
+
+impl Default for Planner {
+    fn default() -> Self {
+        Planner { solver: Solver::Milp, time_budget: Duration::from_secs(1), gap: 0.01, threads: 1 }
+    }
+}
+
+impl Planner {
+    pub fn milp() -> Self {
+        Planner::default()
+    }
+
+    pub fn greedy() -> Self {
+        Planner { solver: Solver::Greedy, ..Planner::default() }
+    }
+
+    fn driver_options(&self) -> DriverOptions {
+        DriverOptions { budget: self.time_budget, gap: self.gap, threads: self.threads }
+    }
+}
+
+impl From<Solver> for Planner {
+    fn from(solver: Solver) -> Self {
+        Planner { solver, ..Planner::default() }
+    }
+}
+
+/// Plans a cluster snapshot: [`build_and_plan`] and the plan file, as `stowage plan` writes it.
+pub fn plan_cluster(cluster: &Cluster, catalog: &Catalog, weights: &Weights, planner: impl Into<Planner>) -> Result<Plan, ProblemError> {
+    let (problem, outcome, report) = build_and_plan(cluster, catalog, weights, planner.into())?;
+    Ok(super::to_plan(&problem, &outcome, report))
+}
+
+/// Builds a snapshot's problem and plans it: what `stowage plan`, the simulator and the controller
+/// share. The report's first phase is the build. The MILP's budget starts after the build: counting the
+/// build against it left no time for the MILP on the seed batches in debug builds under parallel tests
+/// (tests/bench.rs saw `timeLimit` instead of `optimal`).
+pub fn build_and_plan<'a>(cluster: &'a Cluster, catalog: &Catalog, weights: &'a Weights, planner: Planner) -> Result<(Problem<'a>, Outcome, SolverReport), ProblemError> {
+    let t0 = Instant::now();
+    let problem = Problem::new(cluster, catalog, weights)?;
+    let build = t0.elapsed();
+    let (o, mut report) = match planner.solver {
+        Solver::Milp => plan(&problem, planner.driver_options()),
+        Solver::Greedy => plan_greedy(&problem),
+    };
+    report.phases.insert(0, Phase { name: "problem".into(), time_ms: ms(build) });
+    report.time_ms += ms(build);
+    Ok((problem, o, report))
+}
+
+/// The greedy planner alone, with the report every command shows.
+pub fn plan_greedy(p: &Problem) -> (Outcome, SolverReport) {
+    let t = Instant::now();
+    let o = greedy::plan(p);
+    let time_ms = ms(t.elapsed());
+    let report = SolverReport {
+        name: "greedy".into(),
+        status: Status::Heuristic,
+        detail: String::new(),
+        time_ms,
+        objective: Some(objective(p, &o).total()),
+        lower_bound: None,
+        gap: None,
+        phases: vec![Phase { name: "greedy".into(), time_ms }],
+    };
+    (o, report)
+}
+
+/// The greedy plan in the packing order (`greedy::plan`), then in Karpenter's size order
+/// (`greedy::Order::Size`) if what is left of the budget is at least what the first pass took; the
+/// cheaper plan, its objective and one phase per pass.
+fn greedy_portfolio(p: &Problem, t0: Instant, deadline: Instant) -> (Outcome, f64, Vec<Phase>) {
+    let g = greedy::plan(p);
+    let g_obj = objective(p, &g).total();
+    let first = t0.elapsed();
+    let mut phases = vec![Phase { name: "greedy".into(), time_ms: ms(first) }];
+    if p.batch.is_empty() || deadline.saturating_duration_since(Instant::now()) < first {
+        return (g, g_obj, phases);
+    }
+    let t = Instant::now();
+    let alt = greedy::plan_in(p, greedy::Order::Size);
+    let alt_obj = objective(p, &alt).total();
+    phases.push(Phase { name: "greedy-size-order".into(), time_ms: ms(t.elapsed()) });
+    if alt_obj < g_obj - 1e-9 * (1.0 + g_obj.abs()) { (alt, alt_obj, phases) } else { (g, g_obj, phases) }
+}
+
+/// The relative gap of `obj` over the bound `lb`, and the status it earns.
+fn judge(obj: f64, lb: Option<f64>, timed_out: bool, target_gap: f64) -> (Option<f64>, Status) {
+    let gap = lb.map(|b| if obj.abs() < 1e-12 { 0.0 } else { ((obj - b) / obj.abs()).max(0.0) });
+    let status = match gap {
+        Some(x) if x <= 1e-6 => Status::Optimal,
+        Some(x) if x <= target_gap => Status::GapReached,
+        _ if timed_out => Status::TimeLimit,
+        _ => Status::Heuristic,
+    };
+    (gap, status)
+}
+
+pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
+    let t0 = Instant::now();
+    let deadline = t0 + opts.budget;
+    let (g, g_obj, mut phases) = greedy_portfolio(p, t0, deadline);
+    let report = |status: Status, detail: String, obj: f64, lb: Option<f64>, phases: Vec<Phase>| {
+        let (gap, _) = judge(obj, lb, false, 0.0);
+        SolverReport { name: "milp".into(), status, detail, time_ms: ms(t0.elapsed()), objective: Some(obj), lower_bound: lb, gap, phases }
+    };
+    if p.batch.is_empty() {
+        return (g, report(Status::Optimal, "no pending pods".into(), 0.0, Some(0.0), phases));
+    }
+    let run = match milp::solve(p, &g, deadline, opts.gap, Options { threads: opts.threads, seed: 0 }) {
+        Ok(r) => r,
+        Err(e) => return (g, report(Status::Fallback, format!("MILP failed: {e}"), g_obj, None, phases)),
+    };
+    phases.extend(run.phases.iter().map(|(n, t)| Phase { name: n.clone(), time_ms: *t }));
+    let lb = run.lower_bound.map(|lb| lb.min(g_obj));
+    let summary = if run.mip_status.is_none() {
+        run.note.trim_end_matches("; ").to_string()
+    } else {
+        format!(
+            "{} columns, {} column-generation rounds, MIP {:?}{}{}",
+            run.columns,
+            run.cg_rounds,
+            run.mip_status,
+            if run.start_accepted { ", started from greedy" } else { ", greedy start not representable" },
+            if run.note.is_empty() { String::new() } else { format!("; {}", run.note.trim_end_matches("; ")) }
+        )
+    };
+    let Some(mut o) = run.outcome else {
+        if run.mip_status.is_none() {
+            // The budget ran out before the integer program: the greedy plan, with the bound if any.
+            let (_, status) = judge(g_obj, lb, true, opts.gap);
+            return (g, report(status, format!("greedy {g_obj:.6}; {summary}"), g_obj, lb, phases));
+        }
+        return (g, report(Status::Fallback, format!("no integer solution within the budget ({summary})"), g_obj, lb, phases));
+    };
+    // An integer solution no cheaper than the start is the greedy plan again, up to which pod of a class
+    // goes where: keep the greedy plan and its bind order.
+    if run.mip_objective.is_some_and(|v| v >= g_obj - 1e-9 * (1.0 + g_obj.abs())) {
+        let timed_out = run.mip_status == Some(highs::HighsModelStatus::ReachedTimeLimit) || Instant::now() >= deadline;
+        let (_, status) = judge(g_obj, lb, timed_out, opts.gap);
+        return (g, report(status, format!("greedy {g_obj:.6}, MILP no cheaper; the greedy plan is kept; {summary}"), g_obj, lb, phases));
+    }
+    let t3 = Instant::now();
+    greedy::downsize(p, &mut o);
+    let (ordered, failures) = order_placements(p, &o);
+    let mut repaired = String::new();
+    if failures.is_empty() {
+        o.placements = ordered;
+    } else {
+        // Some pods only fit in an order the search did not find: keep what replays, place the rest
+        // greedily on top of it.
+        let (id, r) = &failures[0];
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            debug_replay_failures(p, &o, &ordered, &failures);
+        }
+        match repair(p, &o, &ordered) {
+            Some(fixed) => {
+                repaired = format!("; {} pods did not replay (first {}: {r}) and were placed greedily", failures.len(), p.pod(*id).key());
+                o = fixed;
+            }
+            None => {
+                phases.push(Phase { name: "replay".into(), time_ms: ms(t3.elapsed()) });
+                return (g, report(Status::Fallback, format!("the MILP plan does not replay ({} pods; {}: {r}) ({summary})", failures.len(), p.pod(*id).key()), g_obj, lb, phases));
+            }
+        }
+    }
+    // The same local improvement the greedy plans get.
+    if let Some(better) = improve::shrink(p, &o) {
+        o = better;
+    }
+    phases.push(Phase { name: "replay".into(), time_ms: ms(t3.elapsed()) });
+    // Reasons for pods left pending come from the greedy pass where it agrees.
+    for (id, r) in &mut o.unschedulable {
+        if let Some((_, gr)) = g.unschedulable.iter().find(|(gid, _)| gid == id) {
+            *r = gr.clone();
+        }
+    }
+    let m_obj = objective(p, &o).total();
+    let (best, obj, kept) = if m_obj < g_obj - 1e-9 { (o, m_obj, "") } else { (g, g_obj, "; the greedy plan is as good, kept") };
+    let lb = lb.map(|b| b.min(obj));
+    let timed_out = Instant::now() >= deadline || run.mip_status == Some(highs::HighsModelStatus::ReachedTimeLimit);
+    let (_, status) = judge(obj, lb, timed_out, opts.gap);
+    let detail = format!("greedy {g_obj:.6}, MILP {m_obj:.6}{kept}{repaired}; {summary}");
+    (best, report(status, detail, obj, lb, phases))
+}
+
+/// Keeps the placements that replay (`ordered`) and places the other pods of the batch greedily on
+/// top of them: a snapshot in which the plan's new nodes exist and the kept pods are bound is planned
+/// again with the same configurations. Returns the merged outcome if it replays.
+fn repair(p: &Problem, o: &Outcome, ordered: &Placements) -> Option<Outcome> {
+    let mut cluster = p.cluster.clone();
+    let base = cluster.nodes.len();
+    for (k, &f) in o.new_nodes.iter().enumerate() {
+        let c = &p.configs[f];
+        let name = new_node_name(k);
+        let mut labels = c.labels.clone();
+        labels.insert(keys::HOSTNAME.into(), name.clone());
+        cluster.nodes.push(Node {
+            name: name.clone(),
+            labels,
+            taints: c.taints.clone(),
+            allocatable: c.allocatable.clone(),
+            capacity: c.capacity.clone(),
+            unschedulable: false,
+            provider_id: None,
+            deleting: false,
+            in_flight: true,
+            nodepool: Some(p.cluster.nodepools[c.pool].name.clone()),
+        });
+        for &d in &c.daemonsets {
+            let mut pod = p.cluster.daemonsets[d].template.clone();
+            pod.name = format!("{}-{name}", pod.name);
+            pod.node_name = Some(name.clone());
+            cluster.pods.push(pod);
+        }
+    }
+    for &(id, t) in ordered {
+        cluster.pods[id.ix()].node_name = Some(match t {
+            Target::Existing(n) => p.cluster.nodes[n].name.clone(),
+            Target::New(k) => new_node_name(k),
+        });
+    }
+    let p2 = p.rebase(&cluster);
+    let g2 = greedy::plan(&p2);
+    let offset = o.new_nodes.len();
+    let mut merged = Outcome { new_nodes: o.new_nodes.clone(), placements: ordered.clone(), unschedulable: g2.unschedulable };
+    merged.new_nodes.extend(g2.new_nodes.iter().copied());
+    for (id, t) in g2.placements {
+        merged.placements.push((
+            id,
+            match t {
+                Target::Existing(i) if i >= base => Target::New(i - base),
+                Target::Existing(i) => Target::Existing(i),
+                Target::New(k) => Target::New(offset + k),
+            },
+        ));
+    }
+    greedy::remove_empty_nodes(&mut merged);
+    verify(p, &merged).is_empty().then_some(merged)
+}
+
+/// STOWAGE_DEBUG_MILP: why a MILP plan did not replay (each failure, and for the first one the spread
+/// counts of the pods ordered so far).
+fn debug_replay_failures(p: &Problem, o: &Outcome, ordered: &Placements, failures: &[(crate::domain::pod::PodId, crate::semantics::Reject)]) {
+    let (id, _) = &failures[0];
+    for (fid, fr) in failures {
+        let t = o.placements.iter().find(|x| x.0 == *fid).map(|x| x.1);
+        tracing::debug!("failed {} -> {:?}: {fr}", p.pod(*fid).key(), t);
+    }
+    let pod = p.pod(*id);
+    let (fs, ix) = super::scheduler_state(p, &o.new_nodes);
+    let node_of = |t: Target| match t {
+        Target::Existing(n) => n,
+        Target::New(k) => ix[k],
+    };
+    for c in &pod.spread {
+        let mut counts: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
+        for &(q, t) in ordered {
+            let qp = p.pod(q);
+            if crate::semantics::selectors::opt_matches(c.selector.as_ref(), &qp.labels) && qp.namespace == pod.namespace {
+                let d = fs.nodes()[node_of(t)].labels.get(&c.key).cloned().unwrap_or_else(|| "<none>".into());
+                counts.entry(d).or_default().0 += 1;
+            }
+        }
+        for n in fs.nodes() {
+            for qp in &n.pods {
+                if crate::semantics::selectors::opt_matches(c.selector.as_ref(), &qp.labels) && qp.namespace == pod.namespace {
+                    let d = n.labels.get(&c.key).cloned().unwrap_or_else(|| "<none>".into());
+                    counts.entry(d).or_default().1 += 1;
+                }
+            }
+        }
+        tracing::debug!("{} spread {} (new, existing) {:?}", pod.key(), c.key, counts);
+    }
+    let t = o.placements.iter().find(|x| x.0 == *id).map(|x| x.1);
+    if let Some(t) = t {
+        tracing::debug!("on {:?} labels {:?}", t, fs.nodes()[node_of(t)].labels);
+    }
+}

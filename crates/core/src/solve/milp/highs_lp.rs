@@ -1,0 +1,142 @@
+//! The master problem handed to HiGHS (through the `highs` crate, which exposes row duals, incremental
+//! columns, MIP starts and the MIP dual bound; good_lp's backend flattens those).
+
+use std::time::Duration;
+
+use highs::{ColProblem, HighsModelStatus, Model, Row, Sense};
+
+use super::master::Master;
+
+/// HiGHS options shared by every solve. HiGHS's thread pool is process-global and fixed by the first
+/// solve, so one thread count is used everywhere in a process.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub threads: u32,
+    pub seed: i32,
+}
+
+pub struct Solved {
+    pub status: HighsModelStatus,
+    pub objective: f64,
+    pub columns: Vec<f64>,
+    pub row_duals: Vec<f64>,
+    pub col_duals: Vec<f64>,
+    /// MIP only: HiGHS's dual bound (over the columns it was given).
+    pub dual_bound: Option<f64>,
+    pub has_solution: bool,
+    /// The LP's duals are feasible (interior-point runs without crossover end `Unknown` but feasible).
+    pub dual_feasible: bool,
+}
+
+impl Solved {
+    /// An LP solution whose duals can price columns and bound the optimum.
+    pub fn usable_lp(&self) -> bool {
+        self.status == HighsModelStatus::Optimal || (self.status == HighsModelStatus::Unknown && self.has_solution)
+    }
+}
+
+fn base(m: &Master, integer: bool, from: usize, rows_out: &mut Vec<Row>) -> ColProblem {
+    let mut pb = ColProblem::default();
+    rows_out.clear();
+    for i in 0..m.row_lo.len() {
+        rows_out.push(pb.add_row(m.row_lo[i]..=m.row_hi[i]));
+    }
+    for c in &m.cols[..from] {
+        let e: Vec<(Row, f64)> = c.entries.iter().map(|&(r, v)| (rows_out[r], v)).collect();
+        pb.add_column_with_integrality(c.cost, c.lo..=c.hi, e, integer && c.integer);
+    }
+    pb
+}
+
+pub(super) fn configure(model: &mut Model, o: &Options, time_limit: Duration) {
+    // HiGHS's own log (on stdout) when tracing is at TRACE for this module, e.g.
+    // RUST_LOG=stowage_core::solve::milp=trace.
+    if !tracing::enabled!(tracing::Level::TRACE) {
+        model.make_quiet();
+    } else {
+        model.set_option("output_flag", true);
+        model.set_option("log_to_console", true);
+    }
+    model.set_option("threads", o.threads as i32);
+    model.set_option("random_seed", o.seed);
+    model.set_option("time_limit", time_limit.as_secs_f64().max(0.001));
+}
+
+fn extract(solved: &highs::SolvedModel, mip: bool) -> Solved {
+    let status = solved.status();
+    let has_solution = matches!(solved.primal_solution_status(), highs::HighsSolutionStatus::Feasible);
+    let dual_feasible = solved.int_info_value(c"dual_solution_status").is_ok_and(|v| v == 2);
+    let sol = solved.get_solution();
+    let dual_bound = if mip { solved.double_info_value(c"mip_dual_bound").ok() } else { None };
+    Solved {
+        status,
+        objective: solved.objective_value(),
+        columns: sol.columns().to_vec(),
+        row_duals: if mip { Vec::new() } else { sol.dual_rows().to_vec() },
+        col_duals: if mip { Vec::new() } else { sol.dual_columns().to_vec() },
+        dual_bound,
+        has_solution,
+        dual_feasible,
+    }
+}
+
+/// The LP relaxation, kept alive across column generation rounds (HiGHS re-solves warm).
+pub struct Lp {
+    model: Option<Model>,
+    rows: Vec<Row>,
+    cols: usize,
+    options: Options,
+}
+
+impl Lp {
+    pub fn new(m: &Master, options: Options) -> Self {
+        let mut rows = Vec::new();
+        let pb = base(m, false, m.cols.len(), &mut rows);
+        let model = pb.optimise(Sense::Minimise);
+        Lp { model: Some(model), rows, cols: m.cols.len(), options }
+    }
+
+    /// Adds the master's new columns and re-solves.
+    pub fn solve(&mut self, m: &Master, time_limit: Duration) -> Result<Solved, String> {
+        let mut model = self.model.take().ok_or("LP model lost after an earlier error")?;
+        for c in &m.cols[self.cols..] {
+            let e: Vec<(Row, f64)> = c.entries.iter().map(|&(r, v)| (self.rows[r], v)).collect();
+            model.try_add_column(c.cost, c.lo..=c.hi, e).map_err(|e| format!("HiGHS rejected a column: {e:?}"))?;
+        }
+        self.cols = m.cols.len();
+        configure(&mut model, &self.options, time_limit);
+        let solved = model.try_solve().map_err(|e| format!("HiGHS LP solve failed: {e:?}"))?;
+        let out = extract(&solved, false);
+        self.model = Some(Model::from(solved));
+        Ok(out)
+    }
+}
+
+/// Solves a master's LP relaxation once (every column continuous).
+pub fn solve_lp(m: &Master, options: Options, time_limit: Duration) -> Result<Solved, String> {
+    let mut rows = Vec::new();
+    let pb = base(m, false, m.cols.len(), &mut rows);
+    let mut model = pb.optimise(Sense::Minimise);
+    configure(&mut model, &options, time_limit);
+    let solved = model.try_solve().map_err(|e| format!("HiGHS LP solve failed: {e:?}"))?;
+    Ok(extract(&solved, false))
+}
+
+/// The integer master over the generated columns, started from `start` (a full column vector).
+pub fn solve_mip(m: &Master, options: Options, time_limit: Duration, rel_gap: f64, start: Option<&[f64]>) -> Result<Solved, String> {
+    let mut rows = Vec::new();
+    let pb = base(m, true, m.cols.len(), &mut rows);
+    let mut model = pb.optimise(Sense::Minimise);
+    configure(&mut model, &options, time_limit);
+    model.set_option("mip_rel_gap", rel_gap);
+    // Feasibility matters most under a short budget.
+    model.set_option("mip_heuristic_effort", 0.2);
+    if let Some(s) = start
+        && s.len() == m.cols.len()
+    {
+        // A rejected start is not fatal: HiGHS searches without it.
+        let _ = model.try_set_solution(Some(s), None, None, None);
+    }
+    let solved = model.try_solve().map_err(|e| format!("HiGHS MIP solve failed: {e:?}"))?;
+    Ok(extract(&solved, true))
+}

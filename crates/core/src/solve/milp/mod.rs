@@ -1,0 +1,483 @@
+//! The batch as a mixed-integer program on HiGHS (formulation and measurements:
+//! docs/design/milp.md).
+//!
+//! Exact per-node packing with patterns: a pattern is one new node (a configuration) with a count of
+//! pods of each class that fits it and respects every per-node rule; an integer variable counts the
+//! nodes built from each pattern. Existing nodes are single bins with their own assignment variables.
+//! Constraints that couple nodes (spread over zones, capacity types and custom keys; domain-level
+//! anti-affinity and affinity; hostname-spread regimes; NodePool limits) are rows over the counts.
+//!
+//! Solving: column generation on the LP relaxation (pricing by a greedy knapsack per configuration),
+//! then the integer program over the generated columns, started from the greedy plan, under the time
+//! budget. The lower bound is the restricted master's LP value plus a Lagrangian correction that bounds
+//! every configuration's best possible column with a fractional knapsack, so it is valid for the whole
+//! model, not only for the generated columns.
+//!
+//! The budget, the comparison with greedy and the fallback live in [`crate::solve::driver`].
+
+pub mod bound;
+pub mod highs_lp;
+pub mod master;
+pub mod pricing;
+pub mod structure;
+
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+
+use master::{Aux, ColKind, Master, Pattern};
+
+use super::problem::Problem;
+use super::{Outcome, Target};
+
+pub use highs_lp::Options;
+
+/// What the MILP phase produced.
+pub struct Run {
+    /// The decoded plan (unordered placements), if HiGHS found an integer solution.
+    pub outcome: Option<Outcome>,
+    /// A proven lower bound on the model's optimum.
+    pub lower_bound: Option<f64>,
+    /// HiGHS's MIP status and objective.
+    pub mip_status: Option<highs::HighsModelStatus>,
+    pub mip_objective: Option<f64>,
+    /// Whether the greedy start was representable in the model.
+    pub start_accepted: bool,
+    pub columns: usize,
+    pub cg_rounds: usize,
+    /// Every valid pattern was in the integer program (its bound is a proof).
+    pub complete: bool,
+    pub phases: Vec<(String, f64)>,
+    pub note: String,
+}
+
+/// Up to this many count vectors, every pattern is enumerated instead of generated.
+const ENUMERATION_LIMIT: usize = 4000;
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Counts per class on each greedy node, as patterns, and the greedy plan as a full column vector.
+fn warm_start(m: &mut Master, greedy: &Outcome) -> Option<Vec<f64>> {
+    let p = m.p;
+    let mut per_node: Vec<FxHashMap<usize, u32>> = vec![FxHashMap::default(); greedy.new_nodes.len()];
+    let mut assign: FxHashMap<(usize, usize), u32> = FxHashMap::default();
+    let target_of: FxHashMap<usize, usize> = m.s.targets.iter().enumerate().map(|(t, &e)| (e, t)).collect();
+    let mut ok = true;
+    for (id, t) in &greedy.placements {
+        let c = p.class_of[id];
+        match *t {
+            Target::New(k) => *per_node[k].entry(c).or_default() += 1,
+            Target::Existing(e) => match target_of.get(&e) {
+                Some(&ti) if m.assign_col.contains_key(&(c, ti)) => *assign.entry((c, ti)).or_default() += 1,
+                _ => ok = false,
+            },
+        }
+    }
+    let mut z: FxHashMap<usize, f64> = FxHashMap::default();
+    for (k, counts) in per_node.into_iter().enumerate() {
+        let counts: Vec<(usize, u32)> = counts.into_iter().collect();
+        match pricing::validate(m, greedy.new_nodes[k], counts) {
+            Ok(pat) => {
+                let col = m.add_pattern(pat);
+                *z.entry(col).or_default() += 1.0;
+            }
+            Err(why) => {
+                tracing::debug!("greedy node {k} is not a valid pattern: {why}");
+                ok = false;
+            }
+        }
+    }
+    if !ok {
+        return None;
+    }
+    let mut x = vec![0.0; m.cols.len()];
+    for (col, v) in z {
+        x[col] = v;
+    }
+    for ((c, t), v) in assign {
+        x[m.assign_col[&(c, t)]] = v as f64;
+    }
+    let mut pending = vec![0.0; m.s.n.len()];
+    for (id, _) in &greedy.unschedulable {
+        pending[p.class_of[id]] += 1.0;
+    }
+    for (c, v) in pending.iter().enumerate() {
+        x[m.pending_col[c]] = *v;
+    }
+    fill_aux(m, &mut x);
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        for v in violations(m, &x) {
+            tracing::debug!("greedy start violates {v}");
+        }
+    }
+    Some(x)
+}
+
+/// Rows a full column vector violates (diagnostics).
+pub fn violations(m: &Master, x: &[f64]) -> Vec<String> {
+    let mut act = vec![0.0; m.row_lo.len()];
+    for (j, c) in m.cols.iter().enumerate() {
+        for &(r, v) in &c.entries {
+            act[r] += v * x[j];
+        }
+    }
+    (0..act.len()).filter(|&r| act[r] < m.row_lo[r] - 1e-6 || act[r] > m.row_hi[r] + 1e-6).map(|r| format!("row {r} {}: {} not in [{}, {}]", m.row_name[r], act[r], m.row_lo[r], m.row_hi[r])).collect()
+}
+
+/// Sets the auxiliary columns to values consistent with the other columns.
+fn fill_aux(m: &Master, x: &mut [f64]) {
+    let mut act = vec![0.0; m.row_lo.len()];
+    for (j, c) in m.cols.iter().enumerate() {
+        if matches!(c.kind, ColKind::Aux(_)) || x[j] == 0.0 {
+            continue;
+        }
+        for &(r, v) in &c.entries {
+            act[r] += v * x[j];
+        }
+    }
+    // First the indicators, then the minima and the first-pod choices that depend on them.
+    for (j, c) in m.cols.iter().enumerate() {
+        if let ColKind::Aux(a) = &c.kind {
+            x[j] = match a {
+                Aux::SpreadW { g, d } => (act[m.rows.sp_place[*g][*d]] > 0.5) as u8 as f64,
+                Aux::HostRegime { h } => m.rows.hs_regime1[*h].map_or(0.0, |r| (act[r] > 0.5) as u8 as f64),
+                Aux::AntiW { a, d } => m.rows.an_class[*a].get(d).map_or(0.0, |&r| (act[r] > 0.5) as u8 as f64),
+                Aux::AffH { a, d } => m.rows.af_free[*a].get(d).map_or(0.0, |&r| (act[r] < -0.5) as u8 as f64),
+                _ => continue,
+            };
+        }
+    }
+    for (j, c) in m.cols.iter().enumerate() {
+        if let ColKind::Aux(a) = &c.kind {
+            match a {
+                Aux::SpreadM { g } => {
+                    let sg = &m.s.spread[*g];
+                    x[j] = if sg.min_zero { 0.0 } else { (0..sg.domains.len()).map(|d| sg.existing[d] - act[m.rows.sp_min[*g][d]]).fold(f64::INFINITY, f64::min).max(0.0) };
+                }
+                Aux::AffV { a, d } => {
+                    let placed = m.s.affinity[*a].classes.iter().any(|&c| m.rows.af_dom[*a].get(&(c, d.clone())).is_some_and(|&r| act[r] > 0.5));
+                    let has_target = m.rows.af_free[*a].get(d).is_some_and(|&r| act[r] < -0.5);
+                    x[j] = (placed && !has_target) as u8 as f64;
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Single-class patterns on the cheapest configurations of every group a class may use, so the first
+/// LP sees every class on new nodes.
+fn seed_columns(m: &mut Master) {
+    let p = m.p;
+    for c in 0..m.s.n.len() {
+        let mut groups: Vec<usize> = m.s.class_groups[c].iter().copied().collect();
+        groups.sort();
+        for g in groups {
+            for &f in p.groups[g].iter().take(3) {
+                let f = f as usize;
+                let room = p.configs[f].room();
+                let pod = p.pod(p.classes[c].rep);
+                let mut k = pod.requests.copies_in(&room).min(m.s.n[c]);
+                if m.s.one_per_node[c] {
+                    k = k.min(1);
+                }
+                for hs in &m.s.hspread {
+                    if hs.constrained.contains(&c) && hs.members.binary_search(&c).is_ok() {
+                        k = k.min(hs.max_skew);
+                    }
+                }
+                if k == 0 {
+                    continue;
+                }
+                if let Some(pat) = pricing::complete(m, f, vec![(c, k)]) {
+                    m.add_pattern(pat);
+                }
+            }
+        }
+    }
+}
+
+/// Share of the budget for the aggregated relaxation (the lower bound and the first duals).
+const AGGREGATE_SHARE: f64 = 0.2;
+/// Share of the budget left for the size-class bound.
+const SIZE_BOUND_SHARE: f64 = 0.2;
+/// A broken HiGHS answer is solved again without the start only if this much budget is left.
+const RESOLVE_MIN: Duration = Duration::from_millis(20);
+/// Share of the remaining budget given to HiGHS for the integer program.
+const MIP_SHARE: f64 = 0.9;
+/// Dual smoothing (Wentges): price with α·center + (1 − α)·current duals.
+const SMOOTHING: f64 = 0.5;
+
+/// Reduced cost of a pattern under row duals `y`.
+fn reduced_cost(m: &Master, pat: &Pattern, y: &[f64]) -> f64 {
+    m.pattern_cost(pat) - m.pattern_entries(pat).iter().map(|&(r, a)| y[r] * a).sum::<f64>()
+}
+
+/// Why a MIP answer cannot be used as HiGHS gave it: its solution breaks a row or bound, or its
+/// objective is not the one the solution has. A solution that holds keeps its recomputed objective; one
+/// that breaks a row is dropped. Either way HiGHS's dual bound from that run is not trusted.
+fn check_answer(m: &Master, mip: &mut highs_lp::Solved) -> Option<String> {
+    if let Some(v) = m.violation(&mip.columns) {
+        mip.has_solution = false;
+        mip.dual_bound = None;
+        return Some(v);
+    }
+    let obj: f64 = m.cols.iter().zip(&mip.columns).map(|(c, x)| c.cost * x).sum();
+    if (obj - mip.objective).abs() <= 1e-6 * (1.0 + obj.abs()) {
+        return None;
+    }
+    let why = format!("objective {} reported, {obj} recomputed", mip.objective);
+    mip.objective = obj;
+    mip.dual_bound = None;
+    Some(why)
+}
+
+/// Runs the aggregated relaxation, column generation and the integer program until `deadline`.
+pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: Options) -> Result<Run, String> {
+    let mut phases = Vec::new();
+    let mut note = String::new();
+
+    // Each phase starts only while budget is left: building and solving a model that cannot be used
+    // would only make the batch late.
+    let out_of_time = |lower_bound: Option<f64>, phases: Vec<(String, f64)>, note: String, phase: &str| Run {
+        outcome: None,
+        lower_bound,
+        mip_status: None,
+        mip_objective: None,
+        start_accepted: false,
+        columns: 0,
+        cg_rounds: 0,
+        complete: false,
+        phases,
+        note: format!("{note}the budget was spent before {phase}; "),
+    };
+    if Instant::now() >= deadline {
+        return Ok(out_of_time(None, phases, note, "the aggregated relaxation"));
+    }
+
+    // The aggregated relaxation's model (its structure serves the size-class bound too).
+    let t0 = Instant::now();
+    let agg = Master::aggregate(p);
+    let mut lower_bound: Option<f64> = None;
+
+    // The aggregated relaxation: a lower bound valid for the whole model, and stable duals.
+    if Instant::now() >= deadline {
+        return Ok(out_of_time(lower_bound, phases, note, "the aggregated relaxation"));
+    }
+    let agg_left = deadline.saturating_duration_since(Instant::now()).mul_f64(AGGREGATE_SHARE);
+    let agg_sol = highs_lp::solve_lp(&agg, opts, agg_left)?;
+    let agg_bound = (agg_sol.status == highs::HighsModelStatus::Optimal).then_some(agg_sol.objective);
+    match agg_bound {
+        Some(b) => lower_bound = Some(lower_bound.map_or(b, |l: f64| l.max(b))),
+        None => note.push_str(&format!("aggregated relaxation ended {:?}; ", agg_sol.status)),
+    }
+    let mut center: Option<Vec<f64>> = (agg_sol.row_duals.len() >= agg.shared_rows && agg_bound.is_some()).then(|| agg_sol.row_duals[..agg.shared_rows].to_vec());
+    phases.push(("aggregated-relaxation".to_string(), ms(t0.elapsed())));
+
+    // The size-class bound: whole nodes, so it sees what integer node sizes leave over. Only when the
+    // aggregated bound does not already prove the target gap for the greedy plan.
+    let greedy_objective = crate::solve::objective(p, greedy).total();
+    let proven = lower_bound.is_some_and(|b| greedy_objective - b <= gap * greedy_objective.abs());
+    if Instant::now() < deadline && !proven {
+        let tb = Instant::now();
+        let share = deadline.saturating_duration_since(tb).mul_f64(SIZE_BOUND_SHARE);
+        let sb = bound::size_bound(p, &agg.s, greedy, tb + share, opts)?;
+        tracing::debug!(bound = ?sb.bound, items = sb.items, rounds = sb.rounds, columns = sb.columns, converged = sb.converged, "size bound");
+        if let Some(b) = sb.bound {
+            lower_bound = Some(lower_bound.map_or(b, |l: f64| l.max(b)));
+        }
+        note.push_str(&format!("size-class bound {} after {} rounds{}; ", sb.bound.map_or("none".to_string(), |b| format!("{b:.4}")), sb.rounds, if sb.converged { ", converged" } else { "" }));
+        phases.push(("size-bound".to_string(), ms(tb.elapsed())));
+    }
+
+    if Instant::now() >= deadline {
+        return Ok(out_of_time(lower_bound, phases, note, "the pattern model"));
+    }
+    let t1 = Instant::now();
+    let mut m = Master::new(p);
+    let start = warm_start(&mut m, greedy);
+    // Few possible patterns: take them all; the integer program is then the whole model and HiGHS's
+    // bound is a proof. Otherwise generate columns.
+    let complete = match pricing::enumerate(&m, ENUMERATION_LIMIT) {
+        Some(all) => {
+            for pat in all {
+                m.add_pattern(pat);
+            }
+            true
+        }
+        None => {
+            seed_columns(&mut m);
+            if let Some(y) = &center {
+                let vals = pricing::values(&m, y);
+                for (_, pat) in pricing::price(&m, y, &vals, 5) {
+                    m.add_pattern(pat);
+                }
+            }
+            false
+        }
+    };
+    phases.push(("milp-model".to_string(), ms(t1.elapsed())));
+    if Instant::now() >= deadline {
+        return Ok(out_of_time(lower_bound, phases, note, "the integer program"));
+    }
+
+    // Column generation: at most about half of the remaining time.
+    let t2 = Instant::now();
+    let cg_deadline = t2 + deadline.saturating_duration_since(t2).mul_f64(0.5);
+    let mut lp = highs_lp::Lp::new(&m, opts);
+    let mut rounds = 0;
+    // Skipped when the enumeration already gave every column.
+    if !complete {
+        loop {
+            let left = cg_deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                note.push_str("column generation stopped at its time share; ");
+                break;
+            }
+            let sol = lp.solve(&m, left)?;
+            if sol.status != highs::HighsModelStatus::Optimal {
+                note.push_str(&format!("LP relaxation ended {:?}; ", sol.status));
+                break;
+            }
+            rounds += 1;
+            let y = &sol.row_duals;
+            // Price with smoothed duals; keep the columns that improve under the current duals. If none
+            // does (a mis-price), price with the current duals alone.
+            let mut cols: Vec<Pattern> = Vec::new();
+            if let Some(c) = &center {
+                let smoothed: Vec<f64> = c.iter().zip(y).map(|(a, b)| SMOOTHING * a + (1.0 - SMOOTHING) * b).collect();
+                let vals = pricing::values(&m, &smoothed);
+                cols = pricing::price(&m, &smoothed, &vals, 3).into_iter().map(|(_, pat)| pat).filter(|pat| reduced_cost(&m, pat, y) < -1e-7).collect();
+                center = Some(smoothed);
+            }
+            if cols.is_empty() {
+                let vals = pricing::values(&m, y);
+                cols = pricing::price(&m, y, &vals, 3).into_iter().map(|(_, pat)| pat).collect();
+            }
+            tracing::debug!(round = rounds, lp = sol.objective, columns = cols.len(), "column generation round");
+            if cols.is_empty() {
+                break;
+            }
+            let before = m.cols.len();
+            for pat in cols {
+                m.add_pattern(pat);
+            }
+            if m.cols.len() == before {
+                break;
+            }
+        }
+    }
+    phases.push(("column-generation".to_string(), ms(t2.elapsed())));
+
+    // The integer program over the generated columns.
+    let t3 = Instant::now();
+    // HiGHS checks its clock between nodes and overshoots by up to a tenth (karpenter-1000: 410 ms
+    // used of 370 ms given); it gets nine tenths of what is left, and the decode needs a little too.
+    let left = deadline.saturating_duration_since(t3).mul_f64(MIP_SHARE);
+    let start_vec = start.map(|mut s| {
+        s.resize(m.cols.len(), 0.0);
+        s
+    });
+    let mut mip = highs_lp::solve_mip(&m, opts, left, gap, start_vec.as_deref())?;
+    tracing::debug!(status = ?mip.status, objective = mip.objective, dual_bound = ?mip.dual_bound, has_solution = mip.has_solution, "MIP");
+    // HiGHS given a start solution has answered `Optimal` with the start's solution but an objective and
+    // dual bound below it (a 6-pod batch: the start at 0.224 reported as 0.144; without the start it
+    // finds the true optimum 0.184). Every answer is checked: the solution against the rows, and its
+    // objective recomputed. A broken answer is solved again without the start.
+    if mip.has_solution
+        && let Some(why) = check_answer(&m, &mut mip)
+    {
+        note.push_str(&format!("HiGHS's answer did not hold ({why}); "));
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left >= RESOLVE_MIN {
+            note.push_str("solved again without the greedy start; ");
+            let mut again = highs_lp::solve_mip(&m, opts, left, gap, None)?;
+            if again.has_solution
+                && let Some(why) = check_answer(&m, &mut again)
+            {
+                note.push_str(&format!("nor without it ({why}); "));
+            }
+            if !mip.has_solution || again.has_solution && again.objective < mip.objective {
+                mip = again;
+            }
+        } else if mip.has_solution {
+            note.push_str("its solution is kept with the recomputed objective; ");
+        }
+    }
+    phases.push(("integer-program".to_string(), ms(t3.elapsed())));
+    let outcome = if mip.has_solution { Some(decode(&m, &mip.columns)) } else { None };
+    if complete {
+        note.push_str("every pattern enumerated; ");
+        if let Some(db) = mip.dual_bound.filter(|b| b.is_finite()) {
+            lower_bound = Some(lower_bound.map_or(db, |b: f64| b.max(db)));
+        }
+    }
+    Ok(Run {
+        outcome,
+        lower_bound,
+        mip_status: Some(mip.status),
+        mip_objective: mip.has_solution.then_some(mip.objective),
+        start_accepted: start_vec.is_some(),
+        columns: m.patterns.len(),
+        cg_rounds: rounds,
+        complete,
+        phases,
+        note,
+    })
+}
+
+/// Turns integer column values into a plan: pods of each class go to existing nodes, then to new
+/// nodes pattern by pattern, the rest stays pending.
+fn decode(m: &Master, x: &[f64]) -> Outcome {
+    let p = m.p;
+    let mut next: Vec<usize> = vec![0; m.s.n.len()];
+    let mut o = Outcome::default();
+    let take = |c: usize, next: &mut Vec<usize>| {
+        let pods = &p.classes[c].pods;
+        let id = pods.get(next[c]).copied();
+        next[c] += 1;
+        id
+    };
+    for (j, col) in m.cols.iter().enumerate() {
+        let v = x[j].round() as i64;
+        if v <= 0 {
+            continue;
+        }
+        if let ColKind::Assign { class, target } = col.kind {
+            for _ in 0..v {
+                if let Some(id) = take(class, &mut next) {
+                    o.placements.push((id, Target::Existing(m.s.targets[target])));
+                }
+            }
+        }
+    }
+    for (j, col) in m.cols.iter().enumerate() {
+        let v = x[j].round() as i64;
+        if v <= 0 {
+            continue;
+        }
+        if let ColKind::Pattern(pi) = col.kind {
+            let pat: &Pattern = &m.patterns[pi];
+            for _ in 0..v {
+                let k = o.new_nodes.len();
+                o.new_nodes.push(pat.config);
+                for &(c, cnt) in &pat.counts {
+                    for _ in 0..cnt {
+                        if let Some(id) = take(c, &mut next) {
+                            o.placements.push((id, Target::New(k)));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for c in 0..m.s.n.len() {
+        while let Some(id) = take(c, &mut next) {
+            o.unschedulable.push((id, crate::semantics::Reject::new(crate::semantics::Plugin::NodePool, "left pending by the integer program")));
+        }
+    }
+    super::greedy::remove_empty_nodes(&mut o);
+    o
+}

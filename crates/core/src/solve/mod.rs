@@ -1,0 +1,406 @@
+//! Planners. A planner turns a [`Problem`] into an [`Outcome`]: which new nodes to launch, where each
+//! pending pod goes and in which order, and which pods stay pending (with kube-scheduler's reason).
+//!
+//! * `greedy`: deterministic best-fit-decreasing with cost-aware node choice; fast; the MILP's warm
+//!   start and fallback.
+//! * `milp` (encoding) and `driver` (budget, warm start, fallback): the batch as a mixed-integer
+//!   program on HiGHS.
+//!
+//! Every outcome is replayed through kube-scheduler's Filter semantics ([`verify`]) before it is
+//! returned; planners never return a plan they have not replayed.
+
+pub mod driver;
+pub mod greedy;
+pub mod improve;
+pub mod milp;
+pub mod problem;
+
+use std::collections::BTreeMap;
+
+use crate::domain::labels::keys;
+use crate::domain::pod::PodId;
+use crate::plan::{self, NewNode, Placement, Plan, PlanTaint, SolverReport, Unschedulable};
+use crate::semantics::filter::{FilterState, SimNode};
+use crate::semantics::{Reject, node_affinity};
+
+pub use driver::{Planner, Solver, plan_cluster};
+pub use problem::Problem;
+
+/// Where a pod goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Target {
+    /// An existing node (index into `Cluster::nodes`).
+    Existing(usize),
+    /// A new node (index into `Outcome::new_nodes`).
+    New(usize),
+}
+
+/// A planner's answer, before it is written as a plan.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Outcome {
+    /// Configuration index of each new node.
+    pub new_nodes: Vec<usize>,
+    /// Bind order.
+    pub placements: Vec<(PodId, Target)>,
+    pub unschedulable: Vec<(PodId, Reject)>,
+}
+
+/// The pieces of the objective.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Objective {
+    pub nodes: f64,
+    pub unschedulable: f64,
+    pub soft: f64,
+}
+
+impl Objective {
+    pub fn total(&self) -> f64 {
+        self.nodes + self.unschedulable + self.soft
+    }
+}
+
+/// Name of the `i`-th new node of a plan.
+pub fn new_node_name(i: usize) -> String {
+    format!("stowage-{i}")
+}
+
+/// Evaluates an outcome under the problem's weights. Soft terms counted here: preferred node
+/// affinity (per pod, unsatisfied weight).
+pub fn objective(p: &Problem, o: &Outcome) -> Objective {
+    let w = p.weights;
+    let nodes: f64 = o.new_nodes.iter().map(|&f| p.configs[f].cost).sum();
+    let unschedulable = o.unschedulable.len() as f64 * w.unschedulable_pod;
+    let mut soft = 0.0;
+    for (pod, t) in &o.placements {
+        let pod = p.pod(*pod);
+        if pod.preferred_node.is_empty() {
+            continue;
+        }
+        let (labels, name) = match *t {
+            Target::Existing(n) => (&p.cluster.nodes[n].labels, Some(p.cluster.nodes[n].name.as_str())),
+            Target::New(k) => (&p.configs[o.new_nodes[k]].labels, None),
+        };
+        let total: i64 = pod.preferred_node.iter().map(|t| t.weight as i64).sum();
+        let got = node_affinity::preferred_score(&pod.preferred_node, labels, name);
+        soft += w.soft.preferred_node_affinity * (total - got) as f64;
+    }
+    Objective { nodes, unschedulable, soft }
+}
+
+/// The state kube-scheduler starts from: every node of the snapshot with its bound pods and the
+/// DaemonSet pods it is about to get (`daemonsets::missing`), then the new nodes of the outcome with
+/// their DaemonSet pods. Returns the state and the index of each new node.
+pub fn scheduler_state<'a>(p: &Problem<'a>, new_nodes: &[usize]) -> (FilterState<'a>, Vec<usize>) {
+    let cluster = p.cluster;
+    let mut sims: Vec<SimNode<'a>> = cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut s = SimNode::new(n.name.clone(), n.labels.clone(), n.taints.clone(), n.allocatable.clone());
+            s.unschedulable = n.unschedulable;
+            s
+        })
+        .collect();
+    let index: BTreeMap<&str, usize> = cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+    for pod in &cluster.pods {
+        if let Some(n) = pod.node_name.as_deref()
+            && !pod.is_terminal()
+            && let Some(&i) = index.get(n)
+        {
+            sims[i].seat(pod);
+        }
+    }
+    // DaemonSet pods the node will get before anything of this batch lands (the planners' view only).
+    for (i, n) in cluster.nodes.iter().enumerate() {
+        if n.deleting {
+            continue;
+        }
+        let present = sims[i].pods.clone();
+        for ds in crate::semantics::daemonsets::missing(&cluster.daemonsets, n, &present) {
+            sims[i].seat(&ds.template);
+        }
+    }
+    let mut fs = FilterState::new(sims);
+    let mut ix = Vec::new();
+    for (k, &f) in new_nodes.iter().enumerate() {
+        ix.push(fs.add_node(new_sim_node(p, f, &new_node_name(k))));
+    }
+    (fs, ix)
+}
+
+/// A new node of configuration `f` as kube-scheduler will see it once registered.
+pub fn new_sim_node<'a>(p: &Problem<'a>, f: usize, name: &str) -> SimNode<'a> {
+    let c = &p.configs[f];
+    let mut labels = c.labels.clone();
+    labels.insert(keys::HOSTNAME.into(), name.to_string());
+    let mut s = SimNode::new(name, labels, c.taints.clone(), c.allocatable.clone());
+    for &d in &c.daemonsets {
+        s.seat(&p.cluster.daemonsets[d].template);
+    }
+    s
+}
+
+/// Replays an outcome's placements, in order, through kube-scheduler's filters with every new node
+/// present from the start. Returns the pods whose placement fails, with the reason.
+pub fn verify(p: &Problem, o: &Outcome) -> Vec<(PodId, Reject)> {
+    let (mut fs, ix) = scheduler_state(p, &o.new_nodes);
+    let mut failures = Vec::new();
+    for &(pod, t) in &o.placements {
+        let node = match t {
+            Target::Existing(n) => n,
+            Target::New(k) => ix[k],
+        };
+        let pd = p.pod(pod);
+        match fs.check(pd, node) {
+            Ok(()) => fs.add_pod(pd, node),
+            Err(r) => {
+                failures.push((pod, r));
+                // Keep going as kube-scheduler would: the pod stays pending.
+            }
+        }
+    }
+    failures
+}
+
+/// Writes an outcome as a plan.
+pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
+    let new_nodes = o
+        .new_nodes
+        .iter()
+        .enumerate()
+        .map(|(k, &f)| {
+            let c = &p.configs[f];
+            let name = new_node_name(k);
+            let mut labels = c.labels.clone();
+            labels.insert(keys::HOSTNAME.into(), name.clone());
+            NewNode {
+                name,
+                node_pool: p.cluster.nodepools[c.pool].name.clone(),
+                instance_type: c.instance_type.clone(),
+                zone: c.zone.clone(),
+                capacity_type: c.capacity_type.clone(),
+                price_per_hour: c.price,
+                price_source: if c.synthetic { "synthetic".into() } else { "catalog".into() },
+                labels,
+                taints: c.taints.iter().map(|t| PlanTaint { key: t.key.clone(), value: t.value.clone(), effect: t.effect.as_str().into() }).collect(),
+                pods: Vec::new(),
+            }
+        })
+        .collect();
+    let placements = o
+        .placements
+        .iter()
+        .map(|(pod, t)| Placement {
+            pod: p.pod(*pod).key(),
+            node: match *t {
+                Target::Existing(n) => p.cluster.nodes[n].name.clone(),
+                Target::New(k) => new_node_name(k),
+            },
+        })
+        .collect();
+    let unschedulable = o.unschedulable.iter().map(|(pod, r)| Unschedulable { pod: p.pod(*pod).key(), plugin: r.plugin.as_str().into(), reason: r.reason.clone() }).collect();
+    let mut plan =
+        Plan { schema: plan::SCHEMA.into(), solver: report, cost_per_hour: 0.0, synthetic_prices: false, new_nodes, existing_nodes: Vec::new(), placements, unschedulable, totals: Default::default() };
+    plan.finish();
+    plan
+}
+
+/// Pods and where they go, in bind order.
+pub type Placements = Vec<(PodId, Target)>;
+
+/// Orders an outcome's placements so that kube-scheduler, binding them one at a time, accepts each: the
+/// order a replay of the plan and the controller's nominations follow. Returns the placements in that
+/// order and the pods no order found (with the last rejection).
+///
+/// 1. Pods with required affinity first (a first pod of a group needs an empty world), in passes.
+/// 2. Pods with hard spreads or anti-affinity one at a time, each step taking a pod that passes from the
+///    (class, spread domains) bucket with the most pods left. With maxSkew 1 every step must land in a
+///    domain at the minimum of every constraint at once; a final state balanced on two keys (zone and a
+///    capacity split) is a sum of such rounds (König), and draining the fullest bucket first finds them
+///    where interleaving each class's domains in turn gets stuck.
+/// 3. The rest, then anything left over, in passes until a pass places nothing.
+pub fn order_placements<'a>(p: &Problem<'a>, o: &Outcome) -> (Placements, Vec<(PodId, Reject)>) {
+    let (mut fs, ix) = scheduler_state(p, &o.new_nodes);
+    let node_of = |t: Target| match t {
+        Target::Existing(n) => n,
+        Target::New(k) => ix[k],
+    };
+    let mut first: Vec<(PodId, Target)> = Vec::new();
+    let mut buckets: BTreeMap<(usize, String), Vec<(PodId, Target)>> = BTreeMap::new();
+    // Per bucket its (spread key, domain) pairs; per pair the pods left in every bucket that has it.
+    let mut pairs: BTreeMap<(usize, String), Vec<(String, String)>> = BTreeMap::new();
+    let mut left_in: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut rest: Vec<(PodId, Target)> = Vec::new();
+    for &(id, t) in &o.placements {
+        let pod = p.pod(id);
+        if !pod.affinity.is_empty() {
+            first.push((id, t));
+        } else if pod.spread.iter().any(|s| s.is_hard()) || !pod.anti_affinity.is_empty() {
+            let c = p.class_of.get(&id).copied().unwrap_or(usize::MAX);
+            let labels = &fs.nodes()[node_of(t)].labels;
+            let dom: String = pod.spread.iter().map(|s| labels.get(&s.key).cloned().unwrap_or_default()).collect::<Vec<_>>().join("/");
+            let kd: Vec<(String, String)> = pod.spread.iter().filter(|s| s.is_hard()).map(|s| (s.key.clone(), labels.get(&s.key).cloned().unwrap_or_default())).collect();
+            for x in &kd {
+                *left_in.entry(x.clone()).or_default() += 1;
+            }
+            pairs.entry((c, dom.clone())).or_insert(kd);
+            buckets.entry((c, dom)).or_default().push((id, t));
+        } else {
+            rest.push((id, t));
+        }
+    }
+    for b in buckets.values_mut() {
+        b.reverse(); // pop() takes them in plan order
+    }
+    let mut done = Vec::new();
+    let mut last: BTreeMap<PodId, Reject> = BTreeMap::new();
+    let mut left = replay_passes(p, &mut fs, &node_of, first, &mut done, &mut last);
+    // Depth-first over the buckets, most constrained domains first, with backtracking under a budget.
+    let mut pair_ix: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut bk: Vec<Vec<(PodId, Target)>> = Vec::new();
+    let mut bpairs: Vec<Vec<usize>> = Vec::new();
+    for (k, v) in buckets {
+        let ixs = pairs[&k]
+            .iter()
+            .map(|x| {
+                let n = pair_ix.len();
+                *pair_ix.entry(x.clone()).or_insert(n)
+            })
+            .collect();
+        bpairs.push(ixs);
+        bk.push(v);
+    }
+    let mut left_n = vec![0usize; pair_ix.len()];
+    for (x, &i) in &pair_ix {
+        left_n[i] = left_in[x];
+    }
+    struct Frame {
+        cands: Vec<usize>,
+        next: usize,
+        placed: Option<usize>,
+    }
+    let candidates = |bk: &[Vec<(PodId, Target)>], left_n: &[usize]| -> Vec<usize> {
+        let mut c: Vec<(usize, usize, usize)> = (0..bk.len()).filter(|&b| !bk[b].is_empty()).map(|b| (bpairs[b].iter().map(|&x| left_n[x]).sum::<usize>(), bk[b].len(), b)).collect();
+        c.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+        c.into_iter().map(|x| x.2).collect()
+    };
+    let total: usize = bk.iter().map(Vec::len).sum();
+    let mut budget = 5 * total + 1_000;
+    let mut best_depth = 0;
+    let mut best_done: Option<Placements> = None;
+    let base = done.len();
+    let mut stack = vec![Frame { cands: candidates(&bk, &left_n), next: 0, placed: None }];
+    while let Some(top) = stack.last_mut() {
+        if done.len() - base == total {
+            break;
+        }
+        let mut moved = false;
+        while top.next < top.cands.len() && budget > 0 {
+            let b = top.cands[top.next];
+            top.next += 1;
+            budget -= 1;
+            let &(id, t) = bk[b].last().expect("candidates are not empty");
+            let pod = p.pod(id);
+            match fs.check(pod, node_of(t)) {
+                Ok(()) => {
+                    fs.add_pod(pod, node_of(t));
+                    done.push((id, t));
+                    bk[b].pop();
+                    for &x in &bpairs[b] {
+                        left_n[x] -= 1;
+                    }
+                    top.placed = Some(b);
+                    moved = true;
+                    break;
+                }
+                Err(r) => {
+                    last.insert(id, r);
+                }
+            }
+        }
+        if moved {
+            stack.push(Frame { cands: candidates(&bk, &left_n), next: 0, placed: None });
+            continue;
+        }
+        if done.len() - base > best_depth || best_done.is_none() {
+            best_depth = done.len() - base;
+            best_done = Some(done[base..].to_vec());
+        }
+        if budget == 0 {
+            break;
+        }
+        // Dead end: undo the placement that led here and try the next candidate there.
+        stack.pop();
+        let Some(parent) = stack.last_mut() else {
+            break;
+        };
+        if let Some(b) = parent.placed.take() {
+            let (id, t) = done.pop().expect("placed");
+            fs.remove_pod(p.pod(id), node_of(t));
+            bk[b].push((id, t));
+            for &x in &bpairs[b] {
+                left_n[x] += 1;
+            }
+        }
+    }
+    if done.len() - base < total {
+        // No complete order within the budget: keep the deepest partial order found.
+        if let Some(best) = best_done.filter(|b| b.len() > done.len() - base) {
+            for &(id, t) in done[base..].iter().rev() {
+                fs.remove_pod(p.pod(id), node_of(t));
+            }
+            done.truncate(base);
+            for b in bk.iter_mut() {
+                b.clear();
+            }
+            for &(id, t) in &best {
+                fs.add_pod(p.pod(id), node_of(t));
+                done.push((id, t));
+            }
+            let taken: std::collections::BTreeSet<PodId> = done.iter().chain(&left).chain(&rest).map(|x| x.0).collect();
+            let mut unplaced: Vec<(PodId, Target)> = o.placements.iter().copied().filter(|(id, _)| !taken.contains(id)).collect();
+            unplaced.reverse(); // undone by the reverse below
+            bk = vec![unplaced];
+        }
+    }
+    left.extend(bk.into_iter().flat_map(|mut b| {
+        b.reverse();
+        b
+    }));
+    left.extend(rest);
+    let left = replay_passes(p, &mut fs, &node_of, left, &mut done, &mut last);
+    let failures = left.into_iter().map(|(id, _)| (id, last.remove(&id).expect("a rejection was recorded"))).collect();
+    (done, failures)
+}
+
+/// Binds pods in the given order, retrying the rejected ones after each pass until a pass binds
+/// nothing; returns those left.
+fn replay_passes<'a>(
+    p: &Problem<'a>,
+    fs: &mut FilterState<'a>,
+    node_of: &dyn Fn(Target) -> usize,
+    mut todo: Vec<(PodId, Target)>,
+    done: &mut Placements,
+    last: &mut BTreeMap<PodId, Reject>,
+) -> Vec<(PodId, Target)> {
+    loop {
+        let mut left = Vec::new();
+        for (id, t) in todo.iter().copied() {
+            let pod = p.pod(id);
+            match fs.check(pod, node_of(t)) {
+                Ok(()) => {
+                    fs.add_pod(pod, node_of(t));
+                    done.push((id, t));
+                }
+                Err(r) => {
+                    last.insert(id, r);
+                    left.push((id, t));
+                }
+            }
+        }
+        if left.is_empty() || left.len() == todo.len() {
+            return left;
+        }
+        todo = left;
+    }
+}

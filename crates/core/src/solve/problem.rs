@@ -1,0 +1,586 @@
+//! The planning problem built from a cluster snapshot, a catalog and cost weights: the batch of
+//! pending pods grouped into equivalence classes, the existing nodes, and the candidate new-node
+//! configurations (NodePool × instance type × zone × capacity type × values of open label keys).
+//!
+//! Candidate configurations are pruned without losing any choice that matters: within a group of
+//! configurations that agree on every label any constraint of the batch reads (the *relevant keys*)
+//! and on the DaemonSets they run, a type is dropped when another is no dearer and at least as large
+//! in every resource the batch requests (and in every NodePool-limited resource).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+
+use rustc_hash::FxHashMap;
+
+use crate::catalog;
+use crate::domain::Cluster;
+use crate::domain::catalog::{Catalog, SPOT};
+use crate::domain::labels::{Labels, NodeMatcher, NodeOp, keys};
+use crate::domain::nodepool::NodeClass;
+use crate::domain::pod::{Pod, PodId};
+use crate::domain::resources::Resources;
+use crate::domain::taints::Taint;
+use crate::semantics::{Plugin, Reject, daemonsets, limits, node_affinity, nodepool, ports, spread, taints, volumes};
+use crate::weights::Weights;
+
+/// A configuration's labels restricted to the relevant keys.
+type Projection = Vec<(String, String)>;
+
+/// Pods with the same scheduling signature.
+#[derive(Clone, Debug)]
+pub struct Class {
+    pub pods: Vec<PodId>,
+    /// The first pod of the class; every pod of the class behaves alike.
+    pub rep: PodId,
+    /// Configurations a node of which could take one pod of the class (static checks: taints, node
+    /// affinity, volumes, resources, host ports, topology keys present).
+    pub compatible: Vec<u32>,
+    /// `compatible`, split by configuration group (group index, configurations in cost order).
+    pub by_group: Vec<(usize, Vec<u32>)>,
+    /// Why no configuration is compatible, per NodePool (for messages).
+    pub rejections: BTreeMap<String, Reject>,
+}
+
+/// A candidate new node.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Index into `Cluster::nodepools`.
+    pub pool: usize,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+    pub price: f64,
+    pub synthetic: bool,
+    /// Objective cost per hour (weights applied).
+    pub cost: f64,
+    /// Every label of the node except the hostname.
+    pub labels: Labels,
+    pub taints: Vec<Taint>,
+    pub capacity: Resources,
+    /// The instance type's allocatable (DaemonSet pods not subtracted).
+    pub allocatable: Resources,
+    /// DaemonSets (indices into `Cluster::daemonsets`) that run on such a node.
+    pub daemonsets: Vec<usize>,
+    pub ds_overhead: Resources,
+    /// Configurations of one group agree on the NodePool, every relevant label and the DaemonSets:
+    /// every constraint but resources treats them alike.
+    pub group: usize,
+}
+
+impl Config {
+    /// Room left for workload pods.
+    pub fn room(&self) -> Resources {
+        self.allocatable.minus(&self.ds_overhead)
+    }
+}
+
+/// A NodePool's usage counted against its limits (existing and in-flight nodes).
+#[derive(Clone, Debug, Default)]
+pub struct PoolUsage {
+    pub capacity: Resources,
+    pub nodes: i64,
+}
+
+pub struct Problem<'a> {
+    pub cluster: &'a Cluster,
+    pub weights: &'a Weights,
+    /// The pending pods, in input order.
+    pub batch: Vec<PodId>,
+    pub classes: Vec<Class>,
+    pub class_of: FxHashMap<PodId, usize>,
+    /// Existing nodes usable as targets (indices into `Cluster::nodes`).
+    pub existing: Vec<usize>,
+    pub configs: Vec<Config>,
+    pub usage: Vec<PoolUsage>,
+    /// Label keys some constraint of the batch reads.
+    pub relevant_keys: BTreeSet<String>,
+    pub region: Option<String>,
+    /// Highest NodePool weight (for the weight term).
+    pub max_weight: i32,
+    /// Configurations of each group, in cost order.
+    pub groups: Vec<Vec<u32>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProblemError {
+    #[error("NodePool {pool}: EC2NodeClass {class:?} not found")]
+    MissingNodeClass { pool: String, class: String },
+    #[error(
+        "weights ({source_name}): unschedulablePod = {penalty} does not exceed the cost of a single node ({cost:.2} $/h for {what}); raise unschedulablePod so that no plan leaves a pod pending to save money"
+    )]
+    PenaltyTooSmall { source_name: String, penalty: f64, cost: f64, what: String },
+}
+
+/// Hash of what kube-scheduler's rules read of a pod, requests left out (see `same_rules`).
+pub fn rule_signature(p: &Pod) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    p.namespace.hash(&mut h);
+    p.labels.hash(&mut h);
+    p.node_matcher.hash(&mut h);
+    p.preferred_node.hash(&mut h);
+    p.tolerations.hash(&mut h);
+    p.spread.hash(&mut h);
+    p.affinity.hash(&mut h);
+    p.anti_affinity.hash(&mut h);
+    p.preferred_affinity.hash(&mut h);
+    p.preferred_anti_affinity.hash(&mut h);
+    p.host_ports.hash(&mut h);
+    p.volumes.node_terms.hash(&mut h);
+    p.volumes.zone_labels.hash(&mut h);
+    p.volumes.selected_node.hash(&mut h);
+    p.volumes.blocked.hash(&mut h);
+    h.finish()
+}
+
+/// Whether kube-scheduler's rules treat two pods alike wherever they go, requests aside: the same
+/// namespace and labels (so every selector matches both or neither) and the same constraints, soft
+/// ones and volume topology included.
+pub fn same_rules(a: &Pod, b: &Pod) -> bool {
+    a.namespace == b.namespace
+        && a.labels == b.labels
+        && a.node_matcher == b.node_matcher
+        && a.preferred_node == b.preferred_node
+        && a.tolerations == b.tolerations
+        && a.spread == b.spread
+        && a.affinity == b.affinity
+        && a.anti_affinity == b.anti_affinity
+        && a.preferred_affinity == b.preferred_affinity
+        && a.preferred_anti_affinity == b.preferred_anti_affinity
+        && a.host_ports == b.host_ports
+        && a.volumes.node_terms == b.volumes.node_terms
+        && a.volumes.zone_labels == b.volumes.zone_labels
+        && a.volumes.selected_node == b.volumes.selected_node
+        && a.volumes.blocked == b.volumes.blocked
+}
+
+/// A class is pods alike to the rules with equal requests.
+fn signature(p: &Pod) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    rule_signature(p).hash(&mut h);
+    p.requests.hash(&mut h);
+    h.finish()
+}
+
+fn same_class(a: &Pod, b: &Pod) -> bool {
+    a.requests == b.requests && same_rules(a, b)
+}
+
+fn matcher_keys(m: &NodeMatcher, out: &mut BTreeSet<String>) {
+    for (k, _) in &m.selector {
+        out.insert(k.clone());
+    }
+    for t in m.terms.iter().flatten() {
+        for e in &t.expressions {
+            out.insert(e.key.clone());
+        }
+    }
+}
+
+/// Label keys any constraint of these pods (or of the DaemonSets, or of existing pods' anti-affinity)
+/// reads.
+fn relevant_keys(cluster: &Cluster, batch: &[PodId]) -> BTreeSet<String> {
+    let mut k = BTreeSet::new();
+    for key in [keys::ZONE, keys::CAPACITY_TYPE, keys::NODEPOOL] {
+        k.insert(key.to_string());
+    }
+    for &id in batch {
+        let p = cluster.pod(id);
+        matcher_keys(&p.node_matcher, &mut k);
+        for pt in &p.preferred_node {
+            for e in &pt.term.expressions {
+                k.insert(e.key.clone());
+            }
+        }
+        for c in &p.spread {
+            k.insert(c.key.clone());
+        }
+        for t in p.affinity.iter().chain(&p.anti_affinity) {
+            k.insert(t.key.clone());
+        }
+        for t in p.preferred_affinity.iter().chain(&p.preferred_anti_affinity) {
+            k.insert(t.term.key.clone());
+        }
+        for alts in &p.volumes.node_terms {
+            for t in alts {
+                for e in &t.expressions {
+                    k.insert(e.key.clone());
+                }
+            }
+        }
+        for (key, _) in &p.volumes.zone_labels {
+            k.insert(key.clone());
+        }
+    }
+    for ds in &cluster.daemonsets {
+        matcher_keys(&ds.template.node_matcher, &mut k);
+    }
+    for p in &cluster.pods {
+        if p.node_name.is_some() {
+            for t in &p.anti_affinity {
+                k.insert(t.key.clone());
+            }
+        }
+    }
+    k
+}
+
+struct BatchState {
+    batch: Vec<PodId>,
+    classes: Vec<Class>,
+    class_of: FxHashMap<PodId, usize>,
+    existing: Vec<usize>,
+    usage: Vec<PoolUsage>,
+    max_weight: i32,
+}
+
+/// The pending pods grouped into classes, the usable existing nodes and the NodePools' usage.
+fn batch_state(cluster: &Cluster) -> BatchState {
+    let batch = cluster.pending();
+    let mut classes: Vec<Class> = Vec::new();
+    let mut class_of = FxHashMap::default();
+    let mut by_sig: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+    for &id in &batch {
+        let p = cluster.pod(id);
+        let sig = signature(p);
+        let bucket = by_sig.entry(sig).or_default();
+        let found = bucket.iter().copied().find(|&c| same_class(cluster.pod(classes[c].rep), p));
+        let c = match found {
+            Some(c) => c,
+            None => {
+                classes.push(Class { pods: Vec::new(), rep: id, compatible: Vec::new(), by_group: Vec::new(), rejections: BTreeMap::new() });
+                bucket.push(classes.len() - 1);
+                classes.len() - 1
+            }
+        };
+        classes[c].pods.push(id);
+        class_of.insert(id, c);
+    }
+    let existing: Vec<usize> = (0..cluster.nodes.len()).filter(|&i| !cluster.nodes[i].deleting).collect();
+    let max_weight = cluster.nodepools.iter().map(|p| p.weight).max().unwrap_or(0);
+    let mut usage = vec![PoolUsage::default(); cluster.nodepools.len()];
+    for n in &cluster.nodes {
+        if let Some(pi) = n.nodepool.as_ref().and_then(|np| cluster.nodepools.iter().position(|p| &p.name == np)) {
+            usage[pi].capacity.add(&n.capacity);
+            usage[pi].nodes += 1;
+        }
+    }
+    BatchState { batch, classes, class_of, existing, usage, max_weight }
+}
+
+/// Values pods ask for on a key (In requirements and node selectors), for open NodePool keys.
+fn wanted_values(cluster: &Cluster, batch: &[PodId], key: &str) -> Vec<String> {
+    let mut v = BTreeSet::new();
+    for &id in batch {
+        let p = cluster.pod(id);
+        for (k, val) in &p.node_matcher.selector {
+            if k == key {
+                v.insert(val.clone());
+            }
+        }
+        for t in p.node_matcher.terms.iter().flatten() {
+            for e in &t.expressions {
+                if e.key == key && e.op == NodeOp::In {
+                    v.extend(e.values.iter().cloned());
+                }
+            }
+        }
+    }
+    v.into_iter().collect()
+}
+
+/// Dimensions compared when pruning dominated types: every resource a batch pod requests, pods, and
+/// every NodePool-limited resource.
+fn relevant_dims(cluster: &Cluster, batch: &[PodId]) -> Vec<String> {
+    let mut d: BTreeSet<String> = BTreeSet::new();
+    d.insert("pods".into());
+    for &id in batch {
+        for (n, _) in cluster.pod(id).requests.iter() {
+            d.insert(n.to_string());
+        }
+    }
+    d.into_iter().collect()
+}
+
+impl<'a> Problem<'a> {
+    pub fn new(cluster: &'a Cluster, catalog: &Catalog, weights: &'a Weights) -> Result<Problem<'a>, ProblemError> {
+        let BatchState { batch, classes, class_of, existing, usage, max_weight } = batch_state(cluster);
+        let relevant = relevant_keys(cluster, &batch);
+        let dims = relevant_dims(cluster, &batch);
+        let mut configs = Vec::new();
+        let mut views: BTreeMap<String, Catalog> = BTreeMap::new();
+        for (pi, pool) in cluster.nodepools.iter().enumerate() {
+            let view = match cluster.nodeclass(&pool.node_class) {
+                Some(nc) => views.entry(nc.name.clone()).or_insert_with(|| catalog::for_nodeclass(catalog, nc)),
+                None if cluster.nodeclasses.is_empty() => views.entry(String::new()).or_insert_with(|| catalog.clone()),
+                None => return Err(ProblemError::MissingNodeClass { pool: pool.name.clone(), class: pool.node_class.clone() }),
+            };
+            let limited: Vec<String> = pool.limits.as_ref().map(|l| l.limited.clone()).unwrap_or_default();
+            let wanted = |k: &str| wanted_values(cluster, &batch, k);
+            // group key → candidate configs
+            let mut groups: BTreeMap<(String, String, Projection, Vec<usize>), Vec<Config>> = BTreeMap::new();
+            for it in &view.types {
+                // Most types, for pools that pin a family or category: skip them before building labels.
+                if nodepool::type_ruled_out(pool, it) {
+                    continue;
+                }
+                let alloc = it.allocatable();
+                for o in it.offerings.iter().filter(|o| o.available) {
+                    let base = nodepool::base_labels(pool, it, &o.zone, &o.capacity_type, catalog.region.as_deref());
+                    let open = nodepool::open_keys(pool, &base, &wanted);
+                    // Enumerate values of open keys that matter; others take their first value.
+                    let mut combos: Vec<Labels> = vec![base];
+                    let mut dead = false;
+                    for ok in &open {
+                        if ok.values.is_empty() {
+                            if ok.required {
+                                dead = true;
+                            }
+                            continue;
+                        }
+                        let vals: Vec<&String> = if relevant.contains(&ok.key) { ok.values.iter().collect() } else { vec![&ok.values[0]] };
+                        combos = combos
+                            .into_iter()
+                            .flat_map(|l| {
+                                vals.iter().map(move |v| {
+                                    let mut l = l.clone();
+                                    l.insert(ok.key.clone(), (*v).clone());
+                                    l
+                                })
+                            })
+                            .collect();
+                    }
+                    if dead {
+                        continue;
+                    }
+                    for labels in combos {
+                        if nodepool::violated(pool, &labels).is_some() {
+                            continue;
+                        }
+                        let (ds_overhead, dss) = daemonsets::overhead(&cluster.daemonsets, &labels, &pool.taints, None);
+                        let ds_ix: Vec<usize> = dss.iter().map(|d| cluster.daemonsets.iter().position(|x| std::ptr::eq(x, *d)).unwrap_or(0)).collect();
+                        let projection: Vec<(String, String)> = labels.iter().filter(|(k, _)| relevant.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+                        let spot = o.capacity_type == SPOT;
+                        let deficit = max_weight - pool.weight;
+                        let cost = weights.node_cost(o.price, spot, deficit);
+                        groups.entry((o.zone.clone(), o.capacity_type.clone(), projection, ds_ix.clone())).or_default().push(Config {
+                            pool: pi,
+                            instance_type: it.name.clone(),
+                            zone: o.zone.clone(),
+                            capacity_type: o.capacity_type.clone(),
+                            price: o.price,
+                            synthetic: o.synthetic,
+                            cost,
+                            labels,
+                            taints: pool.taints.clone(),
+                            capacity: it.capacity.clone(),
+                            allocatable: alloc.clone(),
+                            daemonsets: ds_ix,
+                            ds_overhead,
+                            group: 0,
+                        });
+                    }
+                }
+            }
+            for (_, mut group) in groups {
+                group.sort_by(|a, b| a.cost.total_cmp(&b.cost).then_with(|| a.instance_type.cmp(&b.instance_type)));
+                let mut kept: Vec<Config> = Vec::new();
+                for c in group {
+                    let room = c.room();
+                    let dominated = kept.iter().any(|k| {
+                        let kroom = k.room();
+                        k.cost <= c.cost && dims.iter().all(|d| kroom.get(d) >= room.get(d)) && limited.iter().all(|d| k.capacity.get(d) <= c.capacity.get(d))
+                    });
+                    if !dominated {
+                        kept.push(c);
+                    }
+                }
+                configs.extend(kept);
+            }
+        }
+        // Deterministic order: by cost, then pool, type, zone, capacity type, labels.
+        configs.sort_by(|a, b| {
+            a.cost
+                .total_cmp(&b.cost)
+                .then_with(|| a.pool.cmp(&b.pool))
+                .then_with(|| a.instance_type.cmp(&b.instance_type))
+                .then_with(|| a.zone.cmp(&b.zone))
+                .then_with(|| a.capacity_type.cmp(&b.capacity_type))
+                .then_with(|| a.labels.cmp(&b.labels))
+        });
+        let mut group_ix: BTreeMap<(usize, Projection, Vec<usize>), usize> = BTreeMap::new();
+        for c in &mut configs {
+            let projection: Vec<(String, String)> = c.labels.iter().filter(|(k, _)| relevant.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+            let n = group_ix.len();
+            c.group = *group_ix.entry((c.pool, projection, c.daemonsets.clone())).or_insert(n);
+        }
+        if let Some(c) = configs.iter().max_by(|a, b| a.cost.total_cmp(&b.cost))
+            && c.cost >= weights.unschedulable_pod
+            && !batch.is_empty()
+        {
+            return Err(ProblemError::PenaltyTooSmall {
+                source_name: weights.source.clone(),
+                penalty: weights.unschedulable_pod,
+                cost: c.cost,
+                what: format!("{} {} in {}", c.instance_type, c.capacity_type, c.zone),
+            });
+        }
+
+        let mut groups: Vec<Vec<u32>> = vec![Vec::new(); group_ix.len()];
+        for (i, c) in configs.iter().enumerate() {
+            groups[c.group].push(i as u32);
+        }
+        let mut problem = Problem { cluster, weights, batch, classes, class_of, existing, configs, usage, relevant_keys: relevant, region: catalog.region.clone(), max_weight, groups };
+        problem.compute_compatibility();
+        Ok(problem)
+    }
+
+    pub fn pod(&self, id: PodId) -> &'a Pod {
+        self.cluster.pod(id)
+    }
+
+    /// The same candidate configurations over another snapshot of the same batch (for instance with
+    /// some pods already bound to nodes a plan launches): classes, existing nodes, usage and
+    /// compatibility are recomputed; configurations, groups and relevant keys are kept.
+    pub fn rebase<'b>(&self, cluster: &'b Cluster) -> Problem<'b>
+    where
+        'a: 'b,
+    {
+        let BatchState { batch, classes, class_of, existing, usage, max_weight } = batch_state(cluster);
+        let mut problem = Problem {
+            cluster,
+            weights: self.weights,
+            batch,
+            classes,
+            class_of,
+            existing,
+            configs: self.configs.clone(),
+            usage,
+            relevant_keys: self.relevant_keys.clone(),
+            region: self.region.clone(),
+            max_weight: max_weight.max(self.max_weight),
+            groups: self.groups.clone(),
+        };
+        problem.compute_compatibility();
+        problem
+    }
+
+    /// Static compatibility of every class with every configuration.
+    fn compute_compatibility(&mut self) {
+        let cluster = self.cluster;
+        for class in &mut self.classes {
+            let p = cluster.pod(class.rep);
+            let mut by_group: Vec<(usize, Vec<u32>)> = Vec::new();
+            // Everything but resources is decided per group (its configurations agree on every label
+            // the batch reads, the NodePool and the DaemonSets); resources per configuration.
+            for (g, configs) in self.groups.iter().enumerate() {
+                let rep = &self.configs[configs[0] as usize];
+                if let Err(r) = group_check(cluster, p, rep) {
+                    class.rejections.entry(cluster.nodepools[rep.pool].name.clone()).or_insert(r);
+                    continue;
+                }
+                let mut fits = Vec::new();
+                let mut shortage = None;
+                for &fi in configs {
+                    match crate::semantics::resources::fit(&p.requests, &self.configs[fi as usize].room()) {
+                        Ok(()) => fits.push(fi),
+                        Err(r) => shortage = Some(r),
+                    }
+                }
+                if fits.is_empty() {
+                    if let Some(r) = shortage {
+                        class.rejections.entry(cluster.nodepools[rep.pool].name.clone()).or_insert(r);
+                    }
+                    continue;
+                }
+                class.compatible.extend(fits.iter().copied());
+                by_group.push((g, fits));
+            }
+            class.compatible.sort();
+            class.by_group = by_group;
+            if self.configs.is_empty() {
+                for pool in &cluster.nodepools {
+                    class.rejections.insert(pool.name.clone(), Reject::unresolvable(Plugin::NodePool, "no instance type offering satisfies the NodePool's requirements"));
+                }
+            }
+        }
+    }
+
+    /// The domain universe a spread constraint of a pod sees from NodePools (rule b): values of the
+    /// key over configurations that pass the constraint's inclusion policies. Volume topology is not
+    /// applied (rule a).
+    ///
+    /// A configuration the NodePool's limits forbid even as the pool's next node (given its existing
+    /// and in-flight nodes) creates no domain. Karpenter keeps the domains of a pool at its limits;
+    /// rule (b) counts the domains NodePools *can create*, and kube-scheduler never sees a domain
+    /// without a node, so counting one that cannot be created would only leave pods pending.
+    pub fn pool_domains(&self, pod: &Pod, ci: usize) -> BTreeSet<String> {
+        let c = &pod.spread[ci];
+        let mut out = BTreeSet::new();
+        if c.key == keys::HOSTNAME {
+            return out;
+        }
+        for configs in &self.groups {
+            let rep = &self.configs[configs[0] as usize];
+            let Some(v) = rep.labels.get(&c.key) else { continue };
+            if out.contains(v) {
+                continue;
+            }
+            let room_in_limits = configs.iter().any(|&f| {
+                let f = &self.configs[f as usize];
+                self.cluster.nodepools[f.pool].limits.as_ref().is_none_or(|l| limits::check(l, &self.usage[f.pool].capacity, self.usage[f.pool].nodes, &f.capacity).is_ok())
+            });
+            if !room_in_limits {
+                continue;
+            }
+            if spread::hard(pod).all(|h| h.key == keys::HOSTNAME || rep.labels.contains_key(&h.key)) && spread::node_included(c, pod, &rep.labels, &rep.taints, None) {
+                out.insert(v.clone());
+            }
+        }
+        out
+    }
+
+    pub fn pool_weight_deficit(&self, pool: usize) -> i32 {
+        self.max_weight - self.cluster.nodepools[pool].weight
+    }
+}
+
+/// Whether one pod could ever run on a node of this configuration (ignoring other pods).
+pub fn static_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject> {
+    group_check(cluster, p, f)?;
+    crate::semantics::resources::fit(&p.requests, &f.room())
+}
+
+/// [`static_check`] without resources: the same for every configuration of a group.
+pub fn group_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject> {
+    taints::filter(&f.taints, false, &p.tolerations)?;
+    node_affinity::filter(&p.node_matcher, &f.labels, None)?;
+    volumes::filter(&p.volumes, &f.labels, None)?;
+    let ds_ports: Vec<_> = f.daemonsets.iter().flat_map(|&d| cluster.daemonsets[d].template.host_ports.iter().cloned()).collect();
+    ports::filter(&ds_ports, &p.host_ports)?;
+    for c in spread::hard(p) {
+        if c.key != keys::HOSTNAME && !f.labels.contains_key(&c.key) {
+            return Err(spread::reject_missing_label());
+        }
+    }
+    for t in &p.affinity {
+        if t.key != keys::HOSTNAME && !f.labels.contains_key(&t.key) {
+            return Err(crate::semantics::interpod::reject_affinity_missing_key());
+        }
+    }
+    // DaemonSet pods share every node of the configuration: hostname anti-affinity either way.
+    for &d in &f.daemonsets {
+        let ds = &cluster.daemonsets[d].template;
+        if p.anti_affinity.iter().any(|t| t.key == keys::HOSTNAME && crate::semantics::interpod::term_matches(t, ds)) {
+            return Err(crate::semantics::interpod::reject_anti_affinity());
+        }
+        if ds.anti_affinity.iter().any(|t| t.key == keys::HOSTNAME && crate::semantics::interpod::term_matches(t, p)) {
+            return Err(crate::semantics::interpod::reject_existing_anti_affinity());
+        }
+    }
+    Ok(())
+}
+
+/// Node classes of a cluster's NodePools (for callers that need the per-class catalog view).
+pub fn nodeclass_of(cluster: &Cluster, pool: usize) -> Option<&NodeClass> {
+    cluster.nodeclass(&cluster.nodepools[pool].node_class)
+}

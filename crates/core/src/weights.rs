@@ -1,0 +1,132 @@
+//! The cost-weight configuration (`stowage.dev/weights/v1`): every term of the objective the planners
+//! minimise. Defaults ship in models/weights/default.yaml, where each field is documented.
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA: &str = "stowage.dev/weights/v1";
+pub const DEFAULT_YAML: &str = include_str!("../../../models/weights/default.yaml");
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Spot {
+    pub price_multiplier: f64,
+    pub per_node: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Soft {
+    pub preferred_node_affinity: f64,
+    pub preferred_pod_affinity: f64,
+    pub preferred_pod_anti_affinity: f64,
+    pub schedule_anyway_spread: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Weights {
+    pub schema: String,
+    pub price: f64,
+    pub per_node: f64,
+    pub spot: Spot,
+    pub unschedulable_pod: f64,
+    pub node_pool_weight: f64,
+    pub soft: Soft,
+    pub tie_break: f64,
+    /// Where the weights came from, for reports.
+    #[serde(skip)]
+    pub source: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct WeightsError {
+    pub file: String,
+    pub message: String,
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Weights::parse("<embedded models/weights/default.yaml>", DEFAULT_YAML).expect("the default weights are valid (tested)")
+    }
+}
+
+impl Weights {
+    pub fn parse(file: &str, text: &str) -> Result<Weights, WeightsError> {
+        let err = |message: String| WeightsError { file: file.to_string(), message };
+        // Through serde_path_to_error, so that a value of the wrong type names its field (`spot.perNode`).
+        let mut path = String::new();
+        let mut w: Weights = serde_saphyr::with_deserializer_from_str(text, |de| {
+            serde_path_to_error::deserialize::<_, Weights>(de).map_err(|e| {
+                path = e.path().to_string();
+                e.into_inner()
+            })
+        })
+        .map_err(|e| match path.as_str() {
+            "" | "." => err(format!("{e}")),
+            p => err(format!("{p}: {e}")),
+        })?;
+        if w.schema != SCHEMA {
+            return Err(err(format!("schema: expected {SCHEMA:?}, got {:?}", w.schema)));
+        }
+        let fields = [
+            ("price", w.price),
+            ("perNode", w.per_node),
+            ("spot.priceMultiplier", w.spot.price_multiplier),
+            ("spot.perNode", w.spot.per_node),
+            ("unschedulablePod", w.unschedulable_pod),
+            ("nodePoolWeight", w.node_pool_weight),
+            ("soft.preferredNodeAffinity", w.soft.preferred_node_affinity),
+            ("soft.preferredPodAffinity", w.soft.preferred_pod_affinity),
+            ("soft.preferredPodAntiAffinity", w.soft.preferred_pod_anti_affinity),
+            ("soft.scheduleAnywaySpread", w.soft.schedule_anyway_spread),
+            ("tieBreak", w.tie_break),
+        ];
+        for (name, v) in fields {
+            if !v.is_finite() || v < 0.0 {
+                return Err(err(format!("{name}: must be a non-negative number, got {v}")));
+            }
+        }
+        if w.price <= 0.0 {
+            return Err(err("price: must be positive (a zero price weight makes every node free)".into()));
+        }
+        if w.spot.price_multiplier <= 0.0 {
+            return Err(err("spot.priceMultiplier: must be positive".into()));
+        }
+        if w.unschedulable_pod <= 0.0 {
+            return Err(err("unschedulablePod: must be positive so that pods are placed when they can be".into()));
+        }
+        if w.tie_break > 0.01 {
+            return Err(err(format!("tieBreak: {} is not a tie-breaker; keep it at most 0.01", w.tie_break)));
+        }
+        w.source = file.to_string();
+        Ok(w)
+    }
+
+    /// The objective cost of one new node: weighted price, per-node terms and the NodePool-weight term.
+    pub fn node_cost(&self, price: f64, spot: bool, pool_weight_deficit: i32) -> f64 {
+        let p = if spot { price * self.spot.price_multiplier + self.spot.per_node } else { price };
+        self.price * p + self.per_node + self.node_pool_weight * pool_weight_deficit.max(0) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_parse() {
+        let w = Weights::default();
+        assert_eq!(w.price, 1.0);
+        assert!(w.unschedulable_pod > 1000.0);
+    }
+
+    #[test]
+    fn invalid_weights_say_which_field() {
+        let bad = DEFAULT_YAML.replace("perNode: 0.0\n\nspot", "perNode: -1\n\nspot");
+        let e = Weights::parse("w.yaml", &bad).unwrap_err().to_string();
+        assert!(e.contains("w.yaml") && e.contains("perNode"), "{e}");
+        let unknown = format!("{DEFAULT_YAML}\nbogus: 1\n");
+        assert!(Weights::parse("w.yaml", &unknown).is_err());
+    }
+}

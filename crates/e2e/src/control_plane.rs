@@ -1,0 +1,174 @@
+//! A real control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager) per test.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use super::process::{DirLock, PortBlock, Watchdog, port_taken, run_script};
+use super::{Error, Result, check_name, e2e_root, kube_conflict, repo_root};
+
+/// A running control plane. Stopped on [`ControlPlane::stop`] or drop (and by its watchdog if the test
+/// process dies).
+pub struct ControlPlane {
+    name: String,
+    dir: PathBuf,
+    port_base: u16,
+    kubeconfig: PathBuf,
+    k8s_bin: PathBuf,
+    client: kube::Client,
+    started_in: Duration,
+    // Drop order: stop the processes, then free the ports, then unlock the run dir.
+    watchdog: Watchdog,
+    _ports: PortBlock,
+    _lock: DirLock,
+}
+
+const CRD_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl ControlPlane {
+    /// Builds the binaries if needed, starts a fresh cluster in `target/e2e/<name>/cluster` on five free
+    /// ports, connects, installs the Karpenter CRDs generated from `stowage::api` and waits until they are
+    /// Established.
+    pub async fn start(name: &str) -> Result<Self> {
+        check_name(name)?;
+        let t0 = Instant::now();
+        let top = e2e_root().join(name);
+        let dir = top.join("cluster");
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let lock = DirLock::acquire(top.join("cluster.lock")).await?;
+        let scripts = repo_root().join("tests").join("control-plane");
+        let log = top.join("cluster-scripts.log");
+
+        // Idempotent (~0.4 s when the binaries are current; a cold build takes minutes and holds a lock).
+        run_script(&scripts.join("build.sh"), "build", &[], &log).await?;
+        let paths = run_script(&scripts.join("build.sh"), "paths", &[], &log).await?;
+        let k8s_bin = paths.lines().find_map(|l| l.strip_prefix("K8S_BIN=")).map(PathBuf::from).ok_or_else(|| Error::Invalid(format!("build.sh paths printed no K8S_BIN line: {paths:?}")))?;
+
+        let mut skip = Vec::new();
+        let (watchdog, ports) = loop {
+            let ports = PortBlock::allocate(&format!("cp/{name}"), 5, &skip)?;
+            let envs = vec![("STOWAGE_CP_DIR".to_string(), dir.display().to_string()), ("STOWAGE_CP_PORT_BASE".to_string(), ports.base.to_string())];
+            // The watchdog exists before the start, so a start interrupted by a panic is cleaned up too.
+            let mut watchdog = Watchdog::spawn(&scripts.join("cluster.sh"), &envs, &log, &format!("control plane {name}"))?;
+            match run_script(&scripts.join("cluster.sh"), "start", &envs, &log).await {
+                Ok(_) => break (watchdog, ports),
+                Err(e) if port_taken(&e) && skip.len() < 3 => {
+                    watchdog.stop().await?;
+                    skip.push(ports.base);
+                }
+                Err(e) => return Err(e),
+            }
+        };
+
+        let kubeconfig = dir.join("admin.kubeconfig");
+        let client = client_from(&kubeconfig).await?;
+        install_crds(&client).await?;
+        let started_in = t0.elapsed();
+        eprintln!("stowage e2e: control plane {name} up in {:.1}s (apiserver https://127.0.0.1:{}, run dir {})", started_in.as_secs_f64(), ports.base + 2, dir.display());
+        Ok(ControlPlane { name: name.to_string(), dir, port_base: ports.base, kubeconfig, k8s_bin, client, started_in, watchdog, _ports: ports, _lock: lock })
+    }
+
+    /// A client with the admin (system:masters) identity.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The admin kubeconfig (certificates inline), for processes under test (`KUBECONFIG=...`).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The run dir: `pki/`, `etcd/`, `logs/<component>.log`, `admin.kubeconfig`.
+    pub fn run_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The log of one component (`kube-apiserver`, `kube-scheduler`, `kube-controller-manager`, `etcd`).
+    pub fn log_file(&self, component: &str) -> PathBuf {
+        self.dir.join("logs").join(format!("{component}.log"))
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn api_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port_base + 2)
+    }
+
+    /// etcd client = base, etcd peer = base+1, apiserver = base+2, scheduler = base+3, KCM = base+4.
+    pub fn port_base(&self) -> u16 {
+        self.port_base
+    }
+
+    /// The kubectl built with the control plane (handy for debugging: `kubectl --kubeconfig ...`).
+    pub fn kubectl(&self) -> PathBuf {
+        self.k8s_bin.join("kubectl")
+    }
+
+    /// Wall time of [`ControlPlane::start`].
+    pub fn started_in(&self) -> Duration {
+        self.started_in
+    }
+
+    /// The API server's `/readyz` body (`ok` when ready).
+    pub async fn readyz(&self) -> Result<String> {
+        let req = http::Request::get("/readyz").body(Vec::new()).map_err(|e| Error::Invalid(format!("building the /readyz request: {e}")))?;
+        self.client.request_text(req).await.map_err(|e| Error::kube("GET /readyz", e))
+    }
+
+    /// Stops kube-apiserver and starts it again on the same port and etcd (`cluster.sh
+    /// restart-apiserver`); returns once `/readyz` is ok. Clients see their connections and watches
+    /// drop, then a fresh API server with every object still there.
+    pub async fn restart_apiserver(&self) -> Result<()> {
+        let top = e2e_root().join(&self.name);
+        let envs = vec![("STOWAGE_CP_DIR".to_string(), self.dir.display().to_string()), ("STOWAGE_CP_PORT_BASE".to_string(), self.port_base.to_string())];
+        let script = repo_root().join("tests").join("control-plane").join("cluster.sh");
+        run_script(&script, "restart-apiserver", &envs, &top.join("cluster-scripts.log")).await.map(|_| ())
+    }
+
+    /// Stops all four processes and waits for them.
+    pub async fn stop(mut self) -> Result<()> {
+        self.watchdog.stop().await
+    }
+}
+
+async fn client_from(kubeconfig: &Path) -> Result<kube::Client> {
+    let what = format!("reading {}", kubeconfig.display());
+    let kc = Kubeconfig::read_from(kubeconfig).map_err(|error| Error::Kubeconfig { what: what.clone(), error })?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.map_err(|error| Error::Kubeconfig { what, error })?;
+    // kube is built with its `aws-lc-rs` feature and no `ring`: `try_from` installs the aws-lc-rs rustls
+    // provider as the process default when none is set, which is the same provider the AWS SDK uses, so no
+    // explicit `CryptoProvider::install_default` is needed (tests/e2e_smoke.rs exercises both clients).
+    kube::Client::try_from(config).map_err(|e| Error::kube("building a client from the admin kubeconfig", e))
+}
+
+async fn install_crds(client: &kube::Client) -> Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crds = stowage_input::api::crds();
+    for crd in &crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        match api.create(&PostParams::default(), crd).await {
+            Ok(_) => {}
+            // Fresh etcd on every start, but keep a re-run against a live cluster harmless.
+            Err(e) if kube_conflict(&e) => {}
+            Err(e) => return Err(Error::kube(format!("creating CRD {name}"), e)),
+        }
+    }
+    for crd in &crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let cond = kube::runtime::wait::conditions::is_crd_established();
+        match tokio::time::timeout(CRD_TIMEOUT, kube::runtime::wait::await_condition(api.clone(), &name, cond)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(Error::Invalid(format!("waiting for CRD {name} to be Established: {e}"))),
+            Err(_) => {
+                return Err(Error::Timeout { what: format!("CRD {name} to be Established"), after: CRD_TIMEOUT, last: "not Established".to_string() });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! NodePools, EC2NodeClasses and NodeClaims into domain types.
+
+use std::time::Duration;
+
+use super::convert::{Ctx, node_requirement, resources, taints};
+use super::objects::Obj;
+use super::{InputError, quantity};
+use crate::api;
+use stowage_core::domain::labels::{Labels, NodeOp, keys};
+use stowage_core::domain::node::Node;
+use stowage_core::domain::nodepool::{ConsolidationPolicy, EvictionValue, KubeletSettings, NodeClass, NodePool, PoolLimits, PoolRequirement};
+use stowage_core::domain::resources::Resources;
+
+/// A Go-style duration ("720h", "1h30m", "30s") or "Never" (`None`).
+pub fn duration(ctx: &Ctx, field: &str, v: &str) -> Result<Option<u64>, InputError> {
+    if v == "Never" {
+        return Ok(None);
+    }
+    humantime::parse_duration(v).map(|d: Duration| Some(d.as_secs())).map_err(|e| ctx.err(field, format!("invalid duration {v:?} ({e}); use e.g. 30s, 10m, 720h or Never")))
+}
+
+pub fn nodepool(o: &Obj<api::NodePool>) -> Result<NodePool, InputError> {
+    let md = &o.obj.metadata;
+    let name = md.name.clone().unwrap_or_default();
+    let ctx = Ctx { source: &o.source, object: format!("NodePool {name}") };
+    if name.is_empty() {
+        return Err(ctx.err("metadata.name", "missing name"));
+    }
+    let spec = &o.obj.spec;
+    let tspec = &spec.template.spec;
+    let mut requirements = Vec::new();
+    for (i, r) in tspec.requirements.iter().enumerate() {
+        let f = format!("spec.template.spec.requirements[{i}]");
+        let req = node_requirement(&ctx, &f, &r.key, &r.operator, &r.values)?;
+        if let Some(mv) = r.min_values {
+            if mv < 1 {
+                return Err(ctx.err(format!("{f}.minValues"), format!("must be at least 1, got {mv}")));
+            }
+            if req.op == NodeOp::In && (mv as usize) > req.values.len() {
+                return Err(ctx.err(format!("{f}.minValues"), format!("{mv} is more than the {} values listed", req.values.len())));
+            }
+        }
+        requirements.push(PoolRequirement { req, min_values: r.min_values.map(|v| v as u32) });
+    }
+    let labels: Labels = spec.template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();
+    for k in labels.keys() {
+        if k == keys::NODEPOOL || k == keys::HOSTNAME {
+            return Err(ctx.err(format!("spec.template.metadata.labels.{k}"), "label is restricted (set by Karpenter)"));
+        }
+    }
+    let limits = match &spec.limits {
+        None => None,
+        Some(l) => {
+            let mut pl = PoolLimits::default();
+            for (rname, q) in l {
+                let f = format!("spec.limits.{rname}");
+                if rname == "nodes" {
+                    pl.nodes = Some(quantity::value(&q.0).map_err(|e| ctx.err(&f, e))?);
+                } else {
+                    let v = quantity::amount(rname, &q.0).map_err(|e| ctx.err(&f, e))?;
+                    pl.resources.set(rname, v);
+                    pl.limited.push(rname.clone());
+                }
+            }
+            Some(pl)
+        }
+    };
+    let disruption = spec.disruption.clone().unwrap_or_default();
+    let consolidation = match disruption.consolidation_policy.as_deref() {
+        None | Some("WhenEmptyOrUnderutilized") => ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        Some("WhenEmpty") => ConsolidationPolicy::WhenEmpty,
+        Some(o) => {
+            return Err(ctx.err("spec.disruption.consolidationPolicy", format!("unknown policy {o:?} (WhenEmpty, WhenEmptyOrUnderutilized)")));
+        }
+    };
+    let consolidate_after = duration(&ctx, "spec.disruption.consolidateAfter", disruption.consolidate_after.as_deref().unwrap_or("0s"))?;
+    let expire_after = duration(&ctx, "spec.template.spec.expireAfter", tspec.expire_after.as_deref().unwrap_or("720h"))?;
+    if tspec.node_class_ref.name.is_empty() {
+        return Err(ctx.err("spec.template.spec.nodeClassRef.name", "missing node class name"));
+    }
+    Ok(NodePool {
+        name,
+        weight: spec.weight.unwrap_or(0),
+        requirements,
+        labels,
+        taints: taints(&ctx, "spec.template.spec.taints", tspec.taints.as_ref())?,
+        startup_taints: taints(&ctx, "spec.template.spec.startupTaints", tspec.startup_taints.as_ref())?,
+        limits,
+        node_class: tspec.node_class_ref.name.clone(),
+        consolidation,
+        consolidate_after,
+        expire_after,
+    })
+}
+
+fn reserved(ctx: &Ctx, field: &str, m: Option<&std::collections::BTreeMap<String, String>>) -> Result<Option<Resources>, InputError> {
+    let Some(m) = m else { return Ok(None) };
+    let mut r = Resources::default();
+    for (k, v) in m {
+        r.set(k, quantity::amount(k, v).map_err(|e| ctx.err(format!("{field}.{k}"), e))?);
+    }
+    Ok(Some(r))
+}
+
+pub fn nodeclass(o: &Obj<api::EC2NodeClass>) -> Result<NodeClass, InputError> {
+    let name = o.obj.metadata.name.clone().unwrap_or_default();
+    let ctx = Ctx { source: &o.source, object: format!("EC2NodeClass {name}") };
+    let spec = &o.obj.spec;
+    let ami_family = match &spec.ami_family {
+        Some(f) => f.clone(),
+        None => {
+            let alias = spec.ami_selector_terms.iter().find_map(|t| t.alias.clone());
+            match alias.as_deref().map(|a| a.split('@').next().unwrap_or("")) {
+                Some("al2023") => "AL2023".into(),
+                Some("al2") => "AL2".into(),
+                Some("bottlerocket") => "Bottlerocket".into(),
+                Some("windows2019") => "Windows2019".into(),
+                Some("windows2022") => "Windows2022".into(),
+                Some("windows2025") => "Windows2025".into(),
+                Some(other) => return Err(ctx.err("spec.amiSelectorTerms[].alias", format!("unknown AMI alias family {other:?}"))),
+                None if spec.ami_selector_terms.is_empty() => {
+                    return Err(ctx.err("spec.amiSelectorTerms", "at least one AMI selector term is required"));
+                }
+                None => "Custom".into(),
+            }
+        }
+    };
+    let mut kubelet = KubeletSettings::default();
+    if let Some(k) = &spec.kubelet {
+        kubelet.max_pods = k.max_pods.map(i64::from);
+        kubelet.pods_per_core = k.pods_per_core.map(i64::from);
+        kubelet.kube_reserved = reserved(&ctx, "spec.kubelet.kubeReserved", k.kube_reserved.as_ref())?;
+        kubelet.system_reserved = reserved(&ctx, "spec.kubelet.systemReserved", k.system_reserved.as_ref())?;
+        for (sig, v) in k.eviction_hard.iter().flatten() {
+            let f = format!("spec.kubelet.evictionHard.{sig}");
+            let ev = if let Some(p) = v.strip_suffix('%') {
+                EvictionValue::Percent(p.parse::<f64>().map_err(|_| ctx.err(&f, format!("invalid percentage {v:?}")))?)
+            } else {
+                EvictionValue::Absolute(quantity::value(v).map_err(|e| ctx.err(&f, e))?)
+            };
+            kubelet.eviction_hard.push((sig.clone(), ev));
+        }
+    }
+    let mut root_volume = None;
+    for (i, b) in spec.block_device_mappings.iter().flatten().enumerate() {
+        let is_root = b.root_volume == Some(true) || b.device_name.as_deref() == Some("/dev/xvda");
+        if let (true, Some(size)) = (is_root, b.ebs.as_ref().and_then(|e| e.volume_size.as_ref())) {
+            root_volume = Some(quantity::value(&size.0).map_err(|e| ctx.err(format!("spec.blockDeviceMappings[{i}].ebs.volumeSize"), e))?);
+        }
+    }
+    Ok(NodeClass { name, ami_family, kubelet, root_volume })
+}
+
+/// A NodeClaim whose Node has not registered: future capacity the planners may count.
+pub fn in_flight(o: &Obj<api::NodeClaim>) -> Result<Option<Node>, InputError> {
+    let md = &o.obj.metadata;
+    let name = md.name.clone().unwrap_or_default();
+    let ctx = Ctx { source: &o.source, object: format!("NodeClaim {name}") };
+    let status = o.obj.status.clone().unwrap_or_default();
+    if md.deletion_timestamp.is_some() {
+        return Ok(None);
+    }
+    let mut labels: Labels = md.labels.clone().unwrap_or_default();
+    for (i, r) in o.obj.spec.requirements.iter().enumerate() {
+        let req = node_requirement(&ctx, &format!("spec.requirements[{i}]"), &r.key, &r.operator, &r.values)?;
+        if req.op == NodeOp::In && req.values.len() == 1 {
+            labels.entry(req.key.clone()).or_insert_with(|| req.values[0].clone());
+        }
+    }
+    let node_name = status.node_name.clone().unwrap_or_else(|| name.clone());
+    labels.insert(keys::HOSTNAME.into(), node_name.clone());
+    let allocatable = resources(&ctx, "status.allocatable", status.allocatable.as_ref())?;
+    if allocatable == Resources::default() {
+        // Not launched yet: its size is not known, so it cannot be counted.
+        return Ok(None);
+    }
+    Ok(Some(Node {
+        nodepool: labels.get(keys::NODEPOOL).cloned(),
+        name: node_name,
+        labels,
+        taints: taints(&ctx, "spec.taints", o.obj.spec.taints.as_ref())?,
+        capacity: resources(&ctx, "status.capacity", status.capacity.as_ref())?,
+        allocatable,
+        unschedulable: false,
+        provider_id: status.provider_id.clone(),
+        deleting: false,
+        in_flight: true,
+    }))
+}

@@ -1,0 +1,282 @@
+//! Workload input: Kubernetes YAML or JSON as `kubectl get -o yaml` writes it, into a domain
+//! [`Cluster`]. Reads files; no network, no Kubernetes client.
+//!
+//! Steps: read files (folders recursively) → flatten Lists → type each object (k8s-openapi, stowage's
+//! Karpenter types) → expand controllers into pods and claims → resolve volumes → convert to domain
+//! types. Every error names the file, the object and the field; unknown kinds are skipped with a
+//! warning.
+
+pub mod api;
+pub mod catalog;
+pub mod convert;
+pub mod expand;
+pub mod export;
+pub mod karpenter;
+pub mod objects;
+pub mod quantity;
+pub mod read;
+pub mod volumes;
+pub mod weights;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use stowage_core::domain::cluster::{Cluster, DaemonSet};
+use stowage_core::domain::labels::{Labels, keys};
+use stowage_core::domain::pod::{Owner, VolumeNeeds};
+
+pub use objects::Objects;
+pub use read::Source;
+
+/// A problem with the input, located as precisely as possible.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputError {
+    pub location: String,
+    pub object: Option<String>,
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl InputError {
+    pub fn file(file: &Path, message: impl Into<String>) -> Self {
+        InputError { location: file.display().to_string(), object: None, field: None, message: message.into() }
+    }
+
+    pub fn at(source: &Source, object: Option<String>, field: Option<&str>, message: impl Into<String>) -> Self {
+        InputError { location: source.to_string(), object, field: field.map(str::to_string), message: message.into() }
+    }
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.location)?;
+        if let Some(o) = &self.object {
+            write!(f, ": {o}")?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, ": {field}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// All problems found in a workload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadError(pub Vec<InputError>);
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// A loaded workload: the domain snapshot, the typed objects after controller expansion (for export
+/// and for the simulator) and warnings.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    pub cluster: Cluster,
+    pub objects: Objects,
+    pub warnings: Vec<String>,
+}
+
+/// Loads files and folders.
+pub fn load(paths: &[PathBuf]) -> Result<Workload, LoadError> {
+    let files = read::expand_paths(paths).map_err(|e| LoadError(vec![e]))?;
+    let mut texts = Vec::new();
+    for f in files {
+        let text = read::read_text(&f).map_err(|e| LoadError(vec![e]))?;
+        texts.push((f, text));
+    }
+    load_texts(texts.iter().map(|(f, t)| (f.as_path(), t.as_str())))
+}
+
+/// Loads in-memory documents, each with the name it is reported under.
+pub fn load_texts<'a>(texts: impl IntoIterator<Item = (&'a Path, &'a str)>) -> Result<Workload, LoadError> {
+    let mut raws = Vec::new();
+    let mut errors = Vec::new();
+    for (file, text) in texts {
+        match read::parse_text(file, text) {
+            Ok(r) => raws.extend(r),
+            Err(e) => errors.push(e),
+        }
+    }
+    let (mut objects, warnings, type_errors) = objects::type_all(&raws);
+    errors.extend(type_errors);
+    if errors.is_empty() {
+        errors.extend(check_templates(&objects));
+    }
+    if !errors.is_empty() {
+        return Err(LoadError(errors));
+    }
+    expand::expand(&mut objects);
+    let cluster = build(&objects).map_err(LoadError)?;
+    Ok(Workload { cluster, objects, warnings })
+}
+
+/// Converts every controller's pod template once, before expansion, so that an invalid template is
+/// reported on the controller and its `spec.template.spec...` field, once, rather than on each pod the
+/// controller would create (pods and fields that are not in the file). Volumes are resolved per pod
+/// later: StatefulSets add their claims only when they expand.
+fn check_templates(o: &Objects) -> Vec<InputError> {
+    use k8s_openapi::api::core::v1::PodTemplateSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    let mut templates: Vec<(&Source, String, &ObjectMeta, Option<&PodTemplateSpec>)> = Vec::new();
+    for d in &o.deployments {
+        templates.push((&d.source, "Deployment".into(), &d.obj.metadata, d.obj.spec.as_ref().map(|s| &s.template)));
+    }
+    for r in &o.replicasets {
+        templates.push((&r.source, "ReplicaSet".into(), &r.obj.metadata, r.obj.spec.as_ref().and_then(|s| s.template.as_ref())));
+    }
+    for s in &o.statefulsets {
+        templates.push((&s.source, "StatefulSet".into(), &s.obj.metadata, s.obj.spec.as_ref().map(|s| &s.template)));
+    }
+    for j in &o.jobs {
+        templates.push((&j.source, "Job".into(), &j.obj.metadata, j.obj.spec.as_ref().map(|s| &s.template)));
+    }
+    let none = BTreeMap::new();
+    let mut errors = Vec::new();
+    for (source, kind, md, template) in templates {
+        let Some(template) = template else { continue };
+        let ns = md.namespace.clone().unwrap_or_else(|| "default".into());
+        let name = md.name.clone().unwrap_or_default();
+        let ctx = convert::Ctx { source, object: format!("{kind} {ns}/{name}") };
+        if let Err(e) = convert::pod(&ctx, &template_pod(&ns, &name, template), 0, VolumeNeeds::default(), &none) {
+            errors.push(in_template(e));
+        }
+    }
+    errors
+}
+
+/// A pod as a controller would create it from its template (for checking the template).
+fn template_pod(ns: &str, name: &str, template: &k8s_openapi::api::core::v1::PodTemplateSpec) -> k8s_openapi::api::core::v1::Pod {
+    k8s_openapi::api::core::v1::Pod {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(ns.to_string()),
+            labels: template.metadata.as_ref().and_then(|m| m.labels.clone()),
+            ..Default::default()
+        },
+        spec: template.spec.clone(),
+        status: None,
+    }
+}
+
+/// A pod's field seen from the controller holding its template.
+fn in_template(mut e: InputError) -> InputError {
+    e.field = e.field.map(|f| format!("spec.template.{f}"));
+    e
+}
+
+/// Builds the domain snapshot from typed, expanded objects.
+pub fn build(o: &Objects) -> Result<Cluster, Vec<InputError>> {
+    let mut errors = Vec::new();
+    let mut c = Cluster::default();
+
+    // Namespaces: declared ones with their labels, plus every namespace an object lives in.
+    let mut namespaces: BTreeMap<String, Labels> = BTreeMap::new();
+    for ns in &o.namespaces {
+        let name = ns.obj.metadata.name.clone().unwrap_or_default();
+        let mut labels = ns.obj.metadata.labels.clone().unwrap_or_default();
+        labels.insert(keys::NAMESPACE_NAME.into(), name.clone());
+        namespaces.insert(name, labels);
+    }
+    let pod_namespaces = o.pods.iter().map(|p| &p.obj.metadata).chain(o.daemonsets.iter().map(|d| &d.obj.metadata));
+    for md in pod_namespaces {
+        let ns = md.namespace.clone().unwrap_or_else(|| "default".into());
+        namespaces.entry(ns.clone()).or_insert_with(|| [(keys::NAMESPACE_NAME.to_string(), ns)].into());
+    }
+
+    for nc in &o.nodeclasses {
+        match karpenter::nodeclass(nc) {
+            Ok(x) => c.nodeclasses.push(x),
+            Err(e) => errors.push(e),
+        }
+    }
+    for np in &o.nodepools {
+        if np.obj.spec.replicas.is_some() {
+            // Static pools keep a fixed node count; they are not provisioned dynamically.
+            continue;
+        }
+        match karpenter::nodepool(np) {
+            Ok(x) => {
+                let kind = &np.obj.spec.template.spec.node_class_ref.kind;
+                if (kind == "EC2NodeClass" || kind.is_empty()) && !c.nodeclasses.iter().any(|k| k.name == x.node_class) && !o.nodeclasses.is_empty() {
+                    errors.push(InputError::at(
+                        &np.source,
+                        Some(format!("NodePool {}", x.name)),
+                        Some("spec.template.spec.nodeClassRef.name"),
+                        format!("EC2NodeClass \"{}\" not found (add it to the workload)", x.node_class),
+                    ));
+                } else if (kind == "EC2NodeClass" || kind.is_empty()) && o.nodeclasses.is_empty() {
+                    errors.push(InputError::at(
+                        &np.source,
+                        Some(format!("NodePool {}", x.name)),
+                        Some("spec.template.spec.nodeClassRef.name"),
+                        format!("EC2NodeClass \"{}\" not found: the workload has no EC2NodeClass (add the one the NodePool references)", x.node_class),
+                    ));
+                }
+                c.nodepools.push(x);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    for n in &o.nodes {
+        let ctx = convert::Ctx { source: &n.source, object: format!("Node {}", n.obj.metadata.name.as_deref().unwrap_or("")) };
+        match convert::node(&ctx, &n.obj) {
+            Ok(x) => c.nodes.push(x),
+            Err(e) => errors.push(e),
+        }
+    }
+    for claim in &o.nodeclaims {
+        let registered = claim.obj.status.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| c.nodes.iter().any(|x| &x.name == n))
+            || claim.obj.status.as_ref().and_then(|s| s.provider_id.as_ref()).is_some_and(|p| c.nodes.iter().any(|x| x.provider_id.as_ref() == Some(p)));
+        if registered {
+            continue;
+        }
+        match karpenter::in_flight(claim) {
+            Ok(Some(x)) => c.nodes.push(x),
+            Ok(None) => {}
+            Err(e) => errors.push(e),
+        }
+    }
+
+    let storage = volumes::Storage::new(o);
+    for (seq, p) in o.pods.iter().enumerate() {
+        let ctx = convert::Ctx { source: &p.source, object: format!("Pod {}/{}", p.obj.metadata.namespace.as_deref().unwrap_or("default"), p.obj.metadata.name.as_deref().unwrap_or("")) };
+        let bound = p.obj.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| !n.is_empty());
+        // Bound pods' volumes do not matter for planning; resolving them would demand every PV of the
+        // cluster in the dump.
+        let vols = if bound { Ok(VolumeNeeds::default()) } else { volumes::needs(&ctx, &p.obj, &storage) };
+        match vols.and_then(|v| convert::pod(&ctx, &p.obj, seq as u32, v, &namespaces)) {
+            Ok(x) => c.pods.push(x),
+            Err(e) => errors.push(e),
+        }
+    }
+    for d in &o.daemonsets {
+        let md = &d.obj.metadata;
+        let ns = md.namespace.clone().unwrap_or_else(|| "default".into());
+        let name = md.name.clone().unwrap_or_default();
+        let ctx = convert::Ctx { source: &d.source, object: format!("DaemonSet {ns}/{name}") };
+        let template = d.obj.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+        let pod = template_pod(&ns, &format!("{name}-daemon"), &template);
+        match convert::pod(&ctx, &pod, u32::MAX, VolumeNeeds::default(), &namespaces).map_err(in_template) {
+            Ok(mut t) => {
+                t.owner = Some(Owner { kind: "DaemonSet".into(), name: name.clone() });
+                c.daemonsets.push(DaemonSet { namespace: ns, name, template: t });
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    c.namespaces = namespaces;
+    if errors.is_empty() { Ok(c) } else { Err(errors) }
+}

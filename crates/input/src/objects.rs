@@ -1,0 +1,82 @@
+//! Typing raw objects into k8s-openapi and stowage's Karpenter types.
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use serde::de::DeserializeOwned;
+
+use super::InputError;
+use super::read::{RawObject, Source};
+use crate::api::{EC2NodeClass, NodeClaim, NodePool};
+
+/// An object with where it came from.
+#[derive(Clone, Debug)]
+pub struct Obj<T> {
+    pub source: Source,
+    pub obj: T,
+}
+
+/// Every understood object of a workload, typed.
+#[derive(Clone, Debug, Default)]
+pub struct Objects {
+    pub pods: Vec<Obj<Pod>>,
+    pub deployments: Vec<Obj<Deployment>>,
+    pub replicasets: Vec<Obj<ReplicaSet>>,
+    pub statefulsets: Vec<Obj<StatefulSet>>,
+    pub jobs: Vec<Obj<Job>>,
+    pub daemonsets: Vec<Obj<DaemonSet>>,
+    pub nodes: Vec<Obj<Node>>,
+    pub nodepools: Vec<Obj<NodePool>>,
+    pub nodeclaims: Vec<Obj<NodeClaim>>,
+    pub nodeclasses: Vec<Obj<EC2NodeClass>>,
+    pub pvcs: Vec<Obj<PersistentVolumeClaim>>,
+    pub pvs: Vec<Obj<PersistentVolume>>,
+    pub storageclasses: Vec<Obj<StorageClass>>,
+    pub namespaces: Vec<Obj<Namespace>>,
+}
+
+fn typed<T: DeserializeOwned>(raw: &RawObject) -> Result<Obj<T>, InputError> {
+    match serde_path_to_error::deserialize::<_, T>(&raw.value) {
+        Ok(obj) => Ok(Obj { source: raw.source.clone(), obj }),
+        Err(e) => {
+            let path = e.path().to_string();
+            let field = if path == "." { None } else { Some(path) };
+            Err(InputError::at(&raw.source, Some(raw.describe()), field.as_deref(), e.into_inner().to_string()))
+        }
+    }
+}
+
+/// Types every object; unknown kinds become warnings. All errors are collected.
+pub fn type_all(raws: &[RawObject]) -> (Objects, Vec<String>, Vec<InputError>) {
+    let mut o = Objects::default();
+    let mut warnings = Vec::new();
+    let mut errors = Vec::new();
+    for raw in raws {
+        let group = raw.api_version.split('/').next().unwrap_or("");
+        let r = match (raw.kind.as_str(), group) {
+            ("Pod", _) => typed(raw).map(|x| o.pods.push(x)),
+            ("Deployment", _) => typed(raw).map(|x| o.deployments.push(x)),
+            ("ReplicaSet", _) => typed(raw).map(|x| o.replicasets.push(x)),
+            ("StatefulSet", _) => typed(raw).map(|x| o.statefulsets.push(x)),
+            ("Job", _) => typed(raw).map(|x| o.jobs.push(x)),
+            ("DaemonSet", _) => typed(raw).map(|x| o.daemonsets.push(x)),
+            ("Node", _) => typed(raw).map(|x| o.nodes.push(x)),
+            ("NodePool", "karpenter.sh") => typed(raw).map(|x| o.nodepools.push(x)),
+            ("NodeClaim", "karpenter.sh") => typed(raw).map(|x| o.nodeclaims.push(x)),
+            ("EC2NodeClass", "karpenter.k8s.aws") => typed(raw).map(|x| o.nodeclasses.push(x)),
+            ("PersistentVolumeClaim", _) => typed(raw).map(|x| o.pvcs.push(x)),
+            ("PersistentVolume", _) => typed(raw).map(|x| o.pvs.push(x)),
+            ("StorageClass", _) => typed(raw).map(|x| o.storageclasses.push(x)),
+            ("Namespace", _) => typed(raw).map(|x| o.namespaces.push(x)),
+            _ => {
+                warnings.push(format!("{}: {} ({}): kind not used by stowage, skipped", raw.source, raw.describe(), raw.api_version));
+                Ok(())
+            }
+        };
+        if let Err(e) = r {
+            errors.push(e);
+        }
+    }
+    (o, warnings, errors)
+}

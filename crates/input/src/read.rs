@@ -1,0 +1,166 @@
+//! Reading workload files: folders recursively, YAML (several documents) or JSON, `v1 List`s flattened.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::InputError;
+
+/// Where an object came from, for error messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Source {
+    pub file: PathBuf,
+    /// 1-based document number within a multi-document YAML file.
+    pub doc: usize,
+    /// 0-based index within a `List`.
+    pub item: Option<usize>,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if self.doc > 1 {
+            write!(f, " (document {})", self.doc)?;
+        }
+        if let Some(i) = self.item {
+            write!(f, " items[{i}]")?;
+        }
+        Ok(())
+    }
+}
+
+/// One Kubernetes object as read, before typing.
+#[derive(Clone, Debug)]
+pub struct RawObject {
+    pub source: Source,
+    pub api_version: String,
+    pub kind: String,
+    pub value: Value,
+}
+
+impl RawObject {
+    pub fn name(&self) -> String {
+        let md = &self.value["metadata"];
+        let name = md["name"].as_str().or_else(|| md["generateName"].as_str()).unwrap_or("<unnamed>");
+        match md["namespace"].as_str() {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name.to_string(),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        format!("{} {}", self.kind, self.name())
+    }
+}
+
+/// Expands folders (recursively, in name order) into files ending in .yaml, .yml or .json. Scenario files
+/// of `stowage simulate` (docs/formats.md §4) found in a folder are skipped: they live beside the
+/// manifests they drive.
+pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
+    let mut out = Vec::new();
+    for p in paths {
+        collect(p, &mut out, true)?;
+    }
+    Ok(out)
+}
+
+fn collect(p: &Path, out: &mut Vec<PathBuf>, explicit: bool) -> Result<(), InputError> {
+    let meta = std::fs::metadata(p).map_err(|e| InputError::file(p, format!("cannot read: {e}")))?;
+    if meta.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(p).map_err(|e| InputError::file(p, format!("cannot list folder: {e}")))?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        entries.sort();
+        for e in entries {
+            collect(&e, out, false)?;
+        }
+    } else if explicit || is_manifest_name(p) && !is_scenario(p) {
+        out.push(p.to_path_buf());
+    }
+    Ok(())
+}
+
+/// Names a folder contributes: `.yaml`, `.yml`, `.json`, each maybe gzip-compressed (`.json.gz`).
+fn is_manifest_name(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let name = name.strip_suffix(".gz").unwrap_or(name);
+    [".yaml", ".yml", ".json"].iter().any(|x| name.ends_with(x))
+}
+
+/// Reads a file as text, gunzipping names ending in `.gz` (the benchmark corpus stores its workloads so).
+pub fn read_text(path: &Path) -> Result<String, InputError> {
+    use std::io::Read;
+    let bytes = std::fs::read(path).map_err(|e| InputError::file(path, format!("cannot read: {e}")))?;
+    if path.extension().and_then(|e| e.to_str()) == Some("gz") {
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut s).map_err(|e| InputError::file(path, format!("cannot decompress: {e}")))?;
+        Ok(s)
+    } else {
+        String::from_utf8(bytes).map_err(|e| InputError::file(path, format!("not UTF-8 text: {e}")))
+    }
+}
+
+/// Whether a file is a stowage scenario (a top-level `schema: stowage.dev/scenario/...` line).
+/// Only the head of a plain YAML file is read: the key is written first (docs/formats.md §4), and a
+/// folder's manifests are read in full once more when they load.
+fn is_scenario(p: &Path) -> bool {
+    use std::io::BufRead;
+    if p.extension().is_some_and(|e| e == "gz" || e == "json") {
+        return false;
+    }
+    let Ok(f) = std::fs::File::open(p) else { return false };
+    std::io::BufReader::new(f).lines().take(64).map_while(Result::ok).any(|l| l.starts_with("schema: stowage.dev/scenario/"))
+}
+
+/// Parses one file's text into raw objects.
+pub fn parse_text(file: &Path, text: &str) -> Result<Vec<RawObject>, InputError> {
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let is_json = name.ends_with(".json") || name.ends_with(".json.gz") || text.trim_start().starts_with('{');
+    let docs: Vec<Value> = if is_json {
+        let v: Value = serde_json::from_str(text).map_err(|e| InputError::file(file, format!("invalid JSON: {e}")))?;
+        vec![v]
+    } else {
+        let opts = serde_saphyr::options! { budget: None };
+        serde_saphyr::from_multiple_with_options(text, opts).map_err(|e| InputError::file(file, format!("invalid YAML: {e}")))?
+    };
+    let mut out = Vec::new();
+    for (i, doc) in docs.into_iter().enumerate() {
+        let source = Source { file: file.to_path_buf(), doc: i + 1, item: None };
+        flatten(doc, source, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn flatten(doc: Value, source: Source, out: &mut Vec<RawObject>) -> Result<(), InputError> {
+    match doc {
+        Value::Null => Ok(()),
+        Value::Object(ref m) => {
+            let kind = m.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+            let api_version = m.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
+            if kind.is_empty() && m.get("schema").and_then(Value::as_str).is_some_and(|s| s.starts_with("stowage.dev/scenario/")) {
+                return Err(InputError::at(&source, None, Some("schema"), "a stowage scenario, not a Kubernetes manifest: run it with `stowage simulate`"));
+            }
+            if kind.is_empty() {
+                return Err(InputError::at(&source, None, Some("kind"), "missing kind"));
+            }
+            if kind == "List" || kind.ends_with("List") && m.contains_key("items") {
+                let Some(Value::Array(items)) = m.get("items") else {
+                    return Err(InputError::at(&source, None, Some("items"), "a List needs an items array"));
+                };
+                for (j, item) in items.iter().enumerate() {
+                    let s = Source { item: Some(j), ..source.clone() };
+                    if !item.is_object() {
+                        return Err(InputError::at(&s, None, None, "a List item must be an object"));
+                    }
+                    flatten(item.clone(), s, out)?;
+                }
+                return Ok(());
+            }
+            if api_version.is_empty() {
+                return Err(InputError::at(&source, Some(kind), Some("apiVersion"), "missing apiVersion"));
+            }
+            out.push(RawObject { source, api_version, kind, value: doc });
+            Ok(())
+        }
+        _ => Err(InputError::at(&source, None, None, "a document must be a Kubernetes object (a mapping)")),
+    }
+}

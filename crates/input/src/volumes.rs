@@ -1,0 +1,175 @@
+//! Pod volumes into node constraints (kubernetes-semantics.md §7): bound claims give their
+//! PersistentVolume's node affinity and zone labels; unbound WaitForFirstConsumer claims give their
+//! StorageClass's allowedTopologies (or, without a provisioner, the node affinity of the volumes that
+//! could bind); unbound Immediate claims make the pod wait.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::storage::v1::StorageClass;
+
+use super::convert::{Ctx, node_selector_term};
+use super::objects::{Obj, Objects};
+use super::{InputError, quantity};
+use stowage_core::domain::labels::{NodeRequirement, NodeSelectorTerm, keys};
+use stowage_core::domain::pod::VolumeNeeds;
+
+pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+pub const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
+pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
+pub const IMMEDIATE_UNBOUND: &str = "pod has unbound immediate PersistentVolumeClaims";
+
+pub struct Storage<'a> {
+    pvcs: BTreeMap<(String, String), &'a Obj<core::PersistentVolumeClaim>>,
+    pvs: BTreeMap<String, &'a Obj<core::PersistentVolume>>,
+    classes: BTreeMap<String, &'a Obj<StorageClass>>,
+    default_class: Option<String>,
+}
+
+impl<'a> Storage<'a> {
+    pub fn new(o: &'a Objects) -> Self {
+        let pvcs = o.pvcs.iter().map(|c| ((c.obj.metadata.namespace.clone().unwrap_or_else(|| "default".into()), c.obj.metadata.name.clone().unwrap_or_default()), c)).collect();
+        let pvs = o.pvs.iter().map(|v| (v.obj.metadata.name.clone().unwrap_or_default(), v)).collect();
+        let classes: BTreeMap<String, &Obj<StorageClass>> = o.storageclasses.iter().map(|c| (c.obj.metadata.name.clone().unwrap_or_default(), c)).collect();
+        let default_class = classes.iter().filter(|(_, c)| c.obj.metadata.annotations.as_ref().and_then(|a| a.get(DEFAULT_CLASS)).is_some_and(|v| v == "true")).map(|(n, _)| n.clone()).next();
+        Storage { pvcs, pvs, classes, default_class }
+    }
+
+    /// The StorageClass a claim uses: its own, or the default class when it names none.
+    pub fn class_of(&self, spec: &core::PersistentVolumeClaimSpec) -> Option<String> {
+        match spec.storage_class_name.as_deref() {
+            Some("") => None,
+            Some(c) => Some(c.to_string()),
+            None => self.default_class.clone(),
+        }
+    }
+}
+
+fn pv_ctx(pv: &Obj<core::PersistentVolume>) -> Ctx<'_> {
+    Ctx { source: &pv.source, object: format!("PersistentVolume {}", pv.obj.metadata.name.as_deref().unwrap_or("")) }
+}
+
+fn pv_terms(pv: &Obj<core::PersistentVolume>) -> Result<Option<Vec<NodeSelectorTerm>>, InputError> {
+    let ctx = pv_ctx(pv);
+    let Some(req) = pv.obj.spec.as_ref().and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref()) else {
+        return Ok(None);
+    };
+    let f = "spec.nodeAffinity.required.nodeSelectorTerms";
+    req.node_selector_terms.iter().enumerate().map(|(i, t)| node_selector_term(&ctx, &format!("{f}[{i}]"), t)).collect::<Result<Vec<_>, _>>().map(Some)
+}
+
+fn zone_labels(pv: &core::PersistentVolume) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for key in [keys::ZONE, keys::ZONE_BETA, keys::REGION, keys::REGION_BETA] {
+        if let Some(v) = pv.metadata.labels.as_ref().and_then(|l| l.get(key)) {
+            out.push((key.to_string(), v.split("__").map(str::to_string).collect()));
+        }
+    }
+    out
+}
+
+fn request_bytes(spec: &core::PersistentVolumeClaimSpec) -> i64 {
+    spec.resources.as_ref().and_then(|r| r.requests.as_ref()).and_then(|r| r.get("storage")).and_then(|q| quantity::value(&q.0).ok()).unwrap_or(0)
+}
+
+/// Resolves the volumes of a pod.
+pub fn needs(ctx: &Ctx, pod: &core::Pod, st: &Storage) -> Result<VolumeNeeds, InputError> {
+    let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let mut out = VolumeNeeds::default();
+    let Some(spec) = &pod.spec else { return Ok(out) };
+    for (i, v) in spec.volumes.iter().flatten().enumerate() {
+        let (claim_name, field, template) = if let Some(pvc) = &v.persistent_volume_claim {
+            (pvc.claim_name.clone(), format!("spec.volumes[{i}].persistentVolumeClaim.claimName"), None)
+        } else if let Some(eph) = v.ephemeral.as_ref().and_then(|e| e.volume_claim_template.as_ref()) {
+            (format!("{pod_name}-{}", v.name), format!("spec.volumes[{i}].ephemeral"), Some(eph.spec.clone()))
+        } else {
+            continue;
+        };
+        out.claims.push(claim_name.clone());
+        let claim = st.pvcs.get(&(ns.clone(), claim_name.clone()));
+        let (claim_spec, claim_ann, claim_ctx) = match (claim, template) {
+            (Some(c), _) => (
+                c.obj.spec.clone().unwrap_or_default(),
+                c.obj.metadata.annotations.clone().unwrap_or_default(),
+                Some(Ctx { source: &c.source, object: format!("PersistentVolumeClaim {ns}/{claim_name}") }),
+            ),
+            (None, Some(t)) => (t, BTreeMap::new(), None),
+            (None, None) => {
+                return Err(ctx.err(field, format!("PersistentVolumeClaim \"{ns}/{claim_name}\" not found (add it to the workload)")));
+            }
+        };
+        if let Some(pv_name) = claim_spec.volume_name.as_deref().filter(|n| !n.is_empty()) {
+            let Some(pv) = st.pvs.get(pv_name) else {
+                let cctx = claim_ctx.unwrap_or(Ctx { source: ctx.source, object: ctx.object.clone() });
+                return Err(cctx.err("spec.volumeName", format!("PersistentVolume \"{pv_name}\" not found (add it to the workload)")));
+            };
+            if let Some(terms) = pv_terms(pv)? {
+                out.node_terms.push(terms);
+            }
+            out.zone_labels.extend(zone_labels(&pv.obj));
+            continue;
+        }
+        let class_name = st.class_of(&claim_spec);
+        let class = match &class_name {
+            None => None,
+            Some(c) => match st.classes.get(c) {
+                Some(sc) => Some(*sc),
+                None => {
+                    let cctx = claim_ctx.unwrap_or(Ctx { source: ctx.source, object: ctx.object.clone() });
+                    return Err(cctx.err("spec.storageClassName", format!("StorageClass \"{c}\" not found (add it to the workload)")));
+                }
+            },
+        };
+        let wffc = class.is_some_and(|c| c.obj.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"));
+        if !wffc {
+            out.blocked = Some(IMMEDIATE_UNBOUND.to_string());
+            continue;
+        }
+        let class = class.expect("wffc implies a class");
+        if let Some(node) = claim_ann.get(SELECTED_NODE) {
+            out.selected_node = Some(node.clone());
+            continue;
+        }
+        if class.obj.provisioner == NO_PROVISIONER {
+            // Only existing, unbound volumes of this class can serve the claim.
+            let want = request_bytes(&claim_spec);
+            let mut alternatives = Vec::new();
+            let mut unconstrained = false;
+            for pv in st.pvs.values() {
+                let spec = pv.obj.spec.clone().unwrap_or_default();
+                let available = spec.claim_ref.is_none() && pv.obj.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Available") == "Available";
+                let size = spec.capacity.as_ref().and_then(|c| c.get("storage")).and_then(|q| quantity::value(&q.0).ok()).unwrap_or(0);
+                if !available || spec.storage_class_name.as_deref() != class_name.as_deref() || size < want {
+                    continue;
+                }
+                match pv_terms(pv)? {
+                    Some(t) => alternatives.extend(t),
+                    None => unconstrained = true,
+                }
+            }
+            if unconstrained {
+                continue;
+            }
+            if alternatives.is_empty() {
+                out.blocked = Some(format!("no persistent volumes available for claim {ns}/{claim_name} and StorageClass \"{}\" does not provision", class_name.unwrap_or_default()));
+                continue;
+            }
+            out.node_terms.push(alternatives);
+            continue;
+        }
+        if let Some(topos) = &class.obj.allowed_topologies {
+            let terms: Vec<NodeSelectorTerm> = topos
+                .iter()
+                .map(|t| NodeSelectorTerm {
+                    expressions: t.match_label_expressions.iter().flatten().map(|e| NodeRequirement::is_in(e.key.as_str(), e.values.iter().cloned())).collect(),
+                    fields: vec![],
+                })
+                .collect();
+            if !terms.is_empty() {
+                out.node_terms.push(terms);
+            }
+        }
+    }
+    Ok(out)
+}

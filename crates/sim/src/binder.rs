@@ -1,0 +1,222 @@
+//! kube-scheduler, reduced to one scheduling cycle per pod: the binder places pending pods one at a
+//! time, in kube-scheduler's queue order (priority, then creation), on registered nodes only, using the
+//! Filter model every other part of stowage trusts (`semantics::filter::FilterState`) and a simple
+//! score. It never reads a plan: a plan can say "repro-2 on spot-c" and the binder can still refuse, which
+//! is the point of simulating.
+//!
+//! Score (each plugin normalised to 0–100 over the feasible nodes, then weighted as kube-scheduler's
+//! default profile does):
+//!
+//! ```text
+//! NodeResourcesFit  LeastAllocated over cpu and memory                  weight 1
+//! NodeAffinity      preferred terms matched (sum of weights)            weight 2
+//! TaintToleration   PreferNoSchedule taints not tolerated (fewer wins)  weight 3
+//! PodTopologySpread ScheduleAnyway constraints, or the system defaults
+//!                   (hostname maxSkew 3, zone maxSkew 5 over pods of the
+//!                   same controller) for pods without any: fewer
+//!                   matching pods in the node's domain wins              weight 2
+//! InterPodAffinity  preferred (anti-)affinity terms                     weight 2
+//! ```
+//!
+//! Ties go to the first node by name (kube-scheduler picks at random among ties; determinism matters
+//! more here). Not modelled: preemption, nominated nodes, the image-locality and balanced-allocation
+//! scores, extenders.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use stowage_core::domain::Cluster;
+use stowage_core::domain::labels::keys;
+use stowage_core::domain::pod::{Pod, PodId, WhenUnsatisfiable};
+use stowage_core::domain::taints::Effect;
+use stowage_core::semantics::filter::{FilterState, SimNode};
+use stowage_core::semantics::{Reject, interpod, node_affinity, selectors, summarize, taints};
+
+/// What one pass over the queue decided.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pass {
+    /// Pod and the index of its node in `Cluster::nodes`, in bind order.
+    pub bound: Vec<(PodId, usize)>,
+    /// Pods no registered node takes, with kube-scheduler's message.
+    pub unschedulable: Vec<(PodId, String)>,
+    /// Pods sharing a claim with a pod bound in this pass: retried next pass, once the claim's volume
+    /// (and so its zone) exists.
+    pub deferred: Vec<PodId>,
+}
+
+/// kube-scheduler's active queue order: higher priority first, then older.
+pub fn queue(cluster: &Cluster) -> Vec<PodId> {
+    let mut q = cluster.pending();
+    q.sort_by_key(|&id| {
+        let p = cluster.pod(id);
+        (std::cmp::Reverse(p.priority), p.seq)
+    });
+    q
+}
+
+/// One pass over every pending pod.
+pub fn pass(cluster: &Cluster) -> Pass {
+    // kube-scheduler sees registered nodes only; NodeClaims in flight are Karpenter's business.
+    let usable: Vec<usize> = (0..cluster.nodes.len()).filter(|&i| !cluster.nodes[i].in_flight).collect();
+    let at: BTreeMap<&str, usize> = usable.iter().enumerate().map(|(k, &i)| (cluster.nodes[i].name.as_str(), k)).collect();
+    let mut sims: Vec<SimNode> = usable
+        .iter()
+        .map(|&i| {
+            let n = &cluster.nodes[i];
+            let mut s = SimNode::new(n.name.clone(), n.labels.clone(), n.taints.clone(), n.allocatable.clone());
+            s.unschedulable = n.unschedulable;
+            s
+        })
+        .collect();
+    for p in &cluster.pods {
+        if let Some(&k) = p.node_name.as_deref().and_then(|n| at.get(n))
+            && !p.is_terminal()
+        {
+            sims[k].seat(p);
+        }
+    }
+    let mut fs = FilterState::new(sims);
+    let mut out = Pass::default();
+    let mut touched_claims: BTreeSet<(String, String)> = BTreeSet::new();
+    for id in queue(cluster) {
+        let pod = cluster.pod(id);
+        if pod.volumes.claims.iter().any(|c| touched_claims.contains(&(pod.namespace.clone(), c.clone()))) {
+            out.deferred.push(id);
+            continue;
+        }
+        let prep = fs.prepare(pod);
+        let mut feasible = Vec::new();
+        let mut rejects: Vec<Reject> = Vec::new();
+        for k in 0..fs.nodes().len() {
+            match fs.filter(&prep, pod, k) {
+                Ok(()) => feasible.push(k),
+                Err(r) => rejects.push(r),
+            }
+        }
+        if feasible.is_empty() {
+            out.unschedulable.push((id, summarize(fs.nodes().len(), &rejects)));
+            continue;
+        }
+        let k = best(&fs, pod, &feasible);
+        fs.add_pod(pod, k);
+        out.bound.push((id, usable[k]));
+        for c in &pod.volumes.claims {
+            touched_claims.insert((pod.namespace.clone(), c.clone()));
+        }
+    }
+    out
+}
+
+/// Normalises raw scores to 0–100; `higher_better` says which end wins.
+fn normalise(raw: &[f64], higher_better: bool) -> Vec<f64> {
+    let (lo, hi) = raw.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
+    raw.iter()
+        .map(|&x| {
+            if hi - lo < 1e-12 {
+                100.0
+            } else if higher_better {
+                100.0 * (x - lo) / (hi - lo)
+            } else {
+                100.0 * (hi - x) / (hi - lo)
+            }
+        })
+        .collect()
+}
+
+/// A spread the score counts: its key and which pods it counts.
+struct SoftSpread<'p> {
+    key: String,
+    matches: Box<dyn Fn(&Pod) -> bool + 'p>,
+}
+
+fn soft_spreads(pod: &Pod) -> Vec<SoftSpread<'_>> {
+    if pod.spread.is_empty() {
+        // kube-scheduler's system default constraints, for pods a controller owns; the selector is
+        // approximated by "pods of the same controller".
+        return match &pod.owner {
+            Some(o) if matches!(o.kind.as_str(), "ReplicaSet" | "StatefulSet" | "ReplicationController") => [keys::HOSTNAME, keys::ZONE]
+                .into_iter()
+                .map(|k| SoftSpread { key: k.to_string(), matches: Box::new(move |q: &Pod| q.namespace == pod.namespace && q.owner.as_ref() == Some(o)) })
+                .collect(),
+            _ => Vec::new(),
+        };
+    }
+    pod.spread
+        .iter()
+        .filter(|c| c.when == WhenUnsatisfiable::ScheduleAnyway)
+        .map(|c| SoftSpread { key: c.key.clone(), matches: Box::new(move |q: &Pod| !q.terminating && q.namespace == pod.namespace && selectors::opt_matches(c.selector.as_ref(), &q.labels)) })
+        .collect()
+}
+
+/// The feasible node (index in `fs`) with the highest weighted score; ties to the first by name.
+fn best(fs: &FilterState, pod: &Pod, feasible: &[usize]) -> usize {
+    let nodes = fs.nodes();
+    let least_allocated: Vec<f64> = feasible
+        .iter()
+        .map(|&k| {
+            let n = &nodes[k];
+            let mut parts = Vec::new();
+            for (alloc, used) in [(n.allocatable.cpu_m, n.requested.cpu_m + pod.requests.cpu_m), (n.allocatable.memory, n.requested.memory + pod.requests.memory)] {
+                if alloc > 0 {
+                    parts.push(100.0 * (alloc - used).max(0) as f64 / alloc as f64);
+                }
+            }
+            if parts.is_empty() { 0.0 } else { parts.iter().sum::<f64>() / parts.len() as f64 }
+        })
+        .collect();
+    let node_pref: Vec<f64> = feasible.iter().map(|&k| node_affinity::preferred_score(&pod.preferred_node, &nodes[k].labels, Some(&nodes[k].name)) as f64).collect();
+    let soft_taints: Vec<f64> = feasible.iter().map(|&k| nodes[k].taints.iter().filter(|t| t.effect == Effect::PreferNoSchedule && !taints::tolerated(&pod.tolerations, t)).count() as f64).collect();
+    let spreads = soft_spreads(pod);
+    let spread_raw: Vec<f64> = feasible
+        .iter()
+        .map(|&k| {
+            let mut total = 0.0;
+            for s in &spreads {
+                let Some(d) = nodes[k].labels.get(&s.key) else {
+                    // A node without the key is the worst place for a soft spread.
+                    total += 1e6;
+                    continue;
+                };
+                let c = nodes.iter().filter(|n| n.labels.get(&s.key) == Some(d)).flat_map(|n| n.pods.iter()).filter(|q| (s.matches)(q)).count();
+                total += c as f64;
+            }
+            total
+        })
+        .collect();
+    let pod_pref: Vec<f64> = feasible
+        .iter()
+        .map(|&k| {
+            let mut s = 0.0;
+            for (terms, sign) in [(&pod.preferred_affinity, 1.0), (&pod.preferred_anti_affinity, -1.0)] {
+                for wt in terms.iter() {
+                    let Some(d) = nodes[k].labels.get(&wt.term.key) else { continue };
+                    let c = nodes.iter().filter(|n| n.labels.get(&wt.term.key) == Some(d)).flat_map(|n| n.pods.iter()).filter(|q| interpod::term_matches(&wt.term, q)).count();
+                    s += sign * wt.weight as f64 * c as f64;
+                }
+            }
+            s
+        })
+        .collect();
+    let parts =
+        [(1.0, normalise(&least_allocated, true)), (2.0, normalise(&node_pref, true)), (3.0, normalise(&soft_taints, false)), (2.0, normalise(&spread_raw, false)), (2.0, normalise(&pod_pref, true))];
+    let total = |i: usize| parts.iter().map(|(w, v)| w * v[i]).sum::<f64>();
+    let mut best_i = 0;
+    for i in 1..feasible.len() {
+        let (a, b) = (total(i), total(best_i));
+        if a > b + 1e-9 || ((a - b).abs() <= 1e-9 && nodes[feasible[i]].name < nodes[feasible[best_i]].name) {
+            best_i = i;
+        }
+    }
+    feasible[best_i]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalise_maps_to_0_100() {
+        assert_eq!(normalise(&[1.0, 3.0], true), vec![0.0, 100.0]);
+        assert_eq!(normalise(&[1.0, 3.0], false), vec![100.0, 0.0]);
+        assert_eq!(normalise(&[2.0, 2.0], false), vec![100.0, 100.0]);
+    }
+}

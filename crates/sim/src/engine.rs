@@ -1,0 +1,655 @@
+//! The event loop: runs a scenario's steps against the world on the simulated clock.
+//!
+//! At every instant something happens, the engine first brings the world to rest (controllers,
+//! Immediate volumes, then a binder pass whenever anything kube-scheduler watches changed, repeated
+//! until nothing moves), then jumps to the next timed event: a batch window closing, an instance
+//! running or registering, an empty node due for consolidation, a refused offering coming back, a node
+//! expiring. Nothing else advances time, so a run is a pure function of the scenario (and of the
+//! planner's answers).
+//!
+//! Who knows what:
+//! - the binder sees registered nodes and pods, never plans or NodeClaims;
+//! - the planner sees the cluster with NodeClaims in flight and the catalog with refused offerings
+//!   marked unavailable, never the binder's decisions except through the pods it bound;
+//! - nominations (pod → NodeClaim in flight that the last plan meant for it) only keep a pod from
+//!   re-triggering the batcher while its node boots, as Karpenter's nominations do; once the node
+//!   registers, kube-scheduler decides, and a pod it places elsewhere is shown as a disagreement.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::PodStatus;
+
+use super::binder;
+use super::cloud::Cloud;
+use super::controllers::{self, remove_named, suffix};
+use super::disruption::Disruption;
+use super::events::{Event, EventKind, PlanVerdict};
+use super::expect::{self, Check, Observed};
+use super::planner::Planner;
+use super::provisioner::{self, Batcher, Unavailable};
+use super::report::{self, Report};
+use super::scenario::{Action, ObjectRef, Scenario};
+use super::time::{SimTime, short};
+use super::volumes;
+use super::world::{World, ident, sim_source};
+use stowage_core::check;
+use stowage_core::domain::Cluster;
+use stowage_core::domain::labels::keys;
+use stowage_input::expand::stable_hash;
+use stowage_input::objects::Obj;
+
+/// A run that could not go on: the world became invalid (a pod naming a claim that does not exist,
+/// say) or a step named an object that is not there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimError {
+    pub scenario: String,
+    pub at: SimTime,
+    pub step: Option<usize>,
+    pub message: String,
+}
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.scenario)?;
+        if let Some(s) = self.step {
+            write!(f, ": step {s}")?;
+        }
+        write!(f, " (at {}): {}", self.at, self.message)
+    }
+}
+
+impl std::error::Error for SimError {}
+
+/// A NodeClaim the simulation launched.
+#[derive(Clone, Debug)]
+struct Claim {
+    zone: String,
+    instance: String,
+    running_at: SimTime,
+    registers_at: SimTime,
+    expires_at: Option<SimTime>,
+    running_logged: bool,
+    registered: bool,
+}
+
+/// Counted since the previous `expect` step.
+#[derive(Clone, Debug, Default)]
+struct Since {
+    launches: usize,
+    launch_batches: usize,
+    batches: usize,
+    new_nodes: BTreeSet<String>,
+}
+
+/// Upper bound on loop rounds, far above any real scenario; reaching it means something oscillates.
+const MAX_ROUNDS: usize = 100_000;
+
+pub(super) struct Engine<'a> {
+    sc: &'a Scenario,
+    planner: &'a mut dyn Planner,
+    check_plans: bool,
+    now: SimTime,
+    step: Option<usize>,
+    world: World,
+    cloud: Cloud,
+    batcher: Batcher,
+    refused: Unavailable,
+    disruption: Disruption,
+    claims: BTreeMap<String, Claim>,
+    /// Pod uid → the NodeClaim in flight the latest plan meant for it.
+    nominated: BTreeMap<String, String>,
+    /// Pod uid → the node the latest plan put it on (for showing disagreements).
+    planned: BTreeMap<String, String>,
+    /// Pod uid → (pod key, kube-scheduler's message) from the latest binder pass.
+    unschedulable: BTreeMap<String, (String, String)>,
+    /// World generation the binder last ran at.
+    binder_generation: Option<u64>,
+    batches: u32,
+    since: Since,
+    timeline: Vec<Event>,
+    checks: Vec<Check>,
+    invalid_plans: Vec<u32>,
+    settle_timeouts: Vec<usize>,
+}
+
+impl<'a> Engine<'a> {
+    pub(super) fn new(sc: &'a Scenario, planner: &'a mut dyn Planner, check_plans: bool) -> Self {
+        let s = &sc.settings;
+        Engine {
+            sc,
+            planner,
+            check_plans,
+            now: SimTime::ZERO,
+            step: None,
+            world: World::default(),
+            cloud: Cloud::new(&s.fail_offerings, s.launch_delay, s.launch_jitter),
+            batcher: Batcher::new(s.batch_idle, s.batch_max),
+            refused: Unavailable::default(),
+            disruption: Disruption::default(),
+            claims: BTreeMap::new(),
+            nominated: BTreeMap::new(),
+            planned: BTreeMap::new(),
+            unschedulable: BTreeMap::new(),
+            binder_generation: None,
+            batches: 0,
+            since: Since::default(),
+            timeline: Vec::new(),
+            checks: Vec::new(),
+            invalid_plans: Vec::new(),
+            settle_timeouts: Vec::new(),
+        }
+    }
+
+    fn log(&mut self, kind: EventKind) {
+        self.timeline.push(Event { at: self.now, kind });
+    }
+
+    fn error(&self, message: impl Into<String>) -> SimError {
+        SimError { scenario: self.sc.name.clone(), at: self.now, step: self.step, message: message.into() }
+    }
+
+    fn build(&self) -> Result<Cluster, SimError> {
+        self.world.build().map_err(|e| self.error(format!("the cluster's objects are not a valid workload: {e}")))
+    }
+
+    /// Runs the scenario to its end.
+    pub(super) fn run(mut self, solver: &str) -> Result<Report, SimError> {
+        let sc = self.sc;
+        let applied = self.world.apply(sc.manifests.clone());
+        if !applied.is_empty() {
+            self.log(EventKind::Step { step: 0, action: "apply the scenario's manifests".into(), note: None });
+            for objects in applied {
+                self.log(EventKind::Applied { objects });
+            }
+            self.adopt_nodes();
+        }
+        for step in &sc.steps {
+            self.step = Some(step.number);
+            let n = step.number;
+            let note = step.note.clone();
+            match &step.action {
+                Action::Apply(objects) => {
+                    self.log(EventKind::Step { step: n, action: "apply".into(), note });
+                    for line in self.world.apply((**objects).clone()) {
+                        self.log(EventKind::Applied { objects: line });
+                    }
+                    self.adopt_nodes();
+                }
+                Action::Delete(r) => {
+                    let ns = r.namespace.clone().unwrap_or_else(|| "default".into());
+                    self.log(EventKind::Step { step: n, action: format!("delete {} {}", r.kind, r.name), note });
+                    self.delete(r, &ns)?;
+                }
+                Action::Scale(s) => {
+                    let ns = s.namespace.clone().unwrap_or_else(|| "default".into());
+                    self.log(EventKind::Step { step: n, action: format!("scale {} {ns}/{} to {}", s.kind, s.name, s.replicas), note });
+                    if !controllers::scale(&mut self.world, &s.kind, &ns, &s.name, s.replicas) {
+                        return Err(self.error(format!("no {} {ns}/{} to scale", s.kind, s.name)));
+                    }
+                }
+                Action::Advance(d) => {
+                    self.log(EventKind::Step { step: n, action: format!("advance {}", short(*d)), note });
+                    let until = self.now.plus(*d);
+                    self.run_until(until, false)?;
+                }
+                Action::Settle(max) => {
+                    self.log(EventKind::Step { step: n, action: format!("settle (at most {})", short(*max)), note });
+                    let until = self.now.plus(*max);
+                    if !self.run_until(until, true)? {
+                        self.settle_timeouts.push(n);
+                        self.log(EventKind::SettleTimedOut { step: n, max: short(*max) });
+                    }
+                }
+                Action::Expect(e) => {
+                    self.log(EventKind::Step { step: n, action: "expect".into(), note });
+                    self.reconcile()?;
+                    let cluster = self.build()?;
+                    let catalog = self.refused.view(&sc.settings.catalog);
+                    let observed = Observed {
+                        world: &self.world,
+                        cluster: &cluster,
+                        cloud: &self.cloud,
+                        catalog: &catalog,
+                        launches: self.since.launches,
+                        launch_batches: self.since.launch_batches,
+                        batches: self.since.batches,
+                        new_nodes: &self.since.new_nodes,
+                    };
+                    let checks = expect::evaluate(n, e, &observed);
+                    let held = checks.iter().filter(|c| c.held).count();
+                    let failed = checks.len() - held;
+                    self.checks.extend(checks);
+                    self.log(EventKind::Expectation { step: n, held, failed });
+                    self.since = Since::default();
+                }
+            }
+        }
+        self.step = None;
+        self.reconcile()?;
+        let cluster = self.build()?;
+        Ok(report::finish(
+            sc,
+            solver,
+            self.now,
+            &cluster,
+            &self.cloud,
+            self.unschedulable.values().cloned().collect(),
+            self.timeline,
+            self.checks,
+            self.invalid_plans,
+            self.settle_timeouts,
+            self.batches,
+        ))
+    }
+
+    /// Advances the clock event by event up to `until`. With `settle`, stops as soon as nothing is
+    /// scheduled any more (expirations aside) and returns whether that happened before `until`.
+    fn run_until(&mut self, until: SimTime, settle: bool) -> Result<bool, SimError> {
+        for _ in 0..MAX_ROUNDS {
+            self.reconcile()?;
+            let activity = self.next_activity();
+            if settle && activity.is_none() {
+                return Ok(true);
+            }
+            let next = [activity, self.next_expiry()].into_iter().flatten().min();
+            match next {
+                Some(t) if t <= until => {
+                    self.now = self.now.max(t);
+                    self.fire()?;
+                }
+                _ => {
+                    self.now = until;
+                    self.reconcile()?;
+                    return Ok(!settle);
+                }
+            }
+        }
+        Err(self.error(format!("more than {MAX_ROUNDS} events without reaching the end of the step")))
+    }
+
+    fn next_activity(&self) -> Option<SimTime> {
+        let claims = self.claims.values().flat_map(|c| [(!c.running_logged).then_some(c.running_at), (!c.registered).then_some(c.registers_at)]).flatten();
+        [self.batcher.closes_at(), self.disruption.next_due(), self.refused.next_expiry()].into_iter().flatten().chain(claims).min()
+    }
+
+    fn next_expiry(&self) -> Option<SimTime> {
+        self.claims.values().filter_map(|c| c.expires_at).min()
+    }
+
+    /// Handles everything due at `now`.
+    fn fire(&mut self) -> Result<(), SimError> {
+        let now = self.now;
+        for (node, reason) in self.disruption.due(now) {
+            self.remove_node(&node, reason);
+        }
+        let expired: Vec<String> = self.claims.iter().filter(|(_, c)| c.expires_at.is_some_and(|t| t <= now)).map(|(n, _)| n.clone()).collect();
+        for node in expired {
+            self.remove_node(&node, "expireAfter reached".into());
+        }
+        let back = self.refused.expire(now);
+        if !back.is_empty() {
+            for (instance_type, zone, capacity_type) in back {
+                self.log(EventKind::OfferingAvailable { instance_type, zone, capacity_type });
+            }
+            // The catalog changed: pods still waiting get another batch.
+            let waiting: Vec<String> = self.unschedulable.keys().cloned().collect();
+            for uid in waiting {
+                if !self.is_nominated(&uid) {
+                    self.batcher.trigger(&uid, now);
+                }
+            }
+        }
+        let names: Vec<String> = self.claims.keys().cloned().collect();
+        for name in names {
+            let c = self.claims[&name].clone();
+            if !c.running_logged && c.running_at <= now {
+                if let Some(c) = self.claims.get_mut(&name) {
+                    c.running_logged = true;
+                }
+                self.log(EventKind::InstanceRunning { node: name.clone(), instance: c.instance.clone() });
+            }
+            if !c.registered && c.registers_at <= now {
+                self.register(&name);
+            }
+        }
+        // kube-scheduler sees new nodes before a batch closing at the same instant does.
+        self.reconcile()?;
+        if self.batcher.closes_at().is_some_and(|t| t <= now) {
+            self.provision()?;
+        }
+        Ok(())
+    }
+
+    /// Brings the world to rest at `now`.
+    fn reconcile(&mut self) -> Result<(), SimError> {
+        let zones = self.sc.settings.catalog.zones.clone();
+        for _ in 0..MAX_ROUNDS {
+            let generation = self.world.generation();
+            let cluster = self.build()?;
+            for e in controllers::reconcile(&mut self.world, &cluster) {
+                self.log(e);
+            }
+            for e in volumes::provision_immediate(&mut self.world, &zones) {
+                self.log(e);
+            }
+            if self.world.generation() != generation {
+                continue;
+            }
+            if self.binder_generation == Some(generation) {
+                let nominated: BTreeSet<String> = self.nominated.values().cloned().collect();
+                self.disruption.observe(&cluster, &nominated, self.sc.settings.consolidation, self.now);
+                return Ok(());
+            }
+            self.binder_generation = Some(generation);
+            let pass = binder::pass(&cluster);
+            self.apply_pass(&cluster, pass);
+        }
+        Err(self.error(format!("the controllers and kube-scheduler did not come to rest in {MAX_ROUNDS} rounds")))
+    }
+
+    /// Whether the pod waits for a NodeClaim still in flight (a stale nomination is dropped).
+    fn is_nominated(&mut self, uid: &str) -> bool {
+        let live = self.nominated.get(uid).is_some_and(|n| self.claims.get(n).is_some_and(|c| !c.registered));
+        if !live {
+            self.nominated.remove(uid);
+        }
+        live
+    }
+
+    fn apply_pass(&mut self, cluster: &Cluster, pass: binder::Pass) {
+        for &(id, ni) in &pass.bound {
+            let pod = cluster.pod(id);
+            let node = &cluster.nodes[ni];
+            let Some(ix) = self.world.pod_index(&pod.namespace, &pod.name) else { continue };
+            let obj = &mut self.world.objects.pods[ix].obj;
+            obj.spec.get_or_insert_with(Default::default).node_name = Some(node.name.clone());
+            // The kubelet starts it at once: simulated pods are Running as soon as they are bound.
+            obj.status = Some(PodStatus { phase: Some("Running".into()), ..Default::default() });
+            let obj = obj.clone();
+            let planned = self.planned.remove(&pod.uid).filter(|p| p != &node.name);
+            self.nominated.remove(&pod.uid);
+            self.log(EventKind::Bound { pod: pod.key(), node: node.name.clone(), planned });
+            for e in volumes::bind_for_pod(&mut self.world, &obj, &node.name, &node.labels) {
+                self.log(e);
+            }
+        }
+        if !pass.bound.is_empty() {
+            self.world.touch();
+        }
+        let mut now_unschedulable = BTreeMap::new();
+        for (id, message) in pass.unschedulable {
+            let pod = cluster.pod(id);
+            if self.unschedulable.get(&pod.uid).map(|(_, m)| m) != Some(&message) {
+                self.log(EventKind::Unschedulable { pod: pod.key(), message: message.clone() });
+            }
+            now_unschedulable.insert(pod.uid.clone(), (pod.key(), message));
+            // The PodScheduled=False update is what wakes Karpenter's batcher; a pod waiting for a
+            // NodeClaim in flight is already provided for.
+            if !self.is_nominated(&pod.uid) {
+                self.batcher.trigger(&pod.uid, self.now);
+            }
+        }
+        for id in pass.deferred {
+            let uid = &cluster.pod(id).uid;
+            if let Some(v) = self.unschedulable.get(uid) {
+                now_unschedulable.insert(uid.clone(), v.clone());
+            }
+        }
+        self.unschedulable = now_unschedulable;
+    }
+
+    /// A batch window closed: plan every pending pod, launch the plan's new nodes.
+    fn provision(&mut self) -> Result<(), SimError> {
+        let now = self.now;
+        self.batcher.close();
+        let cluster = self.build()?;
+        let pending = cluster.pending();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        self.batches += 1;
+        self.since.batches += 1;
+        let batch = self.batches;
+        let catalog = self.refused.view(&self.sc.settings.catalog);
+        let plan = match self.planner.plan(&cluster, &catalog, &self.sc.settings.weights) {
+            Ok(p) => p,
+            Err(message) => {
+                self.log(EventKind::BatchFailed { batch, pods: pending.len(), message });
+                return Ok(());
+            }
+        };
+        let check = self.check_plans.then(|| {
+            let r = check::check(&cluster, &catalog, &plan);
+            PlanVerdict { valid: r.valid(), violations: r.violations.iter().map(|v| v.to_string()).collect() }
+        });
+        if check.as_ref().is_some_and(|c| !c.valid) {
+            self.invalid_plans.push(batch);
+        }
+        let new_names: BTreeSet<&str> = plan.new_nodes.iter().map(|n| n.name.as_str()).collect();
+        let registered: BTreeSet<&str> = cluster.nodes.iter().filter(|n| !n.in_flight).map(|n| n.name.as_str()).collect();
+        let on_existing = plan.placements.iter().filter(|p| !new_names.contains(p.node.as_str())).count();
+        let disputed: Vec<String> = plan.placements.iter().filter(|p| registered.contains(p.node.as_str())).map(|p| format!("{} on {}", p.pod, p.node)).collect();
+        self.log(EventKind::Batch {
+            batch,
+            pods: pending.len(),
+            solver: plan.solver.name.clone(),
+            status: serde_json::to_value(plan.solver.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+            new_nodes: plan.new_nodes.len(),
+            cost_per_hour: plan.cost_per_hour,
+            on_existing,
+            unschedulable: plan.unschedulable.iter().map(|u| format!("{} ({})", u.pod, u.reason)).collect(),
+            check,
+            disputed,
+        });
+
+        // Launch: one NodeClaim per new node; a refused one marks its offering unavailable.
+        let mut launched: BTreeMap<String, Option<String>> = BTreeMap::new();
+        let mut any = false;
+        for n in &plan.new_nodes {
+            let name = self.claim_name(&n.node_pool);
+            let custom: BTreeMap<String, String> = n.labels.iter().filter(|(k, _)| report::is_custom_label(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+            self.log(EventKind::Launch {
+                node: name.clone(),
+                node_pool: n.node_pool.clone(),
+                instance_type: n.instance_type.clone(),
+                zone: n.zone.clone(),
+                capacity_type: n.capacity_type.clone(),
+                price_per_hour: n.price_per_hour,
+                labels: custom,
+                pods: n.pods.clone(),
+            });
+            match self.cloud.launch(&name, &n.instance_type, &n.zone, &n.capacity_type, n.price_per_hour, now) {
+                Ok(inst) => {
+                    let pool = cluster.nodepool(&n.node_pool);
+                    let view = match pool.and_then(|p| cluster.nodeclass(&p.node_class)) {
+                        Some(nc) => stowage_core::catalog::for_nodeclass(&catalog, nc),
+                        None => catalog.clone(),
+                    };
+                    let Some(it) = view.get(&n.instance_type) else {
+                        return Err(self.error(format!("the plan launches {}, which the catalog does not have", n.instance_type)));
+                    };
+                    let class_ref = self
+                        .world
+                        .objects
+                        .nodepools
+                        .iter()
+                        .find(|p| p.obj.metadata.name.as_deref() == Some(n.node_pool.as_str()))
+                        .map(|p| p.obj.spec.template.spec.node_class_ref.clone())
+                        .unwrap_or_default();
+                    let claim = provisioner::node_claim(&name, n, class_ref, &it.capacity, &it.allocatable());
+                    self.world.objects.nodeclaims.push(Obj { source: sim_source("provisioner"), obj: claim });
+                    let registers_at = inst.running_at.plus(self.sc.settings.registration_delay);
+                    let expires_at = pool.and_then(|p| p.expire_after).map(|s| now.plus(Duration::from_secs(s)));
+                    self.claims
+                        .insert(name.clone(), Claim { zone: n.zone.clone(), instance: inst.id, running_at: inst.running_at, registers_at, expires_at, running_logged: false, registered: false });
+                    self.since.launches += 1;
+                    self.since.new_nodes.insert(name.clone());
+                    launched.insert(n.name.clone(), Some(name));
+                    any = true;
+                }
+                Err(reason) => {
+                    let until = now.plus(self.sc.settings.unavailable_offering_ttl);
+                    self.refused.mark((n.instance_type.clone(), n.zone.clone(), n.capacity_type.clone()), until);
+                    self.log(EventKind::LaunchFailed {
+                        node: name,
+                        instance_type: n.instance_type.clone(),
+                        zone: n.zone.clone(),
+                        capacity_type: n.capacity_type.clone(),
+                        reason,
+                        unavailable_until: until,
+                    });
+                    launched.insert(n.name.clone(), None);
+                }
+            }
+        }
+        if any {
+            self.since.launch_batches += 1;
+        }
+
+        // Nominations: pods meant for a NodeClaim in flight wait for it; pods whose node was refused
+        // go into the next batch at once.
+        for pl in &plan.placements {
+            let Some(uid) = cluster.find_pod(&pl.pod).map(|id| cluster.pod(id).uid.clone()) else { continue };
+            let target = match launched.get(&pl.node) {
+                Some(t) => t.clone(),
+                None => Some(pl.node.clone()),
+            };
+            match target {
+                Some(t) => {
+                    if self.claims.get(&t).is_some_and(|c| !c.registered) {
+                        self.nominated.insert(uid.clone(), t.clone());
+                    } else {
+                        self.nominated.remove(&uid);
+                    }
+                    self.planned.insert(uid, t);
+                }
+                None => {
+                    self.planned.remove(&uid);
+                    self.nominated.remove(&uid);
+                    self.batcher.trigger(&uid, now);
+                }
+            }
+        }
+        for u in &plan.unschedulable {
+            if let Some(id) = cluster.find_pod(&u.pod) {
+                let uid = &cluster.pod(id).uid;
+                self.planned.remove(uid);
+                self.nominated.remove(uid);
+            }
+        }
+        Ok(())
+    }
+
+    /// `<pool>-<5 chars>`, as Karpenter names NodeClaims; the Node gets the same name.
+    fn claim_name(&mut self, pool: &str) -> String {
+        loop {
+            let serial = self.world.next_serial().to_string();
+            let name = format!("{pool}-{}", suffix(stable_hash(&[&self.sc.name, pool, &serial]), 5));
+            if !self.claims.contains_key(&name) && !self.world.node_exists(&name) {
+                return name;
+            }
+        }
+    }
+
+    /// The instance of a NodeClaim registered: its Node appears.
+    fn register(&mut self, name: &str) {
+        let Some(c) = self.claims.get_mut(name) else { return };
+        c.registered = true;
+        let provider = format!("aws:///{}/{}", c.zone, c.instance);
+        let Some(claim) = self.world.objects.nodeclaims.iter_mut().find(|x| x.obj.metadata.name.as_deref() == Some(name)) else { return };
+        let status = claim.obj.status.get_or_insert_with(Default::default);
+        status.node_name = Some(name.to_string());
+        status.provider_id = Some(provider.clone());
+        let node = provisioner::registered_node(&claim.obj, &provider);
+        self.world.objects.nodes.push(Obj { source: sim_source("kubelet"), obj: node });
+        self.world.touch();
+        // From here on kube-scheduler decides where the pods meant for this node go.
+        self.nominated.retain(|_, n| n != name);
+        self.log(EventKind::Registered { node: name.to_string() });
+    }
+
+    /// Removes a node, its NodeClaim and its instance. Its pods go with it (pod GC runs next).
+    fn remove_node(&mut self, node: &str, reason: String) {
+        self.world.objects.nodes.retain(|n| n.obj.metadata.name.as_deref() != Some(node));
+        self.world.objects.nodeclaims.retain(|c| c.obj.metadata.name.as_deref() != Some(node) && c.obj.status.as_ref().and_then(|s| s.node_name.as_deref()) != Some(node));
+        self.cloud.terminate(node, self.now);
+        self.claims.remove(node);
+        self.disruption.forget(node);
+        self.nominated.retain(|_, n| n != node);
+        self.world.touch();
+        self.log(EventKind::NodeRemoved { node: node.to_string(), reason });
+    }
+
+    /// Nodes that came with the manifests are billed from now on, at their catalog price.
+    fn adopt_nodes(&mut self) {
+        let catalog = &self.sc.settings.catalog;
+        for n in &self.world.objects.nodes {
+            let name = n.obj.metadata.name.clone().unwrap_or_default();
+            let labels = n.obj.metadata.labels.clone().unwrap_or_default();
+            let (Some(it), Some(zone)) = (labels.get(keys::INSTANCE_TYPE), labels.get(keys::ZONE)) else { continue };
+            let ct = labels.get(keys::CAPACITY_TYPE).map(String::as_str).unwrap_or("on-demand");
+            let Some(price) = catalog.get(it).and_then(|t| t.offerings.iter().find(|o| &o.zone == zone && o.capacity_type == ct)).map(|o| o.price) else { continue };
+            self.cloud.adopt(&name, it, zone, ct, price, self.now);
+        }
+    }
+
+    fn delete(&mut self, r: &ObjectRef, ns: &str) -> Result<(), SimError> {
+        let mut ev = Vec::new();
+        let id = (ns.to_string(), r.name.clone());
+        let cluster_id = (String::new(), r.name.clone());
+        let found = match r.kind.as_str() {
+            "Pod" => {
+                let gone = self.world.remove_pods(|p| ident(p) == id);
+                ev.extend(gone.iter().map(|pod| EventKind::PodDeleted { pod: pod.clone(), reason: "deleted by the scenario".into() }));
+                !gone.is_empty()
+            }
+            "Node" => {
+                let exists = self.world.node_exists(&r.name);
+                if exists {
+                    self.remove_node(&r.name, "deleted by the scenario".into());
+                }
+                exists
+            }
+            "NodePool" => {
+                let before = self.world.objects.nodepools.len();
+                self.world.objects.nodepools.retain(|p| ident(&p.obj) != cluster_id);
+                let found = self.world.objects.nodepools.len() != before;
+                if found {
+                    // Karpenter deletes a NodePool's NodeClaims with it.
+                    let mut nodes: Vec<String> = self
+                        .world
+                        .objects
+                        .nodes
+                        .iter()
+                        .filter(|n| n.obj.metadata.labels.as_ref().and_then(|l| l.get(keys::NODEPOOL)) == Some(&r.name))
+                        .filter_map(|n| n.obj.metadata.name.clone())
+                        .collect();
+                    nodes.extend(
+                        self.world
+                            .objects
+                            .nodeclaims
+                            .iter()
+                            .filter(|c| c.obj.metadata.labels.as_ref().and_then(|l| l.get(keys::NODEPOOL)) == Some(&r.name))
+                            .filter_map(|c| c.obj.metadata.name.clone()),
+                    );
+                    nodes.sort();
+                    nodes.dedup();
+                    for n in nodes {
+                        self.remove_node(&n, format!("NodePool {} deleted", r.name));
+                    }
+                }
+                found
+            }
+            "PersistentVolumeClaim" => remove_named(&mut self.world.objects.pvcs, &id),
+            "PersistentVolume" => remove_named(&mut self.world.objects.pvs, &cluster_id),
+            "StorageClass" => remove_named(&mut self.world.objects.storageclasses, &cluster_id),
+            kind => controllers::delete_workload(&mut self.world, kind, ns, &r.name, &mut ev),
+        };
+        for e in ev {
+            self.log(e);
+        }
+        self.world.touch();
+        if found { Ok(()) } else { Err(self.error(format!("no {} {} to delete", r.kind, r.name))) }
+    }
+}

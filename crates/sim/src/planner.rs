@@ -1,0 +1,50 @@
+//! The seam between the provisioning loop and whatever decides which nodes to launch. The loop hands
+//! a planner the cluster as it is when a batch closes (pending pods, registered nodes, NodeClaims in
+//! flight) and the catalog with the offerings the cloud refused marked unavailable; it launches the
+//! plan's new nodes and nothing else. Tests swap the planner (any closure with the same signature) to
+//! show what the rest of the simulation does with a wrong plan.
+
+use std::time::Duration;
+
+use stowage_core::domain::Cluster;
+use stowage_core::domain::catalog::Catalog;
+use stowage_core::plan::Plan;
+use stowage_core::solve;
+use stowage_core::solve::Solver;
+use stowage_core::weights::Weights;
+
+pub trait Planner {
+    /// Plans one batch: every pending pod of `cluster` appears in the plan, placed or unschedulable.
+    /// An error leaves the batch's pods pending until something changes.
+    fn plan(&mut self, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, String>;
+}
+
+impl<F> Planner for F
+where
+    F: FnMut(&Cluster, &Catalog, &Weights) -> Result<Plan, String>,
+{
+    fn plan(&mut self, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, String> {
+        self(cluster, catalog, weights)
+    }
+}
+
+/// stowage's own planners: the MILP driver (greedy start, fallback) or the greedy planner alone.
+#[derive(Clone, Copy, Debug)]
+pub struct StowagePlanner {
+    pub solver: Solver,
+    /// MILP time budget per batch. The only wall-clock input of a simulation: a batch that hits it may
+    /// plan differently on a slower machine (the seed batches solve in milliseconds).
+    pub time_budget: Duration,
+}
+
+impl Planner for StowagePlanner {
+    fn plan(&mut self, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, String> {
+        plan_with(self.solver, self.time_budget, cluster, catalog, weights)
+    }
+}
+
+/// Plans a cluster snapshot with one of stowage's solvers (what `stowage plan` does after loading).
+pub fn plan_with(solver: Solver, time_budget: Duration, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, String> {
+    let planner = solve::Planner { solver, time_budget, ..solve::Planner::default() };
+    solve::plan_cluster(cluster, catalog, weights, planner).map_err(|e| e.to_string())
+}

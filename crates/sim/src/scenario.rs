@@ -1,0 +1,687 @@
+//! The scenario file (`stowage.dev/scenario/v1`, docs/formats.md §4): manifests, settings and a list of
+//! steps (apply, delete, scale, advance, settle, expect), and how it is read.
+//!
+//! Loading resolves everything a run needs before the run starts: manifest files are read (relative to
+//! the scenario file) and typed, the catalog and weights are loaded, durations parsed. A bad file fails
+//! here with the file and the field (`steps[3].expect.nodes[0].count: ...`), never half-way through a
+//! simulation.
+//!
+//! Files come through [`Files`]: the disk, or the seed scenarios compiled into the binary
+//! ([`Embedded`]), so `stowage simulate` runs its defaults from any directory.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+use super::time::Dur;
+use stowage_core::domain::catalog::Catalog;
+use stowage_core::solve::Solver;
+use stowage_core::weights::Weights;
+use stowage_input::catalog;
+use stowage_input::objects::{self, Objects};
+use stowage_input::read::{self, RawObject};
+
+pub const SCHEMA: &str = "stowage.dev/scenario/v1";
+
+/// A problem with a scenario file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub file: String,
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl ScenarioError {
+    fn new(file: &Path, field: Option<String>, message: impl Into<String>) -> Self {
+        ScenarioError { file: file.display().to_string(), field, message: message.into() }
+    }
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(field) = &self.field {
+            write!(f, ": {field}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+// ---------------------------------------------------------------------------------------------------
+// Where files come from.
+
+/// Reads the files a scenario names.
+pub trait Files {
+    fn read(&self, path: &Path) -> Result<String, String>;
+
+    /// The manifest files a path stands for: itself, or for a folder its YAML and JSON files.
+    fn manifests(&self, path: &Path) -> Result<Vec<PathBuf>, String> {
+        Ok(vec![path.to_path_buf()])
+    }
+}
+
+/// The file system.
+pub struct Disk;
+
+impl Files for Disk {
+    fn read(&self, path: &Path) -> Result<String, String> {
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
+    }
+
+    fn manifests(&self, path: &Path) -> Result<Vec<PathBuf>, String> {
+        read::expand_paths(&[path.to_path_buf()]).map_err(|e| e.message)
+    }
+}
+
+/// The bundled seed scenarios and every file they reference, compiled in.
+pub struct Embedded;
+
+macro_rules! embed {
+    ($($path:literal),* $(,)?) => { &[$(($path, include_str!(concat!("../../../", $path)))),*] };
+}
+
+/// Repository-relative path → contents.
+pub const EMBEDDED_FILES: &[(&str, &str)] = embed![
+    "scenarios/common-ec2nodeclass.yaml",
+    "scenarios/seed-1-statefulset-capacity-spread/scenario.yaml",
+    "scenarios/seed-1-statefulset-capacity-spread/nodepools.yaml",
+    "scenarios/seed-1-statefulset-capacity-spread/statefulset.yaml",
+    "scenarios/seed-1-statefulset-capacity-spread/storageclass.yaml",
+    "scenarios/seed-1b-statefulset-zonal-rescale/scenario.yaml",
+    "scenarios/seed-1b-statefulset-zonal-rescale/nodepool.yaml",
+    "scenarios/seed-1b-statefulset-zonal-rescale/statefulset.yaml",
+    "scenarios/seed-1b-statefulset-zonal-rescale/storageclass.yaml",
+    "scenarios/seed-1c-stuck-on-existing-nodes/scenario.yaml",
+    "scenarios/seed-1c-stuck-on-existing-nodes/state.yaml",
+    "scenarios/seed-2-apiserver-anti-affinity/scenario.yaml",
+    "scenarios/seed-2-apiserver-anti-affinity/companions.yaml",
+    "scenarios/seed-2-apiserver-anti-affinity/deployment.yaml",
+    "scenarios/seed-2-apiserver-anti-affinity/nodepool.yaml",
+];
+
+/// The scenarios `stowage simulate` runs without arguments, in order.
+pub const SEED_SCENARIOS: &[&str] = &[
+    "scenarios/seed-1-statefulset-capacity-spread/scenario.yaml",
+    "scenarios/seed-1b-statefulset-zonal-rescale/scenario.yaml",
+    "scenarios/seed-1c-stuck-on-existing-nodes/scenario.yaml",
+    "scenarios/seed-2-apiserver-anti-affinity/scenario.yaml",
+];
+
+impl Files for Embedded {
+    fn read(&self, path: &Path) -> Result<String, String> {
+        let want = normalize(path);
+        EMBEDDED_FILES
+            .iter()
+            .find(|(p, _)| Path::new(p) == want)
+            .map(|(_, text)| text.to_string())
+            .ok_or_else(|| "not among the files embedded in stowage (read the scenario from disk instead)".to_string())
+    }
+}
+
+/// Removes `.` and folds `a/..` lexically (the embedded table has no symlinks to respect).
+pub fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir if out.file_name().is_some() => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The file as written.
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ScenarioFile {
+    schema: String,
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    manifests: Vec<Value>,
+    #[serde(default)]
+    settings: SettingsFile,
+    #[serde(default)]
+    steps: Vec<StepFile>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SettingsFile {
+    solver: Option<Solver>,
+    catalog: Option<String>,
+    weights: Option<String>,
+    time_budget: Option<Dur>,
+    batch_idle: Option<Dur>,
+    batch_max: Option<Dur>,
+    launch_delay: Option<Dur>,
+    launch_jitter: Option<Dur>,
+    registration_delay: Option<Dur>,
+    unavailable_offering_ttl: Option<Dur>,
+    consolidation: Option<bool>,
+    #[serde(default)]
+    fail_offerings: Vec<FailOffering>,
+}
+
+/// Launches the cloud refuses with InsufficientInstanceCapacity. Unset fields match anything.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FailOffering {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_type: Option<String>,
+    /// How many matching launches fail; unset = every one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub times: Option<u32>,
+}
+
+impl FailOffering {
+    pub fn matches(&self, instance_type: &str, zone: &str, capacity_type: &str) -> bool {
+        self.instance_type.as_deref().is_none_or(|t| t == instance_type) && self.zone.as_deref().is_none_or(|z| z == zone) && self.capacity_type.as_deref().is_none_or(|c| c == capacity_type)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StepFile {
+    #[serde(default)]
+    note: Option<String>,
+    #[serde(default)]
+    apply: Option<Vec<Value>>,
+    #[serde(default)]
+    delete: Option<ObjectRef>,
+    #[serde(default)]
+    scale: Option<Scale>,
+    #[serde(default)]
+    advance: Option<Dur>,
+    #[serde(default)]
+    settle: Option<SettleFile>,
+    #[serde(default)]
+    expect: Option<Expect>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SettleFile {
+    max: Option<Dur>,
+}
+
+/// An object named by a step.
+#[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectRef {
+    pub kind: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scale {
+    pub kind: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub replicas: i32,
+}
+
+/// What must hold at an `expect` step. Every field is optional; the ones given are all checked.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Expect {
+    /// Pods waiting for a node (unbound, alive, not DaemonSet pods).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_pods: Option<usize>,
+    /// Pods bound and Running, DaemonSet pods excluded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_pods: Option<usize>,
+    /// Node counts, each over the nodes matching its filter.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeCount>,
+    /// Instances launched since the previous `expect` step (failed launches excluded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launches: Option<usize>,
+    /// Provisioning batches since the previous `expect` step that launched at least one instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_batches: Option<usize>,
+    /// Provisioning batches (planner runs) since the previous `expect` step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batches: Option<usize>,
+    /// Matching pods per topology domain, as a multiset.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<DomainCounts>,
+    /// max − min of the matching pods per topology domain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skew: Vec<SkewBound>,
+    /// Every bound pod's node satisfies the node affinity of each of its bound volumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods_in_volume_zones: Option<bool>,
+    /// PersistentVolumeClaims bound to a volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_claims: Option<usize>,
+    /// Sum of the hourly prices of the instances running now (launched or pre-existing nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_hour: Option<Range>,
+}
+
+/// Nodes matching every given field; `count` is how many there must be.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeCount {
+    pub count: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_pool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", deserialize_with = "labels")]
+    pub labels: BTreeMap<String, String>,
+    /// Launched by the simulated provisioner since the previous `expect` step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new: Option<bool>,
+    /// Exactly this many workload pods (DaemonSet pods excluded) are bound to the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<usize>,
+    /// The node holds these pods (`namespace/name`), and maybe others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holds: Vec<String>,
+    /// The node's instance type is among the cheapest its NodePool allows in its zone and capacity
+    /// type that fit the pods it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cheapest: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DomainCounts {
+    pub key: String,
+    #[serde(deserialize_with = "labels")]
+    pub selector: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Pods per domain, in any order. The domains are the values of `key` over the registered nodes.
+    pub counts: Vec<usize>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SkewBound {
+    pub key: String,
+    #[serde(deserialize_with = "labels")]
+    pub selector: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub max: i64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Range {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+}
+
+/// Label maps whose values may be written unquoted (`capacity-spread: 1`), as people do.
+fn labels<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    let m = BTreeMap::<String, Value>::deserialize(d)?;
+    m.into_iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => Ok((k, s)),
+            Value::Number(n) => Ok((k, n.to_string())),
+            Value::Bool(b) => Ok((k, b.to_string())),
+            other => Err(serde::de::Error::custom(format!("label {k}: expected a string, got {other}"))),
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The resolved scenario.
+
+/// Timing and behaviour of the simulated cluster, with defaults filled in.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub solver: Solver,
+    /// Whether the scenario chose the solver (a command-line choice overrides only the default).
+    pub solver_from_file: bool,
+    pub catalog: Catalog,
+    pub catalog_name: String,
+    pub weights: Weights,
+    /// MILP time budget per batch.
+    pub time_budget: Duration,
+    /// Karpenter's BATCH_IDLE_DURATION and BATCH_MAX_DURATION.
+    pub batch_idle: Duration,
+    pub batch_max: Duration,
+    /// From the NodeClaim's creation to the instance running: `launch_delay` plus a deterministic
+    /// share of `launch_jitter` per instance.
+    pub launch_delay: Duration,
+    pub launch_jitter: Duration,
+    /// From the instance running to its Node registering.
+    pub registration_delay: Duration,
+    /// How long an offering that failed with insufficient capacity stays unavailable (Karpenter's
+    /// unavailable-offerings cache: 3 minutes).
+    pub unavailable_offering_ttl: Duration,
+    pub consolidation: bool,
+    pub fail_offerings: Vec<FailOffering>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Action {
+    Apply(Box<Objects>),
+    Delete(ObjectRef),
+    Scale(Scale),
+    Advance(Duration),
+    Settle(Duration),
+    Expect(Box<Expect>),
+}
+
+#[derive(Clone, Debug)]
+pub struct Step {
+    /// 1-based, as people count steps.
+    pub number: usize,
+    pub note: Option<String>,
+    pub action: Action,
+}
+
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    /// Where it was read from, for messages.
+    pub file: String,
+    /// Applied at time 0, before the first step.
+    pub manifests: Objects,
+    pub settings: Settings,
+    pub steps: Vec<Step>,
+    /// Objects of kinds stowage does not simulate (skipped).
+    pub warnings: Vec<String>,
+}
+
+pub const DEFAULT_SETTLE_MAX: Duration = Duration::from_secs(30 * 60);
+
+/// Loads a scenario file and everything it references.
+pub fn load(path: &Path, files: &dyn Files) -> Result<Scenario, ScenarioError> {
+    let text = files.read(path).map_err(|e| ScenarioError::new(path, None, e))?;
+    parse(path, &text, files)
+}
+
+/// Parses a scenario's text; relative paths in it are resolved against `path`'s folder.
+pub fn parse(path: &Path, text: &str, files: &dyn Files) -> Result<Scenario, ScenarioError> {
+    let err = |field: Option<String>, msg: String| ScenarioError::new(path, field, msg);
+    let value: Value = serde_saphyr::from_str(text).map_err(|e| err(None, format!("invalid YAML: {e}")))?;
+    if !value.is_object() {
+        return Err(err(None, "a scenario is a mapping with schema, name and steps".into()));
+    }
+    let f: ScenarioFile = serde_path_to_error::deserialize(&value).map_err(|e| {
+        let p = e.path().to_string();
+        err((p != ".").then_some(p), e.into_inner().to_string())
+    })?;
+    if f.schema != SCHEMA {
+        return Err(err(Some("schema".into()), format!("expected {SCHEMA:?}, got {:?}", f.schema)));
+    }
+    if f.name.trim().is_empty() {
+        return Err(err(Some("name".into()), "must not be empty".into()));
+    }
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut warnings = Vec::new();
+    let manifests = objects_of(path, &dir, "manifests", &f.manifests, files, &mut warnings)?;
+    let settings = settings(path, &dir, f.settings, files)?;
+    if f.steps.is_empty() {
+        return Err(err(Some("steps".into()), "a scenario needs at least one step".into()));
+    }
+    let mut steps = Vec::new();
+    for (i, s) in f.steps.into_iter().enumerate() {
+        let field = format!("steps[{i}]");
+        let mut given: Vec<&str> = Vec::new();
+        for (name, set) in [
+            ("apply", s.apply.is_some()),
+            ("delete", s.delete.is_some()),
+            ("scale", s.scale.is_some()),
+            ("advance", s.advance.is_some()),
+            ("settle", s.settle.is_some()),
+            ("expect", s.expect.is_some()),
+        ] {
+            if set {
+                given.push(name);
+            }
+        }
+        if given.len() != 1 {
+            return Err(err(
+                Some(field),
+                format!(
+                    "a step needs exactly one of apply, delete, scale, advance, settle, expect ({})",
+                    if given.is_empty() { "none given".to_string() } else { format!("found {}", given.join(", ")) }
+                ),
+            ));
+        }
+        let mut actions = Vec::with_capacity(1);
+        if let Some(a) = s.apply {
+            if a.is_empty() {
+                return Err(err(Some(format!("{field}.apply")), "lists no files or objects".into()));
+            }
+            actions.push(Action::Apply(Box::new(objects_of(path, &dir, &format!("{field}.apply"), &a, files, &mut warnings)?)));
+        }
+        if let Some(d) = s.delete {
+            check_kind(path, &format!("{field}.delete.kind"), &d.kind, DELETABLE)?;
+            actions.push(Action::Delete(d));
+        }
+        if let Some(sc) = s.scale {
+            check_kind(path, &format!("{field}.scale.kind"), &sc.kind, SCALABLE)?;
+            if sc.replicas < 0 {
+                return Err(err(Some(format!("{field}.scale.replicas")), format!("must be at least 0, got {}", sc.replicas)));
+            }
+            actions.push(Action::Scale(sc));
+        }
+        if let Some(d) = s.advance {
+            actions.push(Action::Advance(d.0));
+        }
+        if let Some(st) = s.settle {
+            actions.push(Action::Settle(st.max.map(|d| d.0).unwrap_or(DEFAULT_SETTLE_MAX)));
+        }
+        if let Some(e) = s.expect {
+            validate_expect(path, &format!("{field}.expect"), &e)?;
+            actions.push(Action::Expect(Box::new(e)));
+        }
+        let Some(action) = actions.pop() else { return Err(err(Some(field), "a step needs an action".into())) };
+        steps.push(Step { number: i + 1, note: s.note, action });
+    }
+    Ok(Scenario { name: f.name, description: f.description.trim().to_string(), file: path.display().to_string(), manifests, settings, steps, warnings })
+}
+
+/// Kinds a `delete` step may name, and those a `scale` step may.
+pub const DELETABLE: &[&str] = &["Pod", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "Node", "NodePool", "PersistentVolumeClaim", "PersistentVolume", "StorageClass"];
+pub const SCALABLE: &[&str] = &["Deployment", "ReplicaSet", "StatefulSet"];
+
+fn check_kind(path: &Path, field: &str, kind: &str, allowed: &[&str]) -> Result<(), ScenarioError> {
+    if allowed.contains(&kind) { Ok(()) } else { Err(ScenarioError::new(path, Some(field.into()), format!("unsupported kind {kind:?} ({})", allowed.join(", ")))) }
+}
+
+fn validate_expect(path: &Path, field: &str, e: &Expect) -> Result<(), ScenarioError> {
+    let err = |f: String, m: &str| ScenarioError::new(path, Some(f), m.to_string());
+    for (i, d) in e.domains.iter().enumerate() {
+        if d.key.is_empty() {
+            return Err(err(format!("{field}.domains[{i}].key"), "must not be empty"));
+        }
+    }
+    for (i, s) in e.skew.iter().enumerate() {
+        if s.key.is_empty() {
+            return Err(err(format!("{field}.skew[{i}].key"), "must not be empty"));
+        }
+        if s.max < 0 {
+            return Err(err(format!("{field}.skew[{i}].max"), "must be at least 0"));
+        }
+    }
+    if let Some(r) = &e.cost_per_hour {
+        if r.min.is_none() && r.max.is_none() {
+            return Err(err(format!("{field}.costPerHour"), "give min, max or both"));
+        }
+        if let (Some(a), Some(b)) = (r.min, r.max)
+            && a > b
+        {
+            return Err(err(format!("{field}.costPerHour"), "min is larger than max"));
+        }
+    }
+    for (i, n) in e.nodes.iter().enumerate() {
+        for (j, h) in n.holds.iter().enumerate() {
+            if !h.contains('/') {
+                return Err(err(format!("{field}.nodes[{i}].holds[{j}]"), "name pods as namespace/name"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn settings(path: &Path, dir: &Path, s: SettingsFile, files: &dyn Files) -> Result<Settings, ScenarioError> {
+    let (catalog, catalog_name) = match &s.catalog {
+        None => (catalog::default_catalog().clone(), "embedded aws-us-east-1".to_string()),
+        Some(rel) => {
+            let p = normalize(&dir.join(rel));
+            let text = files.read(&p).map_err(|e| ScenarioError::new(path, Some("settings.catalog".into()), format!("{}: {e}", p.display())))?;
+            let c = catalog::parse(&p.display().to_string(), &text).map_err(|e| ScenarioError::new(path, Some("settings.catalog".into()), e.to_string()))?;
+            (c, p.display().to_string())
+        }
+    };
+    let weights = match &s.weights {
+        None => Weights::default(),
+        Some(rel) => {
+            let p = normalize(&dir.join(rel));
+            let text = files.read(&p).map_err(|e| ScenarioError::new(path, Some("settings.weights".into()), format!("{}: {e}", p.display())))?;
+            Weights::parse(&p.display().to_string(), &text).map_err(|e| ScenarioError::new(path, Some("settings.weights".into()), e.to_string()))?
+        }
+    };
+    let d = |v: Option<Dur>, default: u64| v.map(|x| x.0).unwrap_or(Duration::from_millis(default));
+    let out = Settings {
+        solver: s.solver.unwrap_or(Solver::Milp),
+        solver_from_file: s.solver.is_some(),
+        catalog,
+        catalog_name,
+        weights,
+        time_budget: d(s.time_budget, 1_000),
+        batch_idle: d(s.batch_idle, 1_000),
+        batch_max: d(s.batch_max, 10_000),
+        launch_delay: d(s.launch_delay, 30_000),
+        launch_jitter: d(s.launch_jitter, 30_000),
+        registration_delay: d(s.registration_delay, 15_000),
+        unavailable_offering_ttl: d(s.unavailable_offering_ttl, 180_000),
+        consolidation: s.consolidation.unwrap_or(true),
+        fail_offerings: s.fail_offerings,
+    };
+    if out.batch_idle.is_zero() || out.batch_max < out.batch_idle {
+        return Err(ScenarioError::new(path, Some("settings.batchIdle".into()), "batchIdle must be positive and at most batchMax"));
+    }
+    if out.time_budget.is_zero() {
+        return Err(ScenarioError::new(path, Some("settings.timeBudget".into()), "must be positive"));
+    }
+    Ok(out)
+}
+
+/// Reads a list of manifest entries: a string is a file (relative to the scenario), a mapping an
+/// inline Kubernetes object (or a `List`).
+fn objects_of(path: &Path, dir: &Path, field: &str, entries: &[Value], files: &dyn Files, warnings: &mut Vec<String>) -> Result<Objects, ScenarioError> {
+    let mut raws: Vec<RawObject> = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let f = format!("{field}[{i}]");
+        match e {
+            Value::String(rel) => {
+                let p = normalize(&dir.join(rel));
+                let mut found = Vec::new();
+                for file in files.manifests(&p).map_err(|e| ScenarioError::new(path, Some(f.clone()), format!("{}: {e}", p.display())))? {
+                    let text = files.read(&file).map_err(|e| ScenarioError::new(path, Some(f.clone()), format!("{}: {e}", file.display())))?;
+                    found.extend(read::parse_text(&file, &text).map_err(|e| ScenarioError::new(path, Some(f.clone()), e.to_string()))?);
+                }
+                if found.is_empty() {
+                    return Err(ScenarioError::new(path, Some(f), format!("{}: holds no Kubernetes object", p.display())));
+                }
+                raws.extend(found);
+            }
+            Value::Object(_) => {
+                // The object is reported as coming from "<scenario> <field>", so an error in it names
+                // both the file and the step.
+                let pseudo = PathBuf::from(format!("{} {f}", path.display()));
+                let text = serde_json::to_string(e).map_err(|x| ScenarioError::new(path, Some(f.clone()), x.to_string()))?;
+                raws.extend(read::parse_text(&pseudo, &text).map_err(|x| ScenarioError::new(path, Some(f.clone()), x.to_string()))?);
+            }
+            other => {
+                return Err(ScenarioError::new(path, Some(f), format!("expected a file path or an inline object, got {other}")));
+            }
+        }
+    }
+    let (objects, w, errors) = objects::type_all(&raws);
+    if let Some(e) = errors.first() {
+        let more = if errors.len() > 1 { format!(" (and {} more)", errors.len() - 1) } else { String::new() };
+        return Err(ScenarioError::new(path, Some(field.to_string()), format!("{e}{more}")));
+    }
+    warnings.extend(w);
+    Ok(objects)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(text: &str) -> Result<Scenario, ScenarioError> {
+        parse(Path::new("scenarios/x/scenario.yaml"), text, &Embedded)
+    }
+
+    #[test]
+    fn every_seed_scenario_parses() {
+        for s in SEED_SCENARIOS {
+            let sc = load(Path::new(s), &Embedded).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!sc.steps.is_empty());
+            assert!(sc.warnings.is_empty(), "{s}: {:?}", sc.warnings);
+        }
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = parse_str("schema: stowage.dev/scenario/v1\nname: x\nsteps:\n- scale: {kind: StatefulSet, name: a, replicas: many}\n").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("steps[0].scale.replicas"), "{e}");
+        let e = parse_str("schema: stowage.dev/scenario/v1\nname: x\nsteps:\n- advance: 3 minutes please\n").unwrap_err();
+        assert!(e.to_string().contains("steps[0].advance") && e.to_string().contains("invalid duration"), "{e}");
+        let e = parse_str("schema: stowage.dev/scenario/v1\nname: x\nsteps:\n- {advance: 1s, settle: {}}\n").unwrap_err();
+        assert!(e.to_string().contains("exactly one"), "{e}");
+        let e = parse_str("schema: stowage.dev/scenario/v1\nname: x\nsteps:\n- expect: {nodez: []}\n").unwrap_err();
+        assert!(e.to_string().contains("steps[0].expect") && e.to_string().contains("nodez"), "{e}");
+        let e = parse_str("schema: stowage.dev/scenario/v1\nname: x\nmanifests: [missing.yaml]\nsteps: [{advance: 1s}]\n").unwrap_err();
+        assert!(e.to_string().contains("manifests[0]") && e.to_string().contains("scenarios/x/missing.yaml"), "{e}");
+        let e = parse_str("schema: v0\nname: x\nsteps: [{advance: 1s}]\n").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("schema"));
+        let e = parse_str("schema: stowage.dev/scenario/v1\nname: x\nsteps:\n- delete: {kind: Secret, name: s}\n").unwrap_err();
+        assert!(e.to_string().contains("steps[0].delete.kind"), "{e}");
+    }
+
+    #[test]
+    fn inline_objects_report_their_step() {
+        let text = "schema: stowage.dev/scenario/v1\nname: x\nsteps:\n- apply:\n  - {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: 7}}\n";
+        let e = parse_str(text).unwrap_err().to_string();
+        assert!(e.contains("steps[0].apply") && e.contains("spec.containers"), "{e}");
+    }
+
+    #[test]
+    fn normalize_folds_parent_dirs() {
+        assert_eq!(normalize(Path::new("scenarios/a/../common.yaml")), PathBuf::from("scenarios/common.yaml"));
+        assert_eq!(normalize(Path::new("./x/./y")), PathBuf::from("x/y"));
+    }
+}

@@ -1,0 +1,195 @@
+//! The Helm chart (`charts/stowage`) stays in step with the code: its CRDs are the ones `stowage crds`
+//! generates, its RBAC rule files parse (the e2e tests run the controller under exactly them), and every
+//! flag its Deployment passes is a flag of `stowage controller`.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use clap::CommandFactory;
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+fn chart(path: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/stowage").join(path);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn the_chart_ships_the_crds_stowage_generates() {
+    let text = chart("crds/karpenter-crds.yaml");
+    let mut shipped: Vec<serde_json::Value> = Vec::new();
+    for doc in text.split("\n---\n").map(str::trim).filter(|d| d.contains("kind: CustomResourceDefinition")) {
+        let crd: CustomResourceDefinition = serde_saphyr::from_str(doc).unwrap();
+        shipped.push(serde_json::to_value(crd).unwrap());
+    }
+    let generated: Vec<serde_json::Value> = stowage_input::api::crds().into_iter().map(|c| serde_json::to_value(c).unwrap()).collect();
+    assert_eq!(shipped, generated, "regenerate: stowage crds >> charts/stowage/crds/karpenter-crds.yaml (keep the header)");
+}
+
+#[test]
+fn rbac_rules_parse_and_name_only_known_verbs() {
+    for f in ["files/clusterrole-rules.yaml", "files/role-rules.yaml"] {
+        let rules: Vec<PolicyRule> = serde_saphyr::from_str(&chart(f)).unwrap();
+        assert!(!rules.is_empty(), "{f}");
+        for r in &rules {
+            for v in &r.verbs {
+                assert!(["get", "list", "watch", "create", "update", "patch", "delete"].contains(&v.as_str()), "{f}: verb {v}");
+            }
+            assert!(!r.verbs.iter().any(|v| v == "*") && !r.resources.iter().flatten().any(|x| x == "*"), "{f}: no wildcards");
+        }
+    }
+    let rbac = chart("templates/rbac.yaml");
+    assert!(rbac.contains(".Files.Get \"files/clusterrole-rules.yaml\"") && rbac.contains(".Files.Get \"files/role-rules.yaml\""));
+}
+
+#[test]
+fn every_flag_the_deployment_passes_exists() {
+    let cmd = super::Cli::command();
+    let controller = cmd.find_subcommand("controller").expect("stowage controller");
+    let known: BTreeSet<String> = controller.get_arguments().filter_map(|a| a.get_long().map(str::to_string)).collect();
+    let deployment = chart("templates/deployment.yaml");
+    let mut used = BTreeSet::new();
+    for line in deployment.lines() {
+        let l = line.trim();
+        if let Some(flag) = l.strip_prefix("- --") {
+            used.insert(flag.split(['=', ' ']).next().unwrap_or_default().to_string());
+        }
+    }
+    assert!(used.len() > 10, "{used:?}");
+    for f in &used {
+        assert!(known.contains(f), "the chart passes --{f}, which stowage controller does not have (has {known:?})");
+    }
+}
+
+/// The Deployment's `args:` block rendered as Helm would for `values` (the few template forms it uses:
+/// `{{ .Values.x.y }}`, `with`/`if`/`range` ... `end` on their own lines, `{{ . }}` and `{{ join "," . }}`
+/// inside them). Any other form fails the test, so the renderer cannot silently skip a line.
+fn render_args(deployment: &str, values: &serde_json::Value) -> Vec<String> {
+    fn lookup<'a>(values: &'a serde_json::Value, path: &str) -> &'a serde_json::Value {
+        let path = path.strip_prefix(".Values.").unwrap_or_else(|| panic!("unsupported expression {path}"));
+        path.split('.').fold(values, |v, k| v.get(k).unwrap_or_else(|| panic!("values.yaml has no {path}")))
+    }
+    fn truthy(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::Null => false,
+            serde_json::Value::Bool(b) => *b,
+            serde_json::Value::String(s) => !s.is_empty(),
+            serde_json::Value::Array(a) => !a.is_empty(),
+            serde_json::Value::Object(o) => !o.is_empty(),
+            serde_json::Value::Number(n) => n.as_f64() != Some(0.0),
+        }
+    }
+    fn scalar(v: &serde_json::Value) -> String {
+        match v {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
+            other => panic!("not a scalar: {other}"),
+        }
+    }
+    fn expand(line: &str, dot: Option<&serde_json::Value>, values: &serde_json::Value) -> String {
+        let mut out = String::new();
+        let mut rest = line;
+        while let Some(i) = rest.find("{{") {
+            out += &rest[..i];
+            let j = rest[i..].find("}}").map(|j| i + j).unwrap_or_else(|| panic!("unclosed {{{{ in {line}"));
+            let expr = rest[i + 2..j].trim();
+            out += &match (expr, dot) {
+                (".", Some(d)) => scalar(d),
+                ("join \",\" .", Some(serde_json::Value::Array(a))) => a.iter().map(scalar).collect::<Vec<_>>().join(","),
+                (e, _) => scalar(lookup(values, e)),
+            };
+            rest = &rest[j + 2..];
+        }
+        out + rest
+    }
+
+    let lines: Vec<&str> = deployment.lines().skip_while(|l| l.trim() != "args:").skip(1).take_while(|l| l.trim() != "env:").collect();
+    assert!(!lines.is_empty(), "no args: ... env: block in the Deployment");
+    // Open blocks: (whether their body renders, the value `.` stands for in it, whether it is a range).
+    let mut out = Vec::new();
+    let mut stack: Vec<(bool, Option<serde_json::Value>, bool)> = Vec::new();
+    for raw in lines {
+        let l = raw.trim();
+        let active = stack.iter().all(|(a, _, _)| *a);
+        let dot = stack.iter().rev().find_map(|(_, d, _)| d.clone());
+        if let Some(block) = l.strip_prefix("{{-").and_then(|b| b.strip_suffix("}}")).map(str::trim) {
+            if block == "end" {
+                stack.pop().expect("end without a block");
+            } else if let Some(e) = block.strip_prefix("with ").or_else(|| block.strip_prefix("if ")) {
+                let v = lookup(values, e.trim()).clone();
+                stack.push((truthy(&v), block.starts_with("with ").then_some(v), false));
+            } else if let Some(e) = block.strip_prefix("range ") {
+                // A range over a list of scalars whose body is `- {{ . }}`: each item is one argument.
+                let items = lookup(values, e.trim()).as_array().cloned().unwrap_or_else(|| panic!("{e} is not a list"));
+                if active {
+                    out.extend(items.iter().map(scalar));
+                }
+                stack.push((false, None, true));
+            } else {
+                panic!("unsupported block {block}");
+            }
+            continue;
+        }
+        if stack.last().is_some_and(|(_, _, range)| *range) {
+            assert_eq!(l, "- {{ . }}", "unsupported range body");
+            continue;
+        }
+        if !active {
+            continue;
+        }
+        let arg = l.strip_prefix("- ").unwrap_or_else(|| panic!("not a list item: {raw}"));
+        out.push(expand(arg, dot.as_ref(), values));
+    }
+    assert!(stack.is_empty(), "unclosed block in the Deployment's args");
+    out
+}
+
+fn parse_controller(args: &[String]) -> super::controller::ControllerArgs {
+    use clap::Parser;
+    let cli = super::Cli::try_parse_from(std::iter::once("stowage".to_string()).chain(args.iter().cloned())).unwrap_or_else(|e| panic!("stowage {}: {e}", args.join(" ")));
+    match cli.command {
+        super::Command::Controller(a) => a,
+        _ => panic!("the Deployment does not run `stowage controller`: {args:?}"),
+    }
+}
+
+#[test]
+fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
+    let deployment = chart("templates/deployment.yaml");
+    let mut values: serde_json::Value = serde_saphyr::from_str(&chart("values.yaml")).unwrap();
+
+    // The defaults (clusterName is required).
+    values["clusterName"] = "my-cluster".into();
+    let args = render_args(&deployment, &values);
+    let a = parse_controller(&args);
+    assert_eq!(a.connect.cluster_name.as_deref(), Some("my-cluster"));
+    assert_eq!(a.metrics_addr.port(), 8080, "the Service and the probes use metrics.port");
+    assert!(a.leader_elect, "two replicas need leader election");
+    assert_eq!(a.log_format, super::controller::LogFormat::Json);
+    assert!(a.weights.is_none(), "no weights ConfigMap by default");
+    assert!(a.connect.kubeconfig.is_none(), "in-cluster config");
+    let c = super::controller::config(&a).unwrap();
+    assert_eq!((c.batch.idle, c.batch.max), (std::time::Duration::from_secs(1), std::time::Duration::from_secs(10)));
+    assert_eq!((c.gc_interval, c.gc_grace), (std::time::Duration::from_secs(10), std::time::Duration::from_secs(30)));
+    assert_eq!((c.timeouts.launch, c.timeouts.registration), (std::time::Duration::from_secs(300), std::time::Duration::from_secs(900)));
+
+    // Every optional value set.
+    values["clusterEndpoint"] = "https://ABC.gr7.us-east-1.eks.amazonaws.com".into();
+    values["clusterCABundle"] = "Q0EK".into();
+    values["serviceCIDR"] = "172.20.0.0/16".into();
+    values["clusterDNS"] = serde_json::json!(["172.20.0.10", "169.254.20.10"]);
+    values["controller"]["weights"] = "apiVersion: stowage.dev/weights/v1\n".into();
+    values["controller"]["solver"] = "greedy".into();
+    values["controller"]["extraArgs"] = serde_json::json!(["--threads=2"]);
+    values["metrics"]["port"] = 9090.into();
+    let a = parse_controller(&render_args(&deployment, &values));
+    assert_eq!(a.connect.cluster_endpoint, "https://ABC.gr7.us-east-1.eks.amazonaws.com");
+    assert_eq!(a.connect.cluster_ca_bundle, "Q0EK");
+    assert_eq!(a.connect.service_cidr.as_deref(), Some("172.20.0.0/16"));
+    assert_eq!(a.connect.cluster_dns, vec!["172.20.0.10", "169.254.20.10"]);
+    assert_eq!(a.weights.as_deref(), Some(std::path::Path::new("/etc/stowage/weights.yaml")), "where the ConfigMap is mounted");
+    assert_eq!(a.solve.solver, super::SolverArg::Greedy);
+    assert_eq!(a.solve.threads, 2);
+    assert_eq!(a.metrics_addr.port(), 9090);
+    assert!(deployment.contains("mountPath: /etc/stowage") && chart("templates/weights.yaml").contains("weights.yaml: |"));
+}

@@ -1,0 +1,259 @@
+//! `stowage controller` and `stowage record`: flags, logging, the Kubernetes client and the AWS provider.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use stowage_controller::Config;
+use stowage_controller::batcher::BatchConfig;
+use stowage_controller::leader::LeaderConfig;
+use stowage_controller::provisioner::PlannerSettings;
+use stowage_controller::registration::Timeouts;
+
+use super::SolveArgs;
+use stowage_aws::{AwsOptions, AwsProvider, ClusterInfo};
+use stowage_core::weights::Weights;
+use stowage_decide::cloud::CloudProvider;
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 1s, 500ms, 5m)"))
+}
+
+/// How to reach the cluster and the cloud (shared by both commands).
+#[derive(clap::Args, Clone, Debug)]
+pub struct ConnectArgs {
+    /// Kubeconfig file; default: in-cluster config or $KUBECONFIG / ~/.kube/config.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Cluster name: instances are tagged `kubernetes.io/cluster/<name>=owned` and only those are
+    /// managed. AWS credentials and region come from the usual environment (AWS_REGION, ...).
+    #[arg(long)]
+    pub cluster_name: Option<String>,
+    /// API server URL written into node user data.
+    #[arg(long, default_value = "")]
+    pub cluster_endpoint: String,
+    /// Base64 PEM of the cluster CA, for node user data.
+    #[arg(long, default_value = "")]
+    pub cluster_ca_bundle: String,
+    /// Service CIDR, for node user data.
+    #[arg(long)]
+    pub service_cidr: Option<String>,
+    /// Cluster DNS addresses (comma separated), for node user data.
+    #[arg(long, value_delimiter = ',')]
+    pub cluster_dns: Vec<String>,
+    /// Resolve `al2023@...` AMI aliases to plain Amazon Linux 2023 images (EC2 emulators only).
+    #[arg(long, hide = true)]
+    pub plain_al2023_fallback: bool,
+}
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct ControllerArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Close a batch when no new pod has become pending for this long.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub batch_idle: Duration,
+    /// Close a batch at the latest this long after it opened.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub batch_max: Duration,
+    #[command(flatten)]
+    pub solve: SolveArgs,
+    /// Cost weights (stowage.dev/weights/v1); default: models/weights/default.yaml.
+    #[arg(long)]
+    pub weights: Option<PathBuf>,
+    /// Most instance types one NodeClaim allows (the plan's choice and fallbacks for capacity errors).
+    #[arg(long, default_value_t = 20)]
+    pub max_instance_types: usize,
+    /// Delete a NodeClaim not launched within this long.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub launch_timeout: Duration,
+    /// Delete a NodeClaim whose Node has not registered this long after launch.
+    #[arg(long, default_value = "15m", value_parser = parse_duration)]
+    pub registration_timeout: Duration,
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub gc_interval: Duration,
+    /// Age before an instance no NodeClaim tracks is terminated.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub gc_grace: Duration,
+    /// Elect a leader through a Lease (run several replicas safely).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Namespace of the Lease; default: $POD_NAMESPACE, else kube-system.
+    #[arg(long)]
+    pub leader_election_namespace: Option<String>,
+    /// This replica's identity (the Pod name); default: $POD_NAME, else the host name.
+    #[arg(long)]
+    pub identity: Option<String>,
+    /// Where /metrics, /healthz and /readyz listen.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    #[arg(long, value_enum, default_value = "json")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum, PartialEq, Eq)]
+pub enum LogFormat {
+    Json,
+    Text,
+}
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Workload file to write (a v1 List); `-` for standard output.
+    #[arg(short, long, default_value = "-")]
+    pub out: PathBuf,
+    /// Write the catalog the controller would plan with here (stowage.dev/catalog/v1).
+    #[arg(long)]
+    pub catalog_out: Option<PathBuf>,
+    /// Plan with this catalog file instead of asking the cloud (without --cluster-name: the embedded one).
+    #[arg(long)]
+    pub catalog: Option<PathBuf>,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // A second initialisation (tests) is harmless.
+    let _ = match format {
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+async fn kube_client(path: Option<&PathBuf>) -> Result<kube::Client, String> {
+    let config = match path {
+        Some(p) => {
+            let kc = Kubeconfig::read_from(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.map_err(|e| format!("{}: {e}", p.display()))?
+        }
+        None => kube::Config::infer().await.map_err(|e| format!("no Kubernetes configuration found ({e}); pass --kubeconfig"))?,
+    };
+    kube::Client::try_from(config).map_err(|e| format!("building the Kubernetes client: {e}"))
+}
+
+async fn aws_provider(c: &ConnectArgs) -> Result<AwsProvider, String> {
+    let cluster = c.cluster_name.clone().ok_or("--cluster-name (or CLUSTER_NAME) is required: it scopes the instances stowage manages")?;
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let mut opts = AwsOptions {
+        cluster: ClusterInfo { endpoint: c.cluster_endpoint.clone(), ca_bundle: c.cluster_ca_bundle.clone(), service_cidr: c.service_cidr.clone(), cluster_dns: c.cluster_dns.clone() },
+        ..Default::default()
+    };
+    opts.alias.plain_al2023_fallback = c.plain_al2023_fallback;
+    AwsProvider::new(&sdk, cluster, opts).map_err(|e| e.to_string())
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("starting the async runtime: {e}"))
+}
+
+/// The controller's settings from its flags.
+pub fn config(a: &ControllerArgs) -> Result<Config, String> {
+    let weights = match &a.weights {
+        Some(p) => stowage_input::weights::load(p).map_err(|e| e.to_string())?,
+        None => Weights::default(),
+    };
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let identity = a.identity.clone().or_else(|| env("POD_NAME")).or_else(|| env("HOSTNAME")).unwrap_or_else(|| format!("stowage-{}", std::process::id()));
+    let namespace = a.leader_election_namespace.clone().or_else(|| env("POD_NAMESPACE")).unwrap_or_else(|| "kube-system".into());
+    Ok(Config {
+        batch: BatchConfig { idle: a.batch_idle, max: a.batch_max },
+        planner: planner_settings(&a.solve, a.max_instance_types),
+        weights,
+        timeouts: Timeouts { launch: a.launch_timeout, registration: a.registration_timeout },
+        gc_interval: a.gc_interval,
+        gc_grace: a.gc_grace,
+        leader: a.leader_elect.then(|| LeaderConfig::new(namespace, identity.clone())),
+        metrics_addr: Some(a.metrics_addr),
+        identity,
+        ..Default::default()
+    })
+}
+
+pub(crate) fn planner_settings(s: &SolveArgs, max_instance_types: usize) -> PlannerSettings {
+    PlannerSettings { planner: s.planner(), max_instance_types }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM"),
+                _ = int.recv() => tracing::info!("SIGINT"),
+            }
+        }
+        // Without signal handlers, only Ctrl-C through tokio's portable handler.
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// `stowage controller`.
+pub fn controller(args: ControllerArgs) -> ExitCode {
+    init_logging(args.log_format);
+    let r = (|| -> Result<(), String> {
+        let config = config(&args)?;
+        let rt = runtime()?;
+        rt.block_on(async {
+            let client = kube_client(args.connect.kubeconfig.as_ref()).await?;
+            let cloud = Arc::new(aws_provider(&args.connect).await?);
+            stowage_controller::run(client, cloud, config, shutdown_signal()).await.map_err(|e| e.to_string())
+        })
+    })();
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "the controller cannot run");
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `stowage record`.
+pub fn record(args: RecordArgs) -> ExitCode {
+    let r = (|| -> Result<String, String> {
+        let rt = runtime()?;
+        rt.block_on(async {
+            let client = kube_client(args.connect.kubeconfig.as_ref()).await?;
+            let state = stowage_controller::record::cluster_state(&client).await.map_err(|e| e.to_string())?;
+            let catalog = match (&args.catalog, &args.connect.cluster_name) {
+                (Some(p), _) => stowage_input::catalog::load(p).map_err(|e| e.to_string())?,
+                (None, Some(_)) => {
+                    let cloud = aws_provider(&args.connect).await?;
+                    // The catalog's zones are those of the resolved NodeClasses, as in the controller.
+                    for nc in state.nodeclasses.iter() {
+                        if let Err(e) = cloud.resolve_nodeclass(nc).await {
+                            eprintln!("warning: EC2NodeClass {}: {e}", nc.metadata.name.as_deref().unwrap_or(""));
+                        }
+                    }
+                    cloud.catalog().await.map_err(|e| e.to_string())?
+                }
+                (None, None) => stowage_input::catalog::default_catalog().clone(),
+            };
+            let rec = stowage_controller::record::recording(&state, &catalog).map_err(|e| e.to_string())?;
+            for x in &rec.excluded {
+                eprintln!("warning: left out: {x}");
+            }
+            let text = serde_json::to_string_pretty(&rec.workload).map_err(|e| e.to_string())?;
+            if args.out.as_os_str() == "-" {
+                println!("{text}");
+            } else {
+                std::fs::write(&args.out, text + "\n").map_err(|e| format!("{}: {e}", args.out.display()))?;
+            }
+            if let Some(p) = &args.catalog_out {
+                let c = stowage_input::catalog::generate::to_json(&rec.catalog);
+                std::fs::write(p, c).map_err(|e| format!("{}: {e}", p.display()))?;
+            }
+            Ok(format!("recorded {} pending pod(s)", rec.pending))
+        })
+    })();
+    super::report(r)
+}
