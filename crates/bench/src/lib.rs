@@ -520,7 +520,7 @@ pub fn repo_root() -> PathBuf {
     if Path::new(corpus::STANDARD_INDEX).is_file() {
         return PathBuf::from(".");
     }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
 /// Times a closure (for the CLI's summary line).

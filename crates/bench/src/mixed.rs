@@ -271,7 +271,7 @@ mod tests {
     fn scale_one_loads_and_is_deterministic() {
         let a = workload(1).unwrap();
         assert_eq!(a, workload(1).unwrap());
-        let nc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/common-ec2nodeclass.yaml")).unwrap();
+        let nc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/common-ec2nodeclass.yaml")).unwrap();
         let w = stowage_input::load_texts([(std::path::Path::new("nc.yaml"), nc.as_str()), (std::path::Path::new("mixed.json"), a.as_str())]).unwrap();
         assert!(w.warnings.is_empty(), "{:?}", w.warnings);
         assert_eq!(w.cluster.pending().len(), 113);

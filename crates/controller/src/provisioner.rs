@@ -303,7 +303,7 @@ mod tests {
 
     /// A workload of the scenarios folder as the controller would see it (pods unschedulable).
     fn load(files: &[&str]) -> (Cluster, Objects) {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
         let paths: Vec<_> = files.iter().map(|f| root.join(f)).collect();
         let w = stowage_input::load(&paths).unwrap();
         (w.cluster, w.objects)

@@ -131,7 +131,7 @@ where
 
 /// The repository root (where `tests/control-plane` and `tests/moto` live).
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
 /// Where run dirs go: `$STOWAGE_E2E_DIR`, else `<repo>/target/e2e`.

@@ -11,7 +11,7 @@ use stowage_core::check;
 use stowage_core::solve::Solver;
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
 fn peer_bin() -> &'static PathBuf {

@@ -9,7 +9,7 @@ use stowage_core::solve::Solver;
 use stowage_core::weights::Weights;
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
 fn standard() -> corpus::Corpus {

@@ -19,7 +19,7 @@ const SEED1C: &str = "scenarios/seed-1c-stuck-on-existing-nodes/state.yaml";
 const SEED2: &str = "scenarios/seed-2-apiserver-anti-affinity";
 
 fn path(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(p)
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join(p)
 }
 
 fn load(paths: &[&str]) -> Workload {

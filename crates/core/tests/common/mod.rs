@@ -27,7 +27,7 @@ pub fn planners() -> Vec<Solver> {
 pub fn small_catalog() -> &'static Catalog {
     static C: OnceLock<Catalog> = OnceLock::new();
     C.get_or_init(|| {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/catalog-small.yaml");
+        let p = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("tests/fixtures/catalog-small.yaml");
         catalog::load(&p).expect("tests/fixtures/catalog-small.yaml parses")
     })
 }
