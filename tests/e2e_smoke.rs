@@ -116,6 +116,10 @@ fn running_and_ready(p: &Pod) -> bool {
     s.phase.as_deref() == Some("Running") && s.pod_ip.is_some() && s.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
+// Long on purpose: one control plane and one moto are started once and every stand-in is exercised
+// against them in sequence, each step depending on the one before (a node must register before a pod
+// binds to it); splitting it would mean passing the whole harness state between helpers or starting a
+// control plane per step (tens of seconds each).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_plane_moto_and_stand_ins() {
     let t0 = Instant::now();

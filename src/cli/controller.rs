@@ -9,7 +9,7 @@ use std::time::Duration;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use stowage_controller::Config;
-use stowage_controller::batcher::BatchConfig;
+use stowage_decide::batch::BatchConfig;
 use stowage_controller::leader::LeaderConfig;
 use stowage_controller::provisioner::PlannerSettings;
 use stowage_controller::registration::Timeouts;

@@ -450,21 +450,62 @@ impl AwsProvider {
     }
 
     async fn launch_inner(&self, req: &LaunchRequest) -> Result<Instance, CloudError> {
-        let first = req.offerings.first().ok_or_else(|| CloudError::Fatal(format!("launch {}: no offerings", req.nodeclaim)))?;
-        if req.nodeclaim.is_empty() {
-            return Err(CloudError::Fatal("launch: the NodeClaim name is empty".into()));
-        }
-        let ct = first.capacity_type.clone();
-        if ct != "on-demand" && ct != "spot" {
-            return Err(CloudError::Fatal(format!("launch {}: capacity type {ct:?} is not supported (on-demand, spot)", req.nodeclaim)));
-        }
+        let ct = launch_capacity_type(req)?;
         let (nc, r) = self.resolved(&req.nodeclass).await?;
         if let Some(existing) = instances::find_by_nodeclaim(&self.ec2, &self.cluster, &req.nodeclaim).await? {
             tracing::info!(nodeclaim = %req.nodeclaim, instance = %existing.id, "NodeClaim already has an instance; not launching another");
             return Ok(existing);
         }
-        let types = lock(&self.types).clone();
         let tags = self.launch_tags(&nc, req);
+        let (templates, overrides) = self.fleet_overrides(&nc, &r, req, &ct)?;
+        let mut instance_tags = tags.clone();
+        instance_tags.insert(TAG_NODECLAIM.into(), req.nodeclaim.clone());
+        let freq = FleetRequest {
+            capacity_type: ct.clone(),
+            client_token: fleet::client_token(&self.cluster, &req.nodeclaim, &overrides),
+            overrides,
+            launch_tags: tags,
+            instance_tags,
+            context: nc.spec.context.clone(),
+        };
+        // One retry when a launch template vanished between our cache and the call.
+        for attempt in 0..2 {
+            for (name, spec) in &templates {
+                self.ensure_template(name, spec).await?;
+            }
+            let call = fleet::request(&self.ec2.client, &freq);
+            let out = match self.ec2.call("CreateFleet", || call.clone().send()).await {
+                Ok(o) => o,
+                Err(e) if e.has_code(LAUNCH_TEMPLATE_NOT_FOUND) && attempt == 0 => {
+                    tracing::warn!(error = %e, "a launch template vanished; recreating");
+                    lock(&self.templates).clear();
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let outcome = fleet::parse(&out, &freq);
+            self.remember_capacity_errors(&ct, &freq, &outcome);
+            if let Some(l) = outcome.launched {
+                if !outcome.errors.is_empty() {
+                    tracing::info!(nodeclaim = %req.nodeclaim, errors = outcome.errors.len(), "launched after errors on better offerings");
+                }
+                tracing::info!(nodeclaim = %req.nodeclaim, instance = %l.id, instance_type = %l.instance_type, zone = %l.zone, capacity_type = %l.capacity_type, "launched instance");
+                return Ok(launched_instance(l, req));
+            }
+            if attempt == 0 && outcome.errors.iter().any(|f| f.code == LAUNCH_TEMPLATE_NOT_FOUND) {
+                lock(&self.templates).clear();
+                continue;
+            }
+            return Err(nothing_launched(req, &freq, &outcome));
+        }
+        Err(CloudError::Fatal(format!("CreateFleet for NodeClaim {}: launch template not found twice", req.nodeclaim)))
+    }
+
+    /// The fleet's launch templates and overrides, one per offering of the NodeClaim's capacity type in
+    /// its order of preference; offerings that cannot be launched now are skipped (and remembered as
+    /// unavailable where the reason will not change soon). None left: insufficient capacity.
+    fn fleet_overrides(&self, nc: &EC2NodeClass, r: &Resolved, req: &LaunchRequest, ct: &str) -> Result<(BTreeMap<String, TemplateSpec>, Vec<Override>), CloudError> {
+        let types = lock(&self.types).clone();
         let mut templates: BTreeMap<String, TemplateSpec> = BTreeMap::new();
         let mut overrides: Vec<Override> = Vec::new();
         let mut skipped: Vec<(OfferingRef, String)> = Vec::new();
@@ -474,7 +515,7 @@ impl AwsProvider {
             if o.capacity_type != ct || !seen.insert((o.instance_type.clone(), o.zone.clone())) {
                 continue;
             }
-            if self.ice.offering_unavailable(&ct, &o.instance_type, &o.zone) {
+            if self.ice.offering_unavailable(ct, &o.instance_type, &o.zone) {
                 skipped.push((o.clone(), "in the unavailable-offerings cache".into()));
                 continue;
             }
@@ -496,7 +537,7 @@ impl AwsProvider {
                 continue;
             };
             let max_pods = facts.as_ref().map(|f| stowage_core::catalog::aws::max_pods(f, &r.sizing.ami_family, &r.sizing.kubelet)).unwrap_or(110);
-            let spec = self.template_spec(&nc, &r, &image.id, max_pods, req, &ct)?;
+            let spec = self.template_spec(nc, r, &image.id, max_pods, req, ct)?;
             let name = spec.name();
             templates.entry(name.clone()).or_insert(spec);
             overrides.push(Override { offering: o.clone(), subnet_id: subnet.id.clone(), template: name, priority: rank as f64 });
@@ -509,88 +550,78 @@ impl AwsProvider {
             });
         }
 
-        let mut instance_tags = tags.clone();
-        instance_tags.insert(TAG_NODECLAIM.into(), req.nodeclaim.clone());
-        let freq = FleetRequest {
-            capacity_type: ct.clone(),
-            client_token: fleet::client_token(&self.cluster, &req.nodeclaim, &overrides),
-            overrides,
-            launch_tags: tags,
-            instance_tags,
-            context: nc.spec.context.clone(),
-        };
-        for attempt in 0..2 {
-            for (name, spec) in &templates {
-                self.ensure_template(name, spec).await?;
-            }
-            let call = fleet::request(&self.ec2.client, &freq);
-            let out = match self.ec2.call("CreateFleet", || call.clone().send()).await {
-                Ok(o) => o,
-                Err(e) if e.has_code(LAUNCH_TEMPLATE_NOT_FOUND) && attempt == 0 => {
-                    tracing::warn!(error = %e, "a launch template vanished; recreating");
-                    lock(&self.templates).clear();
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let outcome = fleet::parse(&out, &freq);
-            for f in &outcome.errors {
-                if !is_capacity_error(&f.code) {
-                    continue;
-                }
-                if let (Some(t), Some(z)) = (&f.instance_type, &f.zone) {
-                    tracing::info!(capacity_type = %ct, instance_type = %t, zone = %z, code = %f.code, "offering unavailable");
-                    self.ice.mark(&offering_key(&ct, t, z), &f.code);
-                }
-                if f.code == "InsufficientFreeAddressesInSubnet"
-                    && let Some(o) = freq.overrides.iter().find(|o| Some(&o.offering.zone) == f.zone.as_ref())
-                {
-                    self.ice.mark(&subnet_key(&o.subnet_id), &f.code);
-                }
-            }
-            if let Some(l) = outcome.launched {
-                if !outcome.errors.is_empty() {
-                    tracing::info!(nodeclaim = %req.nodeclaim, errors = outcome.errors.len(), "launched after errors on better offerings");
-                }
-                tracing::info!(nodeclaim = %req.nodeclaim, instance = %l.id, instance_type = %l.instance_type, zone = %l.zone, capacity_type = %l.capacity_type, "launched instance");
-                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-                return Ok(Instance {
-                    provider_id: instances::provider_id(&l.zone, &l.id),
-                    id: l.id,
-                    instance_type: l.instance_type,
-                    zone: l.zone,
-                    capacity_type: l.capacity_type,
-                    state: "pending".into(),
-                    nodepool: Some(req.nodepool.clone()),
-                    nodeclaim: Some(req.nodeclaim.clone()),
-                    launched_at: now,
-                });
-            }
-            let summary: Vec<String> = outcome.errors.iter().map(|f| format!("{} {}/{}: {}", f.code, f.instance_type.as_deref().unwrap_or("?"), f.zone.as_deref().unwrap_or("?"), f.message)).collect();
-            if outcome.errors.is_empty() {
-                return Err(CloudError::Fatal(format!("CreateFleet for NodeClaim {} returned neither an instance nor an error", req.nodeclaim)));
-            }
-            if attempt == 0 && outcome.errors.iter().any(|f| f.code == LAUNCH_TEMPLATE_NOT_FOUND) {
-                lock(&self.templates).clear();
+        Ok((templates, overrides))
+    }
+
+    /// Capacity errors of a fleet answer go into the unavailable-offerings cache (and a subnet out of
+    /// addresses into the subnet cache), so that the planner stops choosing them.
+    fn remember_capacity_errors(&self, ct: &str, freq: &FleetRequest, outcome: &fleet::Outcome) {
+        for f in &outcome.errors {
+            if !is_capacity_error(&f.code) {
                 continue;
             }
-            if outcome.errors.iter().all(|f| is_capacity_error(&f.code)) {
-                let named: Vec<OfferingRef> = freq
-                    .overrides
-                    .iter()
-                    .filter(|o| outcome.errors.iter().any(|f| f.instance_type.as_deref() == Some(&o.offering.instance_type) && f.zone.as_deref() == Some(&o.offering.zone)))
-                    .map(|o| o.offering.clone())
-                    .collect();
-                let offerings = if named.is_empty() { freq.overrides.iter().map(|o| o.offering.clone()).collect() } else { named };
-                return Err(CloudError::InsufficientCapacity { offerings, message: format!("CreateFleet launched nothing: {}", summary.join("; ")) });
+            if let (Some(t), Some(z)) = (&f.instance_type, &f.zone) {
+                tracing::info!(capacity_type = %ct, instance_type = %t, zone = %z, code = %f.code, "offering unavailable");
+                self.ice.mark(&offering_key(ct, t, z), &f.code);
             }
-            if outcome.errors.iter().all(|f| is_capacity_error(&f.code) || is_throttle_code(&f.code)) {
-                return Err(CloudError::Throttled(format!("CreateFleet launched nothing: {}", summary.join("; "))));
+            if f.code == "InsufficientFreeAddressesInSubnet"
+                && let Some(o) = freq.overrides.iter().find(|o| Some(&o.offering.zone) == f.zone.as_ref())
+            {
+                self.ice.mark(&subnet_key(&o.subnet_id), &f.code);
             }
-            return Err(CloudError::Fatal(format!("CreateFleet for NodeClaim {} launched nothing: {}", req.nodeclaim, summary.join("; "))));
         }
-        Err(CloudError::Fatal(format!("CreateFleet for NodeClaim {}: launch template not found twice", req.nodeclaim)))
     }
+}
+
+/// The capacity type of a launch (its first offering's), after checking the request is launchable.
+fn launch_capacity_type(req: &LaunchRequest) -> Result<String, CloudError> {
+    let first = req.offerings.first().ok_or_else(|| CloudError::Fatal(format!("launch {}: no offerings", req.nodeclaim)))?;
+    if req.nodeclaim.is_empty() {
+        return Err(CloudError::Fatal("launch: the NodeClaim name is empty".into()));
+    }
+    let ct = first.capacity_type.clone();
+    if ct != "on-demand" && ct != "spot" {
+        return Err(CloudError::Fatal(format!("launch {}: capacity type {ct:?} is not supported (on-demand, spot)", req.nodeclaim)));
+    }
+    Ok(ct)
+}
+
+fn launched_instance(l: fleet::Launched, req: &LaunchRequest) -> Instance {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    Instance {
+        provider_id: instances::provider_id(&l.zone, &l.id),
+        id: l.id,
+        instance_type: l.instance_type,
+        zone: l.zone,
+        capacity_type: l.capacity_type,
+        state: "pending".into(),
+        nodepool: Some(req.nodepool.clone()),
+        nodeclaim: Some(req.nodeclaim.clone()),
+        launched_at: now,
+    }
+}
+
+/// Why a fleet launched nothing: insufficient capacity (naming the offerings that failed, so the
+/// caller can plan around them), throttling (retry later), or a fatal error.
+fn nothing_launched(req: &LaunchRequest, freq: &FleetRequest, outcome: &fleet::Outcome) -> CloudError {
+    let summary: Vec<String> = outcome.errors.iter().map(|f| format!("{} {}/{}: {}", f.code, f.instance_type.as_deref().unwrap_or("?"), f.zone.as_deref().unwrap_or("?"), f.message)).collect();
+    if outcome.errors.is_empty() {
+        return CloudError::Fatal(format!("CreateFleet for NodeClaim {} returned neither an instance nor an error", req.nodeclaim));
+    }
+    if outcome.errors.iter().all(|f| is_capacity_error(&f.code)) {
+        let named: Vec<OfferingRef> = freq
+            .overrides
+            .iter()
+            .filter(|o| outcome.errors.iter().any(|f| f.instance_type.as_deref() == Some(&o.offering.instance_type) && f.zone.as_deref() == Some(&o.offering.zone)))
+            .map(|o| o.offering.clone())
+            .collect();
+        let offerings = if named.is_empty() { freq.overrides.iter().map(|o| o.offering.clone()).collect() } else { named };
+        return CloudError::InsufficientCapacity { offerings, message: format!("CreateFleet launched nothing: {}", summary.join("; ")) };
+    }
+    if outcome.errors.iter().all(|f| is_capacity_error(&f.code) || is_throttle_code(&f.code)) {
+        return CloudError::Throttled(format!("CreateFleet launched nothing: {}", summary.join("; ")));
+    }
+    CloudError::Fatal(format!("CreateFleet for NodeClaim {} launched nothing: {}", req.nodeclaim, summary.join("; ")))
 }
 
 impl CloudProvider for AwsProvider {

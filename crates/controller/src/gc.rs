@@ -62,7 +62,7 @@ pub fn decide(instances: &[Instance], claims: &[NodeClaim], launching: &BTreeSet
         if launching.contains(&name) {
             continue;
         }
-        let launched = super::registration::condition(c, super::registration::CONDITION_LAUNCHED)
+        let launched = super::conditions::condition(c, super::conditions::CONDITION_LAUNCHED)
             .and_then(|c| c.last_transition_time.as_deref())
             .and_then(|t| t.parse::<Timestamp>().ok())
             .or_else(|| c.metadata.creation_timestamp.as_ref().map(|t| t.0))

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use super::events::Reason;
 use super::metrics::Stage;
-use super::registration::{CONDITION_LAUNCHED, set_condition};
+use super::conditions::{CONDITION_LAUNCHED, set_condition};
 use super::state::{claim_labels, quantities, requirement_values};
 use super::{Ctx, kube_status};
 use stowage_core::domain::catalog::Catalog;
@@ -35,54 +35,10 @@ use stowage_core::semantics::node_affinity;
 use stowage_decide::cloud::{CloudError, CloudProvider, Instance, LaunchRequest, OfferingRef};
 use stowage_input::api::{EC2NodeClass, NodeClaim};
 
-/// (instance type, zone, capacity type).
-pub type OfferingKey = (String, String, String);
-
-/// Offerings the cloud refused recently, until when.
-#[derive(Clone, Debug, Default)]
-pub struct Unavailable {
-    until: BTreeMap<OfferingKey, Instant>,
-}
-
-impl Unavailable {
-    pub fn mark(&mut self, key: OfferingKey, until: Instant) {
-        let e = self.until.entry(key).or_insert(until);
-        *e = (*e).max(until);
-    }
-
-    /// Forgets entries whose time has come.
-    pub fn expire(&mut self, now: Instant) {
-        self.until.retain(|_, t| *t > now);
-    }
-
-    pub fn contains(&self, instance_type: &str, zone: &str, capacity_type: &str, now: Instant) -> bool {
-        self.until.get(&(instance_type.to_string(), zone.to_string(), capacity_type.to_string())).is_some_and(|t| *t > now)
-    }
-
-    pub fn len(&self) -> usize {
-        self.until.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.until.is_empty()
-    }
-
-    /// The catalog as the planner must see it at `now`: refused offerings unavailable.
-    pub fn view(&self, base: &Catalog, now: Instant) -> Catalog {
-        let mut c = base.clone();
-        if self.until.is_empty() {
-            return c;
-        }
-        for t in &mut c.types {
-            for o in &mut t.offerings {
-                if self.contains(&t.name, &o.zone, &o.capacity_type, now) {
-                    o.available = false;
-                }
-            }
-        }
-        c
-    }
-}
+/// The refused-offering cache on the controller's clock (`stowage_decide::offerings`, which the
+/// simulator runs too).
+pub type Unavailable = stowage_decide::offerings::Unavailable<Instant>;
+pub use stowage_decide::offerings::OfferingKey;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {

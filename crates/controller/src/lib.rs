@@ -13,9 +13,9 @@
 //!  leader election (Lease): only the leader runs the four loops above; metrics, events, health
 //! ```
 //!
-//! One file per stage: [`state`], [`batcher`], [`provisioner`], [`launcher`], [`registration`],
+//! One file per stage: [`state`], the batcher (`stowage_decide::batch`), [`provisioner`], [`launcher`], [`registration`],
 //! [`termination`], [`disruption`], [`gc`], [`nodeclass`] (EC2NodeClass readiness), [`leader`],
-//! [`metrics`], [`events`], [`record`], [`cli`] (`stowage controller`, `stowage record`).
+//! [`metrics`], [`events`], [`record`], [`conditions`]; the command line is the binary's (src/cli/controller.rs).
 //!
 //! Invariants (each module states its own in detail):
 //! - **Never plan on a partial view**: no batch runs until every watched kind is listed, and none while
@@ -30,7 +30,7 @@
 //!   launches its NodeClaims (bounded by `shutdown_grace`); running launches finish; the Lease is
 //!   released. Whatever is cut short is safe by the invariant above.
 
-pub mod batcher;
+pub mod conditions;
 pub mod disruption;
 pub mod events;
 pub mod gc;
@@ -70,7 +70,7 @@ use stowage_core::weights::Weights;
 use stowage_decide::cloud::{CloudError, CloudProvider};
 use stowage_input::api::{EC2NodeClass, NodeClaim, NodePool};
 
-use batcher::{BatchConfig, Batcher};
+use stowage_decide::batch::{BatchConfig, Batcher};
 use disruption::Disruption;
 use events::{Events, Reason};
 use launcher::{Launched, Unavailable};
@@ -157,7 +157,7 @@ pub struct Ctx<P> {
     pub(crate) cloud: Arc<P>,
     pub(crate) config: Config,
     pub(crate) state: Mutex<ClusterState>,
-    batcher: Mutex<Batcher>,
+    batcher: Mutex<Batcher<Instant>>,
     provision_wake: Notify,
     lifecycle_wake: Notify,
     pub(crate) unavailable: Mutex<Unavailable>,

@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::registration::{CONDITION_READY, set_condition_at};
+use super::conditions::{CONDITION_READY, set_condition_at};
 use super::{Ctx, kube_status};
 use stowage_decide::cloud::{CloudError, CloudProvider};
 use stowage_input::api::EC2NodeClass;
@@ -80,12 +80,6 @@ pub async fn reconcile_all<P: CloudProvider>(ctx: &Ctx<P>) {
     }
 }
 
-/// True if the NodeClass says it is not ready (no condition at all counts as ready: files written by
-/// hand or by `stowage record` of a cluster without a controller).
-pub fn not_ready(nc: &EC2NodeClass) -> bool {
-    nc.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == CONDITION_READY && c.status == "False")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,8 +101,8 @@ mod tests {
         let later = Timestamp::from_second(1_800_000_100).unwrap();
         assert!(!differs(Some(&s), &status_for(Some(&s), Ok(ok), later)), "same content: no write");
         let mut nc = EC2NodeClass::new("x", Default::default());
-        assert!(!not_ready(&nc));
+        assert!(!crate::conditions::nodeclass_not_ready(&nc));
         nc.status = Some(s2);
-        assert!(not_ready(&nc));
+        assert!(crate::conditions::nodeclass_not_ready(&nc));
     }
 }

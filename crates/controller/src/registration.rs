@@ -28,16 +28,13 @@ use serde_json::json;
 use super::events::Reason;
 use super::metrics::Stage;
 use super::state::{INITIALIZED_LABEL, REGISTERED_LABEL, TERMINATION_FINALIZER, claim_labels};
+use super::conditions::{CONDITION_INITIALIZED, CONDITION_LAUNCHED, CONDITION_READY, CONDITION_REGISTERED, condition, set_condition};
 use super::{Ctx, kube_status};
 use stowage_core::domain::labels::keys;
 use stowage_core::domain::taints::well_known;
 use stowage_decide::cloud::CloudProvider;
 use stowage_input::api::{Condition, NodeClaim};
 
-pub const CONDITION_LAUNCHED: &str = "Launched";
-pub const CONDITION_REGISTERED: &str = "Registered";
-pub const CONDITION_INITIALIZED: &str = "Initialized";
-pub const CONDITION_READY: &str = "Ready";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
@@ -75,34 +72,6 @@ pub enum Step {
     Terminate,
     /// Being deleted without our finalizer: not ours to finish.
     Nothing,
-}
-
-/// `now` as a condition timestamp.
-pub fn timestamp(now: Timestamp) -> String {
-    now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
-/// Sets a condition, keeping its transition time when the status does not change.
-pub fn set_condition(conditions: &mut Vec<Condition>, type_: &str, status: &str, reason: &str, message: &str) {
-    set_condition_at(conditions, type_, status, reason, message, Timestamp::now());
-}
-
-pub fn set_condition_at(conditions: &mut Vec<Condition>, type_: &str, status: &str, reason: &str, message: &str, now: Timestamp) {
-    let transition = conditions.iter().find(|c| c.type_ == type_ && c.status == status).and_then(|c| c.last_transition_time.clone()).unwrap_or_else(|| timestamp(now));
-    conditions.retain(|c| c.type_ != type_);
-    conditions.push(Condition {
-        type_: type_.into(),
-        status: status.into(),
-        reason: Some(reason.into()),
-        message: Some(message.into()),
-        last_transition_time: Some(transition),
-        observed_generation: None,
-    });
-    conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
-}
-
-pub fn condition<'a>(claim: &'a NodeClaim, type_: &str) -> Option<&'a Condition> {
-    claim.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
 }
 
 fn is_true(claim: &NodeClaim, type_: &str) -> bool {
@@ -317,6 +286,7 @@ async fn delete<P: CloudProvider>(ctx: &Ctx<P>, api: &Api<NodeClaim>, name: &str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conditions::{set_condition_at, timestamp};
     use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use stowage_input::api::{NodeClaimSpec, NodeClaimStatus, NodeSelectorRequirementWithMinValues};

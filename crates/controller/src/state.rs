@@ -364,7 +364,7 @@ impl ClusterState {
     /// not launched yet.
     pub fn planning_objects(&self, catalog: &Catalog) -> Objects {
         // NodePools being deleted, or whose EC2NodeClass is not ready, launch nothing.
-        let class_not_ready = |p: &NodePool| self.nodeclasses.get("", &p.spec.template.spec.node_class_ref.name).is_some_and(super::nodeclass::not_ready);
+        let class_not_ready = |p: &NodePool| self.nodeclasses.get("", &p.spec.template.spec.node_class_ref.name).is_some_and(super::conditions::nodeclass_not_ready);
         let mut views: BTreeMap<String, Option<Catalog>> = BTreeMap::new();
         let nodeclaims = self
             .nodeclaims

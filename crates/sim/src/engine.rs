@@ -27,7 +27,9 @@ use super::disruption::Disruption;
 use super::events::{Event, EventKind, PlanVerdict};
 use super::expect::{self, Check, Observed};
 use super::planner::Planner;
-use super::provisioner::{self, Batcher, Unavailable};
+use super::provisioner;
+use stowage_decide::batch::{BatchConfig, Batcher};
+use stowage_decide::offerings::Unavailable;
 use super::report::{self, Report};
 use super::scenario::{Action, ObjectRef, Scenario};
 use super::time::{SimTime, short};
@@ -93,8 +95,8 @@ pub(super) struct Engine<'a> {
     step: Option<usize>,
     world: World,
     cloud: Cloud,
-    batcher: Batcher,
-    refused: Unavailable,
+    batcher: Batcher<SimTime>,
+    refused: Unavailable<SimTime>,
     disruption: Disruption,
     claims: BTreeMap<String, Claim>,
     /// Pod uid → the NodeClaim in flight the latest plan meant for it.
@@ -124,7 +126,7 @@ impl<'a> Engine<'a> {
             step: None,
             world: World::default(),
             cloud: Cloud::new(&s.fail_offerings, s.launch_delay, s.launch_jitter),
-            batcher: Batcher::new(s.batch_idle, s.batch_max),
+            batcher: Batcher::new(BatchConfig { idle: s.batch_idle, max: s.batch_max }),
             refused: Unavailable::default(),
             disruption: Disruption::default(),
             claims: BTreeMap::new(),
@@ -205,7 +207,7 @@ impl<'a> Engine<'a> {
                     self.log(EventKind::Step { step: n, action: "expect".into(), note });
                     self.reconcile()?;
                     let cluster = self.build()?;
-                    let catalog = self.refused.view(&sc.settings.catalog);
+                    let catalog = self.refused.view(&sc.settings.catalog, self.now);
                     let observed = Observed {
                         world: &self.world,
                         cluster: &cluster,
@@ -270,7 +272,7 @@ impl<'a> Engine<'a> {
 
     fn next_activity(&self) -> Option<SimTime> {
         let claims = self.claims.values().flat_map(|c| [(!c.running_logged).then_some(c.running_at), (!c.registered).then_some(c.registers_at)]).flatten();
-        [self.batcher.closes_at(), self.disruption.next_due(), self.refused.next_expiry()].into_iter().flatten().chain(claims).min()
+        [self.batcher.deadline(), self.disruption.next_due(), self.refused.next_expiry()].into_iter().flatten().chain(claims).min()
     }
 
     fn next_expiry(&self) -> Option<SimTime> {
@@ -315,7 +317,7 @@ impl<'a> Engine<'a> {
         }
         // kube-scheduler sees new nodes before a batch closing at the same instant does.
         self.reconcile()?;
-        if self.batcher.closes_at().is_some_and(|t| t <= now) {
+        if self.batcher.deadline().is_some_and(|t| t <= now) {
             self.provision()?;
         }
         Ok(())
@@ -402,7 +404,8 @@ impl<'a> Engine<'a> {
     /// A batch window closed: plan every pending pod, launch the plan's new nodes.
     fn provision(&mut self) -> Result<(), SimError> {
         let now = self.now;
-        self.batcher.close();
+        // provision() runs when the window is due (tick), so this closes it.
+        self.batcher.close_if_due(now);
         let cluster = self.build()?;
         let pending = cluster.pending();
         if pending.is_empty() {
@@ -411,7 +414,7 @@ impl<'a> Engine<'a> {
         self.batches += 1;
         self.since.batches += 1;
         let batch = self.batches;
-        let catalog = self.refused.view(&self.sc.settings.catalog);
+        let catalog = self.refused.view(&self.sc.settings.catalog, now);
         let plan = match self.planner.plan(&cluster, &catalog, &self.sc.settings.weights) {
             Ok(p) => p,
             Err(message) => {

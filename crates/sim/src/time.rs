@@ -27,6 +27,14 @@ impl SimTime {
     }
 }
 
+/// `t + d` is [`SimTime::plus`]: what the shared decisions (`stowage_decide`) need of a clock.
+impl std::ops::Add<Duration> for SimTime {
+    type Output = SimTime;
+    fn add(self, d: Duration) -> SimTime {
+        self.plus(d)
+    }
+}
+
 impl fmt::Display for SimTime {
     /// `H:MM:SS`, with milliseconds only when there are some.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

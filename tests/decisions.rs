@@ -1,0 +1,93 @@
+//! The simulator and the controller decide alike: batching and the refused-offering cache are one
+//! implementation (`stowage_decide`), which the controller runs on tokio's clock and the simulator on
+//! its simulated one. This test pins both halves of that claim: the controller's types *are* the shared
+//! ones (it does not compile otherwise), and the same inputs at the same offsets give the same
+//! decisions on both clocks (the simulator counts whole milliseconds, tokio nanoseconds).
+//!
+//! Not shared yet: disruption (the controller's budgets and candidates vs the simulator's emptiness and
+//! expiration), which issue 14 lists and this test will cover once it moves.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use stowage_core::domain::catalog::Catalog;
+use stowage_decide::batch::{BatchConfig, Batcher};
+use stowage_decide::offerings::Unavailable;
+use stowage_sim::time::SimTime;
+use tokio::time::Instant;
+
+/// A fixed, irregular schedule of (milliseconds, pod) triggers with repeats, gaps longer than the idle
+/// window and a burst longer than the max window.
+fn schedule() -> Vec<(u64, String)> {
+    let mut out = Vec::new();
+    let mut t = 0;
+    for i in 0..200u64 {
+        t += [10, 300, 999, 1_000, 1_001, 5, 2_500, 40][(i * 7 % 8) as usize];
+        let pod = format!("p{}", i * 13 % 37);
+        out.push((t, pod));
+    }
+    out
+}
+
+#[test]
+fn the_same_triggers_close_the_same_batches_on_both_clocks() {
+    let config = BatchConfig { idle: Duration::from_secs(1), max: Duration::from_secs(10) };
+    let mut ctl: Batcher<Instant> = Batcher::new(config);
+    let mut sim: Batcher<SimTime> = Batcher::new(config);
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let mut closed = (Vec::new(), Vec::new());
+    for (ms, pod) in schedule() {
+        // Each side polls before the event (a due window closes first), then sees the trigger.
+        if let Some(n) = ctl.close_if_due(at(ms)) {
+            closed.0.push((ms, n));
+        }
+        if let Some(n) = sim.close_if_due(SimTime(ms)) {
+            closed.1.push((ms, n));
+        }
+        ctl.trigger(&pod, at(ms));
+        sim.trigger(&pod, SimTime(ms));
+        let d_ctl = ctl.deadline().map(|d| d.duration_since(t0).as_millis() as u64);
+        let d_sim = sim.deadline().map(|d| d.0);
+        assert_eq!(d_ctl, d_sim, "deadline after the trigger at {ms} ms");
+    }
+    assert_eq!(closed.0, closed.1);
+    assert!(closed.0.len() > 20, "the schedule closes many windows: {closed:?}");
+    assert!(closed.0.iter().any(|&(_, n)| n > 5), "and some hold several pods: {closed:?}");
+}
+
+#[test]
+fn the_same_refusals_hide_the_same_offerings_on_both_clocks() {
+    let catalog: &Catalog = stowage_input::catalog::default_catalog();
+    let ttl = Duration::from_secs(180);
+    let t0 = Instant::now();
+    // The controller's cache is its own type alias of the shared one.
+    let mut ctl: stowage_controller::launcher::Unavailable = Unavailable::default();
+    let mut sim: Unavailable<SimTime> = Unavailable::default();
+    let refusals = [(0, "m5.large", "us-east-1a", "spot"), (60_000, "m5.large", "us-east-1a", "spot"), (90_000, "c5.xlarge", "us-east-1b", "on-demand"), (200_000, "m5.large", "us-east-1c", "spot")];
+    let hidden = |c: &Catalog| -> BTreeSet<(String, String, String)> {
+        c.types.iter().flat_map(|t| t.offerings.iter().filter(|o| !o.available).map(move |o| (t.name.clone(), o.zone.clone(), o.capacity_type.clone()))).collect()
+    };
+    let base = hidden(catalog);
+    let mut applied = 0;
+    for ms in [0, 179_999, 180_000, 200_000, 239_999, 240_000, 269_999, 270_000, 379_999, 380_000] {
+        while applied < refusals.len() && refusals[applied].0 <= ms {
+            let (at, t, z, ct) = refusals[applied];
+            ctl.mark((t.into(), z.into(), ct.into()), t0 + Duration::from_millis(at) + ttl);
+            sim.mark((t.into(), z.into(), ct.into()), SimTime(at) + ttl);
+            applied += 1;
+        }
+        let a = hidden(&ctl.view(catalog, t0 + Duration::from_millis(ms)));
+        let b = hidden(&sim.view(catalog, SimTime(ms)));
+        assert_eq!(a, b, "at {ms} ms");
+        // An offering is hidden while its latest refusal is younger than the TTL.
+        let mut expect = base.clone();
+        for &(_, t, z, ct) in &refusals {
+            let last = refusals.iter().filter(|r| (r.1, r.2, r.3) == (t, z, ct) && r.0 <= ms).map(|r| r.0).max();
+            if last.is_some_and(|l| l + 180_000 > ms) {
+                expect.insert((t.into(), z.into(), ct.into()));
+            }
+        }
+        assert_eq!(a, expect, "at {ms} ms");
+    }
+}
