@@ -1,11 +1,10 @@
-//! The simulator and the controller decide alike: batching and the refused-offering cache are one
-//! implementation (`stowage_decide`), which the controller runs on tokio's clock and the simulator on
-//! its simulated one. This test pins both halves of that claim: the controller's types *are* the shared
-//! ones (it does not compile otherwise), and the same inputs at the same offsets give the same
-//! decisions on both clocks (the simulator counts whole milliseconds, tokio nanoseconds).
-//!
-//! Not shared yet: disruption (the controller's budgets and candidates vs the simulator's emptiness and
-//! expiration), which issue 14 lists and this test will cover once it moves.
+//! The simulator and the controller decide alike: batching, the refused-offering cache and disruption
+//! are one implementation (`stowage_decide`), which the controller runs on tokio's clock (the API
+//! server's timestamps for disruption) and the simulator on its simulated one. These tests pin both
+//! halves of that claim: the controller's types *are* the shared ones (they do not compile otherwise),
+//! and the same inputs at the same offsets give the same decisions on both clocks (the simulator counts
+//! whole milliseconds, tokio nanoseconds): the same batch, the same refused offering, the same
+//! disruption.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -90,4 +89,61 @@ fn the_same_refusals_hide_the_same_offerings_on_both_clocks() {
         }
         assert_eq!(a, expect, "at {ms} ms");
     }
+}
+
+#[test]
+fn the_same_nodes_are_disrupted_on_both_clocks() {
+    use k8s_openapi::jiff::Timestamp;
+    use stowage_decide::disruption::{Candidate, Disruption, PoolPolicy};
+
+    let t0 = Timestamp::from_second(1_800_000_000).unwrap();
+    let pools: std::collections::BTreeMap<String, PoolPolicy> = [
+        ("fast".to_string(), PoolPolicy { consolidate_after: Some(Duration::ZERO), budgets: vec!["50%".into()] }),
+        ("slow".to_string(), PoolPolicy { consolidate_after: Some(Duration::from_secs(30)), budgets: vec!["10%".into()] }),
+        ("never".to_string(), PoolPolicy { consolidate_after: None, budgets: vec!["100%".into()] }),
+    ]
+    .into();
+    let observations: Vec<Vec<Observation>> = vec![
+        vec![("a", "fast", 0, false, None), ("b", "fast", 0, true, None), ("c", "slow", 0, false, None), ("d", "slow", 2, false, Some(100)), ("e", "never", 0, false, None)],
+        vec![("b", "fast", 0, false, None), ("c", "slow", 1, false, None), ("d", "slow", 2, false, Some(100)), ("e", "never", 0, false, None), ("f", "fast", 0, false, None)],
+        vec![("c", "slow", 0, false, None), ("d", "slow", 2, false, Some(100)), ("e", "never", 0, false, None)],
+    ];
+    let times = [0u64, 20, 45, 60, 75, 101];
+    let mut ctl: stowage_controller::disruption::Disruption = Disruption::default();
+    let mut sim: Disruption<SimTime> = Disruption::default();
+    let mut decided = (Vec::new(), Vec::new());
+    for (i, &s) in times.iter().enumerate() {
+        let obs = &observations[i.min(observations.len() - 1)];
+        let c_ctl: Vec<Candidate<Timestamp>> = candidates(obs, t0);
+        let c_sim: Vec<Candidate<SimTime>> = candidates(obs, SimTime(0));
+        let a = ctl.decide(&c_ctl, &pools, t0 + Duration::from_secs(s));
+        let b = sim.decide(&c_sim, &pools, SimTime(s * 1000));
+        decided.0.push((s, a));
+        decided.1.push((s, b));
+    }
+    assert_eq!(decided.0, decided.1);
+    let names: Vec<(u64, String)> = decided.0.iter().flat_map(|(s, a)| a.iter().map(move |x| (*s, x.nodeclaim.clone()))).collect();
+    assert!(names.contains(&(0, "a".to_string())), "an empty node of a 0s pool goes at once: {names:?}");
+    assert!(!names.iter().any(|(_, n)| n == "e"), "consolidateAfter: Never keeps it: {names:?}");
+    assert!(names.contains(&(101, "d".to_string())), "expireAfter removes a busy node: {names:?}");
+}
+
+/// (node, pool, workload pods, nominated, expireAfter in seconds) as the shared decision's candidates,
+/// created at `created`.
+type Observation<'a> = (&'a str, &'a str, usize, bool, Option<u64>);
+
+fn candidates<T: Copy>(obs: &[Observation], created: T) -> Vec<stowage_decide::disruption::Candidate<T>> {
+    obs.iter()
+        .map(|&(n, p, pods, nominated, expire)| stowage_decide::disruption::Candidate {
+            nodeclaim: n.into(),
+            nodepool: p.into(),
+            created: Some(created),
+            expire_after: expire.map(Duration::from_secs),
+            deleting: false,
+            initialized: true,
+            workload_pods: pods,
+            do_not_disrupt: false,
+            nominated,
+        })
+        .collect()
 }

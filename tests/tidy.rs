@@ -442,12 +442,7 @@ fn functions(src: &str) -> Vec<FnSpan> {
         outer.sort_by_key(|s| s.open);
         let mut name: Vec<&str> = outer.iter().map(|s| s.name.as_str()).collect();
         name.push(&f.name);
-        fns.push(FnSpan {
-            name: name.join("::"),
-            line: f.line,
-            lines: toks[f.close].line - f.line + 1,
-            has_reason: reason_above(f.line, &code_lines, &attr_lines, &lexed.comments),
-        });
+        fns.push(FnSpan { name: name.join("::"), line: f.line, lines: toks[f.close].line - f.line + 1, has_reason: reason_above(f.line, &code_lines, &attr_lines, &lexed.comments) });
     }
     fns
 }
@@ -712,11 +707,7 @@ impl Loader<'_> {
                 let nested = dir.join("mod.rs");
                 match [flat, nested].into_iter().find(|f| f.is_file()) {
                     Some(found) => self.load_file(child, &found, &dir),
-                    None => self.problems.push(format!(
-                        "{file}:{}: `mod {name};` but neither {name}.rs nor {name}/mod.rs exists in {}",
-                        toks[k].line,
-                        shown_path(self.repo, child_dir)
-                    )),
+                    None => self.problems.push(format!("{file}:{}: `mod {name};` but neither {name}.rs nor {name}/mod.rs exists in {}", toks[k].line, shown_path(self.repo, child_dir))),
                 }
                 k + 3
             }
@@ -875,9 +866,7 @@ fn defining_module(modules: &BTreeMap<ModPath, Module>, path: &[String]) -> ModP
     for _ in 0..32 {
         let k = module_prefix(modules, &path);
         let (Some(name), Some(module)) = (path.get(k), modules.get(&path[..k])) else { break };
-        let via_glob = module.globs.iter().find(|g| {
-            modules.get(*g).is_some_and(|m| m.items.contains(name) || m.children.contains(name) || m.reexports.contains_key(name))
-        });
+        let via_glob = module.globs.iter().find(|g| modules.get(*g).is_some_and(|m| m.items.contains(name) || m.children.contains(name) || m.reexports.contains_key(name)));
         let target = match (module.reexports.get(name), via_glob) {
             (Some(target), _) => target.clone(),
             (None, Some(glob)) => [glob.clone(), vec![name.clone()]].concat(),
@@ -1012,8 +1001,7 @@ fn import_cycles(repo: &Path) -> (usize, Vec<String>) {
             let qualified = |child: &String| parent.iter().chain([child]).cloned().collect::<Vec<_>>().join("::");
             for cycle in cycles(adj) {
                 let names: Vec<String> = cycle.iter().map(qualified).collect();
-                let witnesses: Vec<String> =
-                    cycle.windows(2).map(|w| &adj[&w[0]][&w[1]]).map(|w| format!("{}:{} `{}`", w.file, w.line, w.shown)).collect();
+                let witnesses: Vec<String> = cycle.windows(2).map(|w| &adj[&w[0]][&w[1]]).map(|w| format!("{}:{} `{}`", w.file, w.line, w.shown)).collect();
                 findings.push(format!("crate {}: {} ({})", root.name, names.join(" -> "), witnesses.join(", ")));
             }
         }
@@ -1103,10 +1091,7 @@ mod tests {
             ("src/b.rs", "pub struct B;\nfn f() {\n    crate::c::g();\n}\n"),
             ("src/c.rs", "use super::a::A;\npub fn g() {}\n"),
         ]);
-        assert_eq!(
-            findings,
-            ["crate fixture: a -> b -> c -> a (src/a.rs:1 `use crate::b::B`, src/b.rs:3 `crate::c::g`, src/c.rs:1 `use super::a::A`)"]
-        );
+        assert_eq!(findings, ["crate fixture: a -> b -> c -> a (src/a.rs:1 `use crate::b::B`, src/b.rs:3 `crate::c::g`, src/c.rs:1 `use super::a::A`)"]);
     }
 
     #[test]
@@ -1193,10 +1178,7 @@ pub struct B;
         ]);
         let (files, offenders) = long_functions(&tree.0);
         assert_eq!(files, 4);
-        assert_eq!(
-            offenders,
-            ["tests/t.rs:3 fn S::method (150 lines)", "crates/sub/benches/b.rs:3 fn far (130 lines)", "src/lib.rs:2 fn big (121 lines)"]
-        );
+        assert_eq!(offenders, ["tests/t.rs:3 fn S::method (150 lines)", "crates/sub/benches/b.rs:3 fn far (130 lines)", "src/lib.rs:2 fn big (121 lines)"]);
     }
 
     #[test]

@@ -9,10 +9,10 @@ use std::time::Duration;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use stowage_controller::Config;
-use stowage_decide::batch::BatchConfig;
 use stowage_controller::leader::LeaderConfig;
 use stowage_controller::provisioner::PlannerSettings;
 use stowage_controller::registration::Timeouts;
+use stowage_decide::batch::BatchConfig;
 
 use super::SolveArgs;
 use stowage_aws::{AwsOptions, AwsProvider, ClusterInfo};

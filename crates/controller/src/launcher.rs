@@ -23,9 +23,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::conditions::{CONDITION_LAUNCHED, set_condition};
 use super::events::Reason;
 use super::metrics::Stage;
-use super::conditions::{CONDITION_LAUNCHED, set_condition};
 use super::state::{claim_labels, quantities, requirement_values};
 use super::{Ctx, kube_status};
 use stowage_core::domain::catalog::Catalog;

@@ -70,7 +70,6 @@ use stowage_core::weights::Weights;
 use stowage_decide::cloud::{CloudError, CloudProvider};
 use stowage_input::api::{EC2NodeClass, NodeClaim, NodePool};
 
-use stowage_decide::batch::{BatchConfig, Batcher};
 use disruption::Disruption;
 use events::{Events, Reason};
 use launcher::{Launched, Unavailable};
@@ -79,6 +78,7 @@ use metrics::{Health, Metrics, Stage};
 use provisioner::{Nominated, PlannerSettings};
 use registration::{Step, Timeouts};
 use state::{ClusterState, Kind, StateObject, TERMINATION_FINALIZER};
+use stowage_decide::batch::{BatchConfig, Batcher};
 
 /// Everything the controller can be told.
 #[derive(Clone, Debug)]

@@ -25,16 +25,15 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
+use super::conditions::{CONDITION_INITIALIZED, CONDITION_LAUNCHED, CONDITION_READY, CONDITION_REGISTERED, condition, set_condition};
 use super::events::Reason;
 use super::metrics::Stage;
 use super::state::{INITIALIZED_LABEL, REGISTERED_LABEL, TERMINATION_FINALIZER, claim_labels};
-use super::conditions::{CONDITION_INITIALIZED, CONDITION_LAUNCHED, CONDITION_READY, CONDITION_REGISTERED, condition, set_condition};
 use super::{Ctx, kube_status};
 use stowage_core::domain::labels::keys;
 use stowage_core::domain::taints::well_known;
 use stowage_decide::cloud::CloudProvider;
-use stowage_input::api::{Condition, NodeClaim};
-
+use stowage_input::api::NodeClaim;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {

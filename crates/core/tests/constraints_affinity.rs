@@ -2,6 +2,9 @@
 //! volume topology, VolumeBinding and VolumeZone (§7; item 7), on tests/fixtures/catalog-small.yaml with
 //! an on-demand NodePool over zone-a/b/c unless a case declares its own.
 
+// Tests read fixtures and write scratch files; crates/core/clippy.toml forbids IO in the library only.
+#![allow(clippy::disallowed_methods, clippy::disallowed_macros)]
+
 mod common;
 
 use common::{Edit, Exp, Is, case, node, pod, pods};

@@ -11,6 +11,9 @@
 //! Workloads run on tests/fixtures/catalog-small.yaml with an on-demand NodePool over zone-a/b/c unless
 //! a case declares its own.
 
+// Tests read fixtures and write scratch files; crates/core/clippy.toml forbids IO in the library only.
+#![allow(clippy::disallowed_methods, clippy::disallowed_macros)]
+
 mod common;
 
 use common::{Edit, Exp, Is, case, node, pod, pods, pool, pool_full};

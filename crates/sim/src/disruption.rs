@@ -1,10 +1,12 @@
 //! Karpenter's disruption of nodes it manages, the two kinds that need no planning:
 //!
-//! - **Emptiness**: a registered node of a NodePool with no pod on it but DaemonSet pods, and no pod
-//!   nominated to it, is removed once it has been empty for the pool's `consolidateAfter` (`Never`
-//!   disables it). Karpenter does this under both consolidation policies; consolidation of
-//!   underutilised nodes (moving pods) is not simulated. Disruption budgets are not modelled: every
-//!   node that is due goes.
+//! - **Emptiness**: a registered node of a NodePool with no pod on it but DaemonSet and terminal pods,
+//!   and no pod nominated to it, is removed once it has been empty for the pool's `consolidateAfter`
+//!   (`Never` disables it). Karpenter does this under both consolidation policies; consolidation of
+//!   underutilised nodes (moving pods) is not simulated. The decision is the controller's own
+//!   (`stowage_decide::disruption`); this module turns the simulated cluster into its candidates.
+//!   Disruption budgets bound how many nodes are being disrupted at once; the simulator removes a node
+//!   the instant it is due, so a budget never binds here and every pool gets `100%`.
 //! - **Expiration**: a node launched by the simulation is removed at its launch time plus the pool's
 //!   `expireAfter` (fixed when it is launched; the engine keeps it with the NodeClaim); its pods are
 //!   evicted and their controllers recreate them.
@@ -17,64 +19,79 @@ use std::time::Duration;
 
 use super::time::{SimTime, short};
 use stowage_core::domain::Cluster;
+use stowage_decide::disruption::{Candidate, Cause, PoolPolicy};
 
 #[derive(Clone, Debug, Default)]
 pub struct Disruption {
-    /// Node → when it was first seen empty (since then continuously).
-    empty_since: BTreeMap<String, SimTime>,
-    /// Node → when it is due for consolidation, refreshed by `observe`.
-    consolidate_at: BTreeMap<String, SimTime>,
+    shared: stowage_decide::disruption::Disruption<SimTime>,
+    /// The candidates and pool policies of the last observation (the cluster at rest).
+    candidates: Vec<Candidate<SimTime>>,
+    pools: BTreeMap<String, PoolPolicy>,
+    /// When the next empty node is due, refreshed by `observe`.
+    next: Option<SimTime>,
 }
 
 impl Disruption {
     /// Records which managed nodes are empty at `now`. `nominated` are nodes pending pods are
     /// nominated to; `enabled` is the scenario's consolidation switch.
     pub fn observe(&mut self, cluster: &Cluster, nominated: &BTreeSet<String>, enabled: bool, now: SimTime) {
-        let mut busy: BTreeSet<&str> = BTreeSet::new();
+        let mut workload: BTreeMap<&str, usize> = BTreeMap::new();
         for p in &cluster.pods {
             if let Some(n) = p.node_name.as_deref()
                 && !p.is_daemon()
                 && !p.is_terminal()
             {
-                busy.insert(n);
+                *workload.entry(n).or_default() += 1;
             }
         }
-        let mut seen = BTreeMap::new();
-        let mut due = BTreeMap::new();
+        let mut candidates = Vec::new();
+        let mut pools = BTreeMap::new();
         for n in cluster.nodes.iter().filter(|n| !n.in_flight) {
             let Some(pool) = n.nodepool.as_deref().and_then(|p| cluster.nodepool(p)) else { continue };
-            if busy.contains(n.name.as_str()) || nominated.contains(&n.name) {
-                continue;
-            }
-            let since = self.empty_since.get(&n.name).copied().unwrap_or(now);
-            seen.insert(n.name.clone(), since);
-            if let (true, Some(after)) = (enabled, pool.consolidate_after) {
-                due.insert(n.name.clone(), since.plus(Duration::from_secs(after)));
-            }
+            let after = pool.consolidate_after.filter(|_| enabled).map(Duration::from_secs);
+            pools.insert(pool.name.clone(), PoolPolicy { consolidate_after: after, budgets: vec!["100%".into()] });
+            candidates.push(Candidate {
+                nodeclaim: n.name.clone(),
+                nodepool: pool.name.clone(),
+                created: None,
+                expire_after: None,
+                deleting: false,
+                initialized: true,
+                workload_pods: workload.get(n.name.as_str()).copied().unwrap_or(0),
+                do_not_disrupt: false,
+                nominated: nominated.contains(&n.name),
+            });
         }
-        self.empty_since = seen;
-        self.consolidate_at = due;
+        candidates.sort_by(|a, b| a.nodeclaim.cmp(&b.nodeclaim));
+        // Starts and resets the emptiness timers; what is due now is removed when the engine fires.
+        self.shared.decide(&candidates, &pools, now);
+        self.next = self.shared.next_due(&pools, &candidates);
+        self.candidates = candidates;
+        self.pools = pools;
     }
 
     /// The next time an empty node is due.
     pub fn next_due(&self) -> Option<SimTime> {
-        self.consolidate_at.values().min().copied()
+        self.next
     }
 
     /// Empty nodes due at `now`, with the reason to show.
-    pub fn due(&self, now: SimTime) -> Vec<(String, String)> {
-        self.consolidate_at
-            .iter()
-            .filter(|(_, t)| **t <= now)
-            .map(|(n, _)| {
-                let since = self.empty_since.get(n).copied().unwrap_or(now);
-                (n.clone(), format!("empty for {}, consolidateAfter", short(now.since(since))))
+    pub fn due(&mut self, now: SimTime) -> Vec<(String, String)> {
+        if self.next.is_none_or(|t| t > now) {
+            return Vec::new();
+        }
+        let actions = self.shared.decide(&self.candidates, &self.pools, now);
+        self.next = None;
+        actions
+            .into_iter()
+            .map(|a| match a.cause {
+                Cause::Empty { for_ } => (a.nodeclaim, format!("empty for {}, consolidateAfter", short(for_))),
+                Cause::Expired { age } => (a.nodeclaim, format!("expired after {}", short(age))),
             })
             .collect()
     }
 
     pub fn forget(&mut self, node: &str) {
-        self.empty_since.remove(node);
-        self.consolidate_at.remove(node);
+        self.candidates.retain(|c| c.nodeclaim != node);
     }
 }

@@ -28,8 +28,6 @@ use super::events::{Event, EventKind, PlanVerdict};
 use super::expect::{self, Check, Observed};
 use super::planner::Planner;
 use super::provisioner;
-use stowage_decide::batch::{BatchConfig, Batcher};
-use stowage_decide::offerings::Unavailable;
 use super::report::{self, Report};
 use super::scenario::{Action, ObjectRef, Scenario};
 use super::time::{SimTime, short};
@@ -38,6 +36,8 @@ use super::world::{World, ident, sim_source};
 use stowage_core::check;
 use stowage_core::domain::Cluster;
 use stowage_core::domain::labels::keys;
+use stowage_decide::batch::{BatchConfig, Batcher};
+use stowage_decide::offerings::Unavailable;
 use stowage_input::expand::stable_hash;
 use stowage_input::objects::Obj;
 

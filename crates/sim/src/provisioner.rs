@@ -11,15 +11,12 @@
 //! `unavailableOfferingTTL` (3 minutes, Karpenter's cache); the planner sees the catalog with those
 //! offerings marked `available: false`.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::time::SimTime;
-use stowage_core::domain::catalog::Catalog;
 use stowage_core::domain::labels::keys;
 use stowage_core::domain::resources::Resources;
 use stowage_core::plan::NewNode;

@@ -35,6 +35,13 @@ impl std::ops::Add<Duration> for SimTime {
     }
 }
 
+/// The simulated clock runs the controller's own disruption decisions (`stowage_decide::disruption`).
+impl stowage_decide::disruption::Moment for SimTime {
+    fn since(self, earlier: SimTime) -> Duration {
+        SimTime::since(self, earlier)
+    }
+}
+
 impl fmt::Display for SimTime {
     /// `H:MM:SS`, with milliseconds only when there are some.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

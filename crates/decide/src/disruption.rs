@@ -1,0 +1,303 @@
+//! Voluntary disruption: emptiness (`consolidationPolicy` WhenEmpty, and the empty-node part of
+//! WhenEmptyOrUnderutilized) and expiration (`expireAfter`).
+//!
+//! - **Empty**: an initialized node of a NodePool with no pod but DaemonSet and terminal pods, not
+//!   nominated by a recent plan, continuously so for the pool's `consolidateAfter` (`Never` disables it),
+//!   is removed by deleting its NodeClaim. The pool's disruption budgets (`spec.disruption.budgets[].nodes`,
+//!   a count or a percentage of the pool's nodes, rounded up as Karpenter does; default `10%`) bound how
+//!   many of its NodeClaims may be deleting at once; a budget with a schedule is treated as always active
+//!   (stricter than Karpenter, never looser).
+//! - **Expired**: a NodeClaim older than its `spec.expireAfter` is deleted regardless of budgets (as in
+//!   Karpenter v1); its pods are evicted and planned again.
+//! - `karpenter.sh/do-not-disrupt: "true"` on a NodeClaim or its Node blocks emptiness removal.
+//!
+//! [`Disruption::decide`] is pure and generic over the clock ([`Moment`]): the controller runs it on
+//! the API server's timestamps, the simulator on its simulated clock. It remembers since when each node
+//! has been empty; in the controller that memory starts afresh on restart (a node's timer restarts),
+//! which can only delay a removal. Underutilised nodes are not consolidated (moving pods needs a replan
+//! of running pods; not implemented).
+
+use std::collections::BTreeMap;
+use std::ops::Add;
+use std::time::Duration;
+
+use stowage_input::api::NodePool;
+
+/// What the shared decisions need of a clock: order, adding a duration, and the time between two
+/// moments (zero if `earlier` is later).
+pub trait Moment: Copy + Ord + Add<Duration, Output = Self> {
+    fn since(self, earlier: Self) -> Duration;
+}
+
+/// A test clock, and any clock counted from an origin.
+impl Moment for Duration {
+    fn since(self, earlier: Self) -> Duration {
+        self.saturating_sub(earlier)
+    }
+}
+
+/// The API server's timestamps (`creationTimestamp`), which the controller's disruption runs on.
+impl Moment for k8s_openapi::jiff::Timestamp {
+    fn since(self, earlier: Self) -> Duration {
+        Duration::from_millis((self.as_millisecond() - earlier.as_millisecond()).max(0) as u64)
+    }
+}
+
+/// Why a NodeClaim is removed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cause {
+    Empty { for_: Duration },
+    Expired { age: Duration },
+}
+
+impl Cause {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Cause::Empty { .. } => "empty",
+            Cause::Expired { .. } => "expired",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Action {
+    pub nodeclaim: String,
+    pub nodepool: String,
+    pub cause: Cause,
+}
+
+/// What the decision needs of one NodeClaim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate<T> {
+    pub nodeclaim: String,
+    pub nodepool: String,
+    pub created: Option<T>,
+    pub expire_after: Option<Duration>,
+    pub deleting: bool,
+    /// Its Node is registered and initialized (only such nodes are judged empty).
+    pub initialized: bool,
+    /// Pods other than DaemonSet and terminal ones on its Node.
+    pub workload_pods: usize,
+    pub do_not_disrupt: bool,
+    /// A recent plan put pods on it.
+    pub nominated: bool,
+}
+
+/// A NodePool's disruption settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolPolicy {
+    /// `None`: `consolidateAfter: Never`.
+    pub consolidate_after: Option<Duration>,
+    /// Budgets' `nodes` values ("10%", "3").
+    pub budgets: Vec<String>,
+}
+
+/// Parses a NodePool's disruption settings (defaults as Karpenter's: consolidateAfter 0s, budget 10%).
+pub fn pool_policy(p: &NodePool) -> PoolPolicy {
+    let d = p.spec.disruption.clone().unwrap_or_default();
+    let consolidate_after = match d.consolidate_after.as_deref() {
+        None => Some(Duration::ZERO),
+        Some("Never") => None,
+        Some(v) => humantime::parse_duration(v).ok(),
+    };
+    let budgets: Vec<String> = d.budgets.unwrap_or_default().into_iter().filter_map(|b| b.nodes).collect();
+    PoolPolicy { consolidate_after, budgets: if budgets.is_empty() { vec!["10%".into()] } else { budgets } }
+}
+
+/// Nodes a pool may have disrupting at once under its budgets (the smallest budget wins; percentages of
+/// `total` round up; unparsable budgets allow nothing).
+pub fn allowed_disruptions(budgets: &[String], total: usize) -> usize {
+    budgets
+        .iter()
+        .map(|b| match b.strip_suffix('%') {
+            Some(p) => p.trim().parse::<f64>().map(|p| ((p / 100.0) * total as f64).ceil() as usize).unwrap_or(0),
+            None => b.trim().parse::<usize>().unwrap_or(0),
+        })
+        .min()
+        .unwrap_or(0)
+}
+
+/// The memory of emptiness.
+#[derive(Clone, Debug)]
+pub struct Disruption<T> {
+    empty_since: BTreeMap<String, T>,
+}
+
+impl<T> Default for Disruption<T> {
+    fn default() -> Self {
+        Disruption { empty_since: BTreeMap::new() }
+    }
+}
+
+impl<T: Moment> Disruption<T> {
+    /// Decides which NodeClaims to delete now.
+    pub fn decide(&mut self, candidates: &[Candidate<T>], pools: &BTreeMap<String, PoolPolicy>, now: T) -> Vec<Action> {
+        let mut actions = Vec::new();
+        // Expiration first: it ignores budgets but its deletions count against them.
+        for c in candidates.iter().filter(|c| !c.deleting) {
+            if let (Some(created), Some(expire)) = (c.created, c.expire_after) {
+                let age = now.since(created);
+                if age >= expire {
+                    actions.push(Action { nodeclaim: c.nodeclaim.clone(), nodepool: c.nodepool.clone(), cause: Cause::Expired { age } });
+                }
+            }
+        }
+        // Emptiness timers.
+        let mut seen = BTreeMap::new();
+        for c in candidates.iter().filter(|c| !c.deleting && c.initialized && c.workload_pods == 0 && !c.nominated) {
+            seen.insert(c.nodeclaim.clone(), self.empty_since.get(&c.nodeclaim).copied().unwrap_or(now));
+        }
+        self.empty_since = seen;
+        let mut disrupting: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut total: BTreeMap<&str, usize> = BTreeMap::new();
+        for c in candidates {
+            *total.entry(c.nodepool.as_str()).or_default() += 1;
+            if c.deleting || actions.iter().any(|a| a.nodeclaim == c.nodeclaim) {
+                *disrupting.entry(c.nodepool.as_str()).or_default() += 1;
+            }
+        }
+        for c in candidates {
+            let Some(&since_empty) = self.empty_since.get(&c.nodeclaim) else { continue };
+            if c.do_not_disrupt || actions.iter().any(|a| a.nodeclaim == c.nodeclaim) {
+                continue;
+            }
+            let Some(policy) = pools.get(&c.nodepool) else { continue };
+            let Some(after) = policy.consolidate_after else { continue };
+            let for_ = now.since(since_empty);
+            if for_ < after {
+                continue;
+            }
+            let allowed = allowed_disruptions(&policy.budgets, total.get(c.nodepool.as_str()).copied().unwrap_or(0));
+            let busy = disrupting.entry(c.nodepool.as_str()).or_default();
+            if *busy >= allowed {
+                continue;
+            }
+            *busy += 1;
+            actions.push(Action { nodeclaim: c.nodeclaim.clone(), nodepool: c.nodepool.clone(), cause: Cause::Empty { for_ } });
+        }
+        actions
+    }
+
+    /// The earliest time an empty node may become due (for the loop's sleep).
+    pub fn next_due(&self, pools: &BTreeMap<String, PoolPolicy>, candidates: &[Candidate<T>]) -> Option<T> {
+        candidates
+            .iter()
+            .filter_map(|c| {
+                let since = *self.empty_since.get(&c.nodeclaim)?;
+                let after = pools.get(&c.nodepool)?.consolidate_after?;
+                Some(since + after)
+            })
+            .min()
+    }
+
+    /// Since when a NodeClaim has been empty, if it is.
+    pub fn empty_since(&self, nodeclaim: &str) -> Option<T> {
+        self.empty_since.get(nodeclaim).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seconds on a test clock.
+    fn t(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn cand(name: &str, pool: &str, pods: usize) -> Candidate<Duration> {
+        Candidate {
+            nodeclaim: name.into(),
+            nodepool: pool.into(),
+            created: Some(t(0)),
+            expire_after: None,
+            deleting: false,
+            initialized: true,
+            workload_pods: pods,
+            do_not_disrupt: false,
+            nominated: false,
+        }
+    }
+
+    fn pools(after: Option<u64>, budgets: &[&str]) -> BTreeMap<String, PoolPolicy> {
+        [("np".to_string(), PoolPolicy { consolidate_after: after.map(Duration::from_secs), budgets: budgets.iter().map(|b| b.to_string()).collect() })].into()
+    }
+
+    #[test]
+    fn an_empty_node_goes_after_consolidate_after_and_not_before() {
+        let mut d = Disruption::default();
+        let p = pools(Some(30), &["100%"]);
+        let cs = vec![cand("a", "np", 0), cand("b", "np", 2)];
+        assert!(d.decide(&cs, &p, t(100)).is_empty(), "the timer starts now");
+        assert_eq!(d.next_due(&p, &cs), Some(t(130)));
+        assert!(d.decide(&cs, &p, t(129)).is_empty());
+        let a = d.decide(&cs, &p, t(130));
+        assert_eq!(a, vec![Action { nodeclaim: "a".into(), nodepool: "np".into(), cause: Cause::Empty { for_: Duration::from_secs(30) } }]);
+    }
+
+    #[test]
+    fn a_pod_arriving_resets_the_timer() {
+        let mut d = Disruption::default();
+        let p = pools(Some(30), &["100%"]);
+        d.decide(&[cand("a", "np", 0)], &p, t(0));
+        d.decide(&[cand("a", "np", 1)], &p, t(20));
+        assert!(d.decide(&[cand("a", "np", 0)], &p, t(40)).is_empty());
+        assert_eq!(d.decide(&[cand("a", "np", 0)], &p, t(70)).len(), 1);
+    }
+
+    #[test]
+    fn daemonset_pods_nominations_initialization_and_do_not_disrupt() {
+        let mut d = Disruption::default();
+        let p = pools(Some(0), &["100%"]);
+        let mut nominated = cand("n", "np", 0);
+        nominated.nominated = true;
+        let mut fresh = cand("f", "np", 0);
+        fresh.initialized = false;
+        let mut pinned = cand("p", "np", 0);
+        pinned.do_not_disrupt = true;
+        let actions = d.decide(&[nominated, fresh, pinned, cand("e", "np", 0)], &p, t(0));
+        assert_eq!(actions.iter().map(|a| a.nodeclaim.as_str()).collect::<Vec<_>>(), vec!["e"]);
+    }
+
+    #[test]
+    fn budgets_bound_concurrent_removals() {
+        assert_eq!(allowed_disruptions(&["10%".into()], 3), 1, "rounded up");
+        assert_eq!(allowed_disruptions(&["10%".into()], 0), 0);
+        assert_eq!(allowed_disruptions(&["50%".into(), "1".into()], 10), 1, "the smallest wins");
+        assert_eq!(allowed_disruptions(&["x".into()], 10), 0);
+        let mut d = Disruption::default();
+        let p = pools(Some(0), &["10%"]);
+        let cs = vec![cand("a", "np", 0), cand("b", "np", 0), cand("c", "np", 0)];
+        assert_eq!(d.decide(&cs, &p, t(0)).len(), 1);
+        let mut cs2 = cs.clone();
+        cs2[0].deleting = true;
+        assert!(d.decide(&cs2, &p, t(1)).is_empty(), "one is already being removed");
+    }
+
+    #[test]
+    fn never_disables_consolidation_and_expiry_ignores_budgets() {
+        let mut d = Disruption::default();
+        let p = pools(None, &["0"]);
+        let mut old = cand("old", "np", 3);
+        old.expire_after = Some(Duration::from_secs(60));
+        let cs = vec![old, cand("empty", "np", 0)];
+        let a = d.decide(&cs, &p, t(61));
+        assert_eq!(a, vec![Action { nodeclaim: "old".into(), nodepool: "np".into(), cause: Cause::Expired { age: Duration::from_secs(61) } }]);
+    }
+
+    #[test]
+    fn pool_policies_are_read_with_karpenter_defaults() {
+        let mut np: NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "np"},
+            "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}}}}
+        }))
+        .unwrap();
+        assert_eq!(pool_policy(&np), PoolPolicy { consolidate_after: Some(Duration::ZERO), budgets: vec!["10%".into()] });
+        np.spec.disruption = Some(stowage_input::api::nodepool::Disruption {
+            consolidation_policy: Some("WhenEmpty".into()),
+            consolidate_after: Some("Never".into()),
+            budgets: Some(vec![stowage_input::api::nodepool::Budget { nodes: Some("2".into()), ..Default::default() }]),
+        });
+        assert_eq!(pool_policy(&np), PoolPolicy { consolidate_after: None, budgets: vec!["2".into()] });
+    }
+}
