@@ -52,7 +52,7 @@ fn the_same_triggers_close_the_same_batches_on_both_clocks() {
     }
     assert_eq!(closed.0, closed.1);
     assert!(closed.0.len() > 20, "the schedule closes many windows: {closed:?}");
-    assert!(closed.0.iter().any(|&(_, n)| n > 5), "and some hold several pods: {closed:?}");
+    assert!(closed.0.iter().any(|&(_, n)| n >= 5), "and some hold several pods: {closed:?}");
 }
 
 #[test]
