@@ -66,7 +66,6 @@ impl Graph {
     fn direct(&self, name: &str) -> BTreeSet<String> {
         self.normal[self.id(name)].iter().map(|d| self.names[d].clone()).collect()
     }
-
 }
 
 /// Every package `krate` reaches through normal dependencies, with the features a build of `krate`
