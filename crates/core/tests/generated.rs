@@ -426,12 +426,12 @@ proptest! {
 // Robustness: nothing panics on bad input.
 
 const SCENARIO_TEXTS: [&str; 6] = [
-    include_str!("../scenarios/seed-1-statefulset-capacity-spread/statefulset.yaml"),
-    include_str!("../scenarios/seed-1-statefulset-capacity-spread/nodepools.yaml"),
-    include_str!("../scenarios/seed-1c-stuck-on-existing-nodes/state.yaml"),
-    include_str!("../scenarios/seed-2-apiserver-anti-affinity/deployment.yaml"),
-    include_str!("../scenarios/common-ec2nodeclass.yaml"),
-    include_str!("fixtures/seed-1-rescale/volumes.yaml"),
+    include_str!("../../../scenarios/seed-1-statefulset-capacity-spread/statefulset.yaml"),
+    include_str!("../../../scenarios/seed-1-statefulset-capacity-spread/nodepools.yaml"),
+    include_str!("../../../scenarios/seed-1c-stuck-on-existing-nodes/state.yaml"),
+    include_str!("../../../scenarios/seed-2-apiserver-anti-affinity/deployment.yaml"),
+    include_str!("../../../scenarios/common-ec2nodeclass.yaml"),
+    include_str!("../../../tests/fixtures/seed-1-rescale/volumes.yaml"),
 ];
 
 /// Every `memory: <n>Mi` request becomes 4·10^18 bytes (in range, but three of them pass i64) and
