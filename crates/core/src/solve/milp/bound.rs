@@ -37,10 +37,10 @@
 
 use std::time::{Duration, Instant};
 
-use highs::{ColProblem, HighsModelStatus, Sense};
+use highs::{ColProblem, Sense};
 use rustc_hash::FxHashMap;
 
-use super::highs_lp::{self, Options};
+use super::highs_lp::{self, MipStatus, Options, SolveError};
 use super::master::unit;
 use super::structure::Structure;
 use crate::solve::problem::Problem;
@@ -126,7 +126,7 @@ struct Column {
 /// Sizes a reduced cost must beat to count as improving.
 const RC_EPS: f64 = 1e-7;
 
-pub fn size_bound(p: &Problem, s: &Structure, greedy: &Outcome, deadline: Instant, opts: Options) -> Result<SizeBound, String> {
+pub fn size_bound(p: &Problem, s: &Structure, greedy: &Outcome, deadline: Instant, opts: Options) -> Result<SizeBound, SolveError> {
     let nc = s.n.len();
     let nd = s.dims.len();
     let scale: Vec<f64> = s.dims.iter().map(|d| unit(d)).collect();
@@ -279,8 +279,8 @@ pub fn size_bound(p: &Problem, s: &Structure, greedy: &Outcome, deadline: Instan
         }
         let mut model = pb.optimise(Sense::Minimise);
         highs_lp::configure(&mut model, &opts, left);
-        let solved = model.try_solve().map_err(|e| format!("HiGHS size-bound LP failed: {e:?}"))?;
-        if solved.status() != HighsModelStatus::Optimal {
+        let solved = model.try_solve().map_err(highs_lp::failed("size-class bound's LP"))?;
+        if MipStatus::of(solved.status()) != MipStatus::Optimal {
             break;
         }
         out.rounds += 1;
@@ -330,7 +330,7 @@ struct Priced {
 }
 
 /// The pricing integer program of one bin under item duals `pi`.
-fn price(bin: &Bin, items: &[Item], pi: &[f64], opts: Options, left: Duration) -> Result<Priced, String> {
+fn price(bin: &Bin, items: &[Item], pi: &[f64], opts: Options, left: Duration) -> Result<Priced, SolveError> {
     // Items with no dual value never improve a pattern.
     let useful: Vec<usize> = bin.items.iter().copied().filter(|&i| pi[i] > 0.0).collect();
     if useful.is_empty() {
@@ -365,11 +365,11 @@ fn price(bin: &Bin, items: &[Item], pi: &[f64], opts: Options, left: Duration) -
     highs_lp::configure(&mut model, &opts, left);
     model.set_option("mip_rel_gap", 0.0);
     model.set_option("mip_abs_gap", 1e-7);
-    let solved = model.try_solve().map_err(|e| format!("HiGHS size-bound pricing failed: {e:?}"))?;
-    let status = solved.status();
+    let solved = model.try_solve().map_err(highs_lp::failed("size-class bound's pricing problem"))?;
+    let status = MipStatus::of(solved.status());
     let dual = solved.double_info_value(c"mip_dual_bound").ok().filter(|b| b.is_finite());
     let lower = match (status, dual) {
-        (HighsModelStatus::Optimal, Some(b)) => b.min(solved.objective_value()),
+        (MipStatus::Optimal, Some(b)) => b.min(solved.objective_value()),
         (_, Some(b)) => b,
         _ => f64::NEG_INFINITY,
     };
