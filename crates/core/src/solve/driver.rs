@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::milp::{self, Options};
+use super::milp::{self, MipStatus, Options};
 use super::problem::{Problem, ProblemError};
 use super::{Outcome, Placements, Target, greedy, improve, new_node_name, objective, order_placements, verify};
 use crate::domain::Cluster;
@@ -208,7 +208,7 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
     // An integer solution no cheaper than the start is the greedy plan again, up to which pod of a class
     // goes where: keep the greedy plan and its bind order.
     if run.mip_objective.is_some_and(|v| v >= g_obj - 1e-9 * (1.0 + g_obj.abs())) {
-        let timed_out = run.mip_status == Some(highs::HighsModelStatus::ReachedTimeLimit) || Instant::now() >= deadline;
+        let timed_out = run.mip_status == Some(MipStatus::TimeLimit) || Instant::now() >= deadline;
         let (_, status) = judge(g_obj, lb, timed_out, opts.gap);
         return (g, report(status, format!("greedy {g_obj:.6}, MILP no cheaper; the greedy plan is kept; {summary}"), g_obj, lb, phases));
     }
@@ -250,7 +250,7 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
     let m_obj = objective(p, &o).total();
     let (best, obj, kept) = if m_obj < g_obj - 1e-9 { (o, m_obj, "") } else { (g, g_obj, "; the greedy plan is as good, kept") };
     let lb = lb.map(|b| b.min(obj));
-    let timed_out = Instant::now() >= deadline || run.mip_status == Some(highs::HighsModelStatus::ReachedTimeLimit);
+    let timed_out = Instant::now() >= deadline || run.mip_status == Some(MipStatus::TimeLimit);
     let (_, status) = judge(obj, lb, timed_out, opts.gap);
     let detail = format!("greedy {g_obj:.6}, MILP {m_obj:.6}{kept}{repaired}; {summary}");
     (best, report(status, detail, obj, lb, phases))

@@ -37,10 +37,10 @@
 
 use std::time::{Duration, Instant};
 
-use highs::{ColProblem, HighsModelStatus, Sense};
+use highs::{ColProblem, Sense};
 use rustc_hash::FxHashMap;
 
-use super::highs_lp::{self, Options};
+use super::highs_lp::{self, MipStatus, Options, SolveError};
 use super::master::unit;
 use super::structure::Structure;
 use crate::solve::problem::Problem;
@@ -126,104 +126,13 @@ struct Column {
 /// Sizes a reduced cost must beat to count as improving.
 const RC_EPS: f64 = 1e-7;
 
-pub fn size_bound(p: &Problem, s: &Structure, greedy: &Outcome, deadline: Instant, opts: Options) -> Result<SizeBound, String> {
-    let nc = s.n.len();
-    let nd = s.dims.len();
+pub fn size_bound(p: &Problem, s: &Structure, greedy: &Outcome, deadline: Instant, opts: Options) -> Result<SizeBound, SolveError> {
     let scale: Vec<f64> = s.dims.iter().map(|d| unit(d)).collect();
-    let cliques = s.hostname_cliques(p);
-    let mut class_cliques: Vec<Vec<usize>> = vec![Vec::new(); nc];
-    for (k, members) in cliques.iter().enumerate() {
-        for &c in members {
-            class_cliques[c].push(k);
-        }
-    }
-
-    // Items.
-    type ItemKey = (Vec<i64>, Vec<usize>, Vec<(usize, u32)>, Vec<usize>, bool);
-    let mut item_of_key: FxHashMap<ItemKey, usize> = FxHashMap::default();
-    let mut items: Vec<Item> = Vec::new();
-    let mut item_groups: Vec<Vec<usize>> = Vec::new();
-    let mut item_of_class: Vec<usize> = vec![usize::MAX; nc];
-    for c in 0..nc {
-        let mut groups: Vec<usize> = if s.no_new_nodes[c] { Vec::new() } else { s.class_groups[c].iter().copied().collect() };
-        groups.sort_unstable();
-        let mut allowed = s.allowed[c].clone();
-        allowed.sort_unstable();
-        let one = s.one_per_node[c] && class_cliques[c].is_empty();
-        let key = (s.req[c].clone(), groups.clone(), allowed.clone(), class_cliques[c].clone(), one);
-        let i = *item_of_key.entry(key).or_insert_with(|| {
-            items.push(Item {
-                n: 0.0,
-                req: s.req[c].iter().zip(&scale).map(|(&q, u)| q as f64 * u).collect(),
-                ub: 0.0,
-                cliques: class_cliques[c].clone(),
-                targets: allowed.iter().map(|&(t, _)| (t, 0.0)).collect(),
-            });
-            item_groups.push(groups);
-            items.len() - 1
-        });
-        item_of_class[c] = i;
-        let it = &mut items[i];
-        it.n += s.n[c] as f64;
-        it.ub += if one { 1.0 } else { s.n[c] as f64 };
-        for (slot, &(_, cap)) in it.targets.iter_mut().zip(&allowed) {
-            slot.1 += cap as f64;
-        }
-    }
-    for it in &mut items {
-        it.ub = it.ub.min(it.n);
-        for t in &mut it.targets {
-            t.1 = t.1.min(it.n);
-        }
-    }
-
-    // Bins: groups keyed by the items they admit.
-    let ng = p.groups.len();
-    let mut admits: Vec<Vec<usize>> = vec![Vec::new(); ng];
-    for (i, gs) in item_groups.iter().enumerate() {
-        for &g in gs {
-            admits[g].push(i);
-        }
-    }
-    let mut bin_of_items: FxHashMap<Vec<usize>, usize> = FxHashMap::default();
-    let mut raw: Vec<FxHashMap<Vec<i64>, f64>> = Vec::new();
-    let mut bin_items: Vec<Vec<usize>> = Vec::new();
-    for (g, admitted) in admits.iter().enumerate() {
-        if admitted.is_empty() {
-            continue;
-        }
-        let b = *bin_of_items.entry(admitted.clone()).or_insert_with(|| {
-            raw.push(FxHashMap::default());
-            bin_items.push(admitted.clone());
-            raw.len() - 1
-        });
-        for &f in &p.groups[g] {
-            let cfg = &p.configs[f as usize];
-            if cfg.cost <= 0.0 {
-                // The node-count argument needs every node to cost something.
-                return Ok(SizeBound { bound: None, items: items.len(), rounds: 0, columns: 0, converged: false });
-            }
-            let room = cfg.room();
-            let key: Vec<i64> = s.dims.iter().map(|d| room.get(d)).collect();
-            let slot = raw[b].entry(key).or_insert(f64::INFINITY);
-            *slot = slot.min(cfg.cost);
-        }
-    }
-    let bins: Vec<Bin> = raw
-        .into_iter()
-        .zip(bin_items)
-        .map(|(rooms, items)| {
-            let mut all: Vec<(Vec<i64>, f64)> = rooms.into_iter().collect();
-            all.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(&a.0)));
-            let mut kept: Vec<(Vec<i64>, f64)> = Vec::new();
-            for (room, cost) in all {
-                if !kept.iter().any(|(r, _)| r.iter().zip(&room).all(|(a, b)| a >= b)) {
-                    kept.push((room, cost));
-                }
-            }
-            Bin { items, families: Family::split(&kept, &scale) }
-        })
-        .collect();
+    let Items { items, groups: item_groups, of_class: item_of_class } = merge_items(p, s, &scale);
+    let Some(bins) = merge_bins(p, s, &item_groups, &scale) else {
+        // The node-count argument needs every node to cost something.
+        return Ok(SizeBound { bound: None, items: items.len(), rounds: 0, columns: 0, converged: false });
+    };
 
     // Existing-node rows, then the seed columns: the greedy plan's nodes.
     let target_rows: Vec<usize> = {
@@ -232,61 +141,17 @@ pub fn size_bound(p: &Problem, s: &Structure, greedy: &Outcome, deadline: Instan
         ts.dedup();
         ts
     };
-    let mut columns: Vec<Column> = Vec::new();
-    let mut per_node: Vec<FxHashMap<usize, f64>> = vec![FxHashMap::default(); greedy.new_nodes.len()];
-    for (id, t) in &greedy.placements {
-        if let Target::New(k) = *t {
-            *per_node[k].entry(item_of_class[p.class_of[id]]).or_default() += 1.0;
-        }
-    }
-    for (k, counts) in per_node.into_iter().enumerate() {
-        let mut counts: Vec<(usize, f64)> = counts.into_iter().collect();
-        counts.sort_unstable_by_key(|a| a.0);
-        columns.push(Column { counts, cost: p.configs[greedy.new_nodes[k]].cost });
-    }
+    let mut columns = greedy_columns(p, greedy, &item_of_class);
 
     let big_n: f64 = items.iter().map(|it| it.n).sum();
-    let penalty = p.weights.unschedulable_pod;
     let mut out = SizeBound { bound: None, items: items.len(), rounds: 0, columns: 0, converged: false };
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             break;
         }
-        // The restricted master.
-        let mut pb = ColProblem::default();
-        let demand: Vec<_> = items.iter().map(|it| pb.add_row(it.n..)).collect();
-        let mut cap_row: FxHashMap<(usize, usize), highs::Row> = FxHashMap::default();
-        for &t in &target_rows {
-            for (d, u) in scale.iter().enumerate() {
-                cap_row.insert((t, d), pb.add_row(..=s.free[t][d] as f64 * u));
-            }
-        }
-        for (i, it) in items.iter().enumerate() {
-            pb.add_column(penalty, 0.0..=it.n, [(demand[i], 1.0)]);
-            for &(t, cap) in &it.targets {
-                let mut e = vec![(demand[i], 1.0)];
-                for d in 0..nd {
-                    if it.req[d] != 0.0 {
-                        e.push((cap_row[&(t, d)], it.req[d]));
-                    }
-                }
-                pb.add_column(0.0, 0.0..=cap, e);
-            }
-        }
-        for col in &columns {
-            pb.add_column(col.cost, 0.0.., col.counts.iter().map(|&(i, a)| (demand[i], a)));
-        }
-        let mut model = pb.optimise(Sense::Minimise);
-        highs_lp::configure(&mut model, &opts, left);
-        let solved = model.try_solve().map_err(|e| format!("HiGHS size-bound LP failed: {e:?}"))?;
-        if solved.status() != HighsModelStatus::Optimal {
-            break;
-        }
+        let Some((z, pi)) = restricted_master(p, s, &items, &target_rows, &columns, &scale, opts, left)? else { break };
         out.rounds += 1;
-        let z = solved.objective_value();
-        let duals = solved.get_solution().dual_rows().to_vec();
-        let pi: Vec<f64> = duals[..items.len()].iter().map(|&v| v.max(0.0)).collect();
 
         // Pricing, bin by bin.
         let mut least = 0.0f64;
@@ -322,6 +187,181 @@ pub fn size_bound(p: &Problem, s: &Structure, greedy: &Outcome, deadline: Instan
     Ok(out)
 }
 
+/// The items, each item's allowed configuration groups (sorted) and each class's item.
+struct Items {
+    items: Vec<Item>,
+    groups: Vec<Vec<usize>>,
+    of_class: Vec<usize>,
+}
+
+/// Merges classes alike in everything the relaxation keeps (requests, groups, targets, cliques,
+/// one-per-node) into items, in class order.
+fn merge_items(p: &Problem, s: &Structure, scale: &[f64]) -> Items {
+    let nc = s.n.len();
+    let cliques = s.hostname_cliques(p);
+    let mut class_cliques: Vec<Vec<usize>> = vec![Vec::new(); nc];
+    for (k, members) in cliques.iter().enumerate() {
+        for &c in members {
+            class_cliques[c].push(k);
+        }
+    }
+    type ItemKey = (Vec<i64>, Vec<usize>, Vec<(usize, u32)>, Vec<usize>, bool);
+    let mut item_of_key: FxHashMap<ItemKey, usize> = FxHashMap::default();
+    let mut items: Vec<Item> = Vec::new();
+    let mut item_groups: Vec<Vec<usize>> = Vec::new();
+    let mut item_of_class: Vec<usize> = vec![usize::MAX; nc];
+    for c in 0..nc {
+        let mut groups: Vec<usize> = if s.no_new_nodes[c] { Vec::new() } else { s.class_groups[c].iter().copied().collect() };
+        groups.sort_unstable();
+        let mut allowed = s.allowed[c].clone();
+        allowed.sort_unstable();
+        let one = s.one_per_node[c] && class_cliques[c].is_empty();
+        let key = (s.req[c].clone(), groups.clone(), allowed.clone(), class_cliques[c].clone(), one);
+        let i = *item_of_key.entry(key).or_insert_with(|| {
+            items.push(Item {
+                n: 0.0,
+                req: s.req[c].iter().zip(scale).map(|(&q, u)| q as f64 * u).collect(),
+                ub: 0.0,
+                cliques: class_cliques[c].clone(),
+                targets: allowed.iter().map(|&(t, _)| (t, 0.0)).collect(),
+            });
+            item_groups.push(groups);
+            items.len() - 1
+        });
+        item_of_class[c] = i;
+        let it = &mut items[i];
+        it.n += s.n[c] as f64;
+        it.ub += if one { 1.0 } else { s.n[c] as f64 };
+        for (slot, &(_, cap)) in it.targets.iter_mut().zip(&allowed) {
+            slot.1 += cap as f64;
+        }
+    }
+    for it in &mut items {
+        it.ub = it.ub.min(it.n);
+        for t in &mut it.targets {
+            t.1 = t.1.min(it.n);
+        }
+    }
+    Items { items, groups: item_groups, of_class: item_of_class }
+}
+
+/// Bins: configuration groups keyed by the items they admit, with the cheapest configuration per
+/// distinct room, dominated rooms dropped, in families. None if some configuration costs nothing.
+fn merge_bins(p: &Problem, s: &Structure, item_groups: &[Vec<usize>], scale: &[f64]) -> Option<Vec<Bin>> {
+    let ng = p.groups.len();
+    let mut admits: Vec<Vec<usize>> = vec![Vec::new(); ng];
+    for (i, gs) in item_groups.iter().enumerate() {
+        for &g in gs {
+            admits[g].push(i);
+        }
+    }
+    let mut bin_of_items: FxHashMap<Vec<usize>, usize> = FxHashMap::default();
+    let mut raw: Vec<FxHashMap<Vec<i64>, f64>> = Vec::new();
+    let mut bin_items: Vec<Vec<usize>> = Vec::new();
+    for (g, admitted) in admits.iter().enumerate() {
+        if admitted.is_empty() {
+            continue;
+        }
+        let b = *bin_of_items.entry(admitted.clone()).or_insert_with(|| {
+            raw.push(FxHashMap::default());
+            bin_items.push(admitted.clone());
+            raw.len() - 1
+        });
+        for &f in &p.groups[g] {
+            let cfg = &p.configs[f as usize];
+            if cfg.cost <= 0.0 {
+                return None;
+            }
+            let room = cfg.room();
+            let key: Vec<i64> = s.dims.iter().map(|d| room.get(d)).collect();
+            let slot = raw[b].entry(key).or_insert(f64::INFINITY);
+            *slot = slot.min(cfg.cost);
+        }
+    }
+    let bins = raw
+        .into_iter()
+        .zip(bin_items)
+        .map(|(rooms, items)| {
+            let mut all: Vec<(Vec<i64>, f64)> = rooms.into_iter().collect();
+            all.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(&a.0)));
+            let mut kept: Vec<(Vec<i64>, f64)> = Vec::new();
+            for (room, cost) in all {
+                if !kept.iter().any(|(r, _)| r.iter().zip(&room).all(|(a, b)| a >= b)) {
+                    kept.push((room, cost));
+                }
+            }
+            Bin { items, families: Family::split(&kept, scale) }
+        })
+        .collect();
+    Some(bins)
+}
+
+/// The greedy plan's new nodes as columns (counts per item), so the first LP holds a feasible plan.
+fn greedy_columns(p: &Problem, greedy: &Outcome, item_of_class: &[usize]) -> Vec<Column> {
+    let mut columns: Vec<Column> = Vec::new();
+    let mut per_node: Vec<FxHashMap<usize, f64>> = vec![FxHashMap::default(); greedy.new_nodes.len()];
+    for (id, t) in &greedy.placements {
+        if let Target::New(k) = *t {
+            *per_node[k].entry(item_of_class[p.class_of[id]]).or_default() += 1.0;
+        }
+    }
+    for (k, counts) in per_node.into_iter().enumerate() {
+        let mut counts: Vec<(usize, f64)> = counts.into_iter().collect();
+        counts.sort_unstable_by_key(|a| a.0);
+        columns.push(Column { counts, cost: p.configs[greedy.new_nodes[k]].cost });
+    }
+    columns
+}
+
+/// Solves the restricted master over `columns`: its LP value and the items' duals (clamped at 0), or
+/// None if HiGHS did not prove it optimal.
+#[allow(clippy::too_many_arguments)]
+fn restricted_master(
+    p: &Problem,
+    s: &Structure,
+    items: &[Item],
+    target_rows: &[usize],
+    columns: &[Column],
+    scale: &[f64],
+    opts: Options,
+    left: Duration,
+) -> Result<Option<(f64, Vec<f64>)>, SolveError> {
+    let nd = s.dims.len();
+    let penalty = p.weights.unschedulable_pod;
+    let mut pb = ColProblem::default();
+    let demand: Vec<_> = items.iter().map(|it| pb.add_row(it.n..)).collect();
+    let mut cap_row: FxHashMap<(usize, usize), highs::Row> = FxHashMap::default();
+    for &t in target_rows {
+        for (d, u) in scale.iter().enumerate() {
+            cap_row.insert((t, d), pb.add_row(..=s.free[t][d] as f64 * u));
+        }
+    }
+    for (i, it) in items.iter().enumerate() {
+        pb.add_column(penalty, 0.0..=it.n, [(demand[i], 1.0)]);
+        for &(t, cap) in &it.targets {
+            let mut e = vec![(demand[i], 1.0)];
+            for d in 0..nd {
+                if it.req[d] != 0.0 {
+                    e.push((cap_row[&(t, d)], it.req[d]));
+                }
+            }
+            pb.add_column(0.0, 0.0..=cap, e);
+        }
+    }
+    for col in columns {
+        pb.add_column(col.cost, 0.0.., col.counts.iter().map(|&(i, a)| (demand[i], a)));
+    }
+    let mut model = pb.optimise(Sense::Minimise);
+    highs_lp::configure(&mut model, &opts, left);
+    let solved = model.try_solve().map_err(highs_lp::failed("size-class bound's LP"))?;
+    if MipStatus::of(solved.status()) != MipStatus::Optimal {
+        return Ok(None);
+    }
+    let z = solved.objective_value();
+    let duals = solved.get_solution().dual_rows().to_vec();
+    Ok(Some((z, duals[..items.len()].iter().map(|&v| v.max(0.0)).collect())))
+}
+
 struct Priced {
     /// A proven lower bound on the reduced cost of any pattern of the bin (−∞ if none was proven).
     lower: f64,
@@ -330,7 +370,7 @@ struct Priced {
 }
 
 /// The pricing integer program of one bin under item duals `pi`.
-fn price(bin: &Bin, items: &[Item], pi: &[f64], opts: Options, left: Duration) -> Result<Priced, String> {
+fn price(bin: &Bin, items: &[Item], pi: &[f64], opts: Options, left: Duration) -> Result<Priced, SolveError> {
     // Items with no dual value never improve a pattern.
     let useful: Vec<usize> = bin.items.iter().copied().filter(|&i| pi[i] > 0.0).collect();
     if useful.is_empty() {
@@ -365,11 +405,11 @@ fn price(bin: &Bin, items: &[Item], pi: &[f64], opts: Options, left: Duration) -
     highs_lp::configure(&mut model, &opts, left);
     model.set_option("mip_rel_gap", 0.0);
     model.set_option("mip_abs_gap", 1e-7);
-    let solved = model.try_solve().map_err(|e| format!("HiGHS size-bound pricing failed: {e:?}"))?;
-    let status = solved.status();
+    let solved = model.try_solve().map_err(highs_lp::failed("size-class bound's pricing problem"))?;
+    let status = MipStatus::of(solved.status());
     let dual = solved.double_info_value(c"mip_dual_bound").ok().filter(|b| b.is_finite());
     let lower = match (status, dual) {
-        (HighsModelStatus::Optimal, Some(b)) => b.min(solved.objective_value()),
+        (MipStatus::Optimal, Some(b)) => b.min(solved.objective_value()),
         (_, Some(b)) => b,
         _ => f64::NEG_INFINITY,
     };

@@ -1,11 +1,79 @@
-//! The master problem handed to HiGHS (through the `highs` crate, which exposes row duals, incremental
-//! columns, MIP starts and the MIP dual bound; good_lp's backend flattens those).
+//! The HiGHS adapter: the master problem handed to HiGHS through the `highs` crate (row duals,
+//! incremental columns, MIP starts and the MIP dual bound; docs/design/milp.md, "Why not good_lp"),
+//! and the one place where HiGHS's model status becomes stowage's [`MipStatus`] and its errors become
+//! [`SolveError`]. Nothing outside this module's results sees a `highs` type.
 
 use std::time::Duration;
 
 use highs::{ColProblem, HighsModelStatus, Model, Row, Sense};
 
 use super::master::Master;
+
+/// How a HiGHS run ended, as stowage acts on it. HiGHS's statuses map here in [`MipStatus::of`] and
+/// nowhere else; several of HiGHS's error statuses fold into [`MipStatus::Error`], because the caller
+/// does the same for all of them (it falls back to the greedy plan), but a time limit is never confused
+/// with an infeasible model or an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MipStatus {
+    /// Solved to optimality (for a MIP: within the relative gap it was given).
+    Optimal,
+    /// The model has no feasible point.
+    Infeasible,
+    /// The objective is unbounded below.
+    Unbounded,
+    /// HiGHS proved that the model is infeasible or unbounded without telling which.
+    UnboundedOrInfeasible,
+    /// Stopped at the time limit; the solution, if any, is feasible but not proven optimal.
+    TimeLimit,
+    /// Stopped at another work limit (iterations, solutions, objective bound or target, memory) or
+    /// interrupted; the solution, if any, is feasible but not proven optimal.
+    OtherLimit,
+    /// HiGHS ran without a verdict (e.g. interior point without crossover): look at the solution's
+    /// feasibility, not at the status.
+    Unknown,
+    /// The model has no columns.
+    Empty,
+    /// HiGHS could not load, presolve, solve or postsolve the model.
+    Error,
+}
+
+impl MipStatus {
+    /// The one mapping from HiGHS's model status.
+    pub(super) fn of(status: HighsModelStatus) -> Self {
+        use HighsModelStatus as H;
+        match status {
+            H::Optimal => MipStatus::Optimal,
+            H::Infeasible => MipStatus::Infeasible,
+            H::Unbounded => MipStatus::Unbounded,
+            H::UnboundedOrInfeasible => MipStatus::UnboundedOrInfeasible,
+            H::ReachedTimeLimit => MipStatus::TimeLimit,
+            H::ReachedIterationLimit | H::ReachedSolutionLimit | H::ObjectiveBound | H::ObjectiveTarget | H::ReachedInterrupt | H::ReachedMemoryLimit => MipStatus::OtherLimit,
+            H::Unknown => MipStatus::Unknown,
+            H::ModelEmpty => MipStatus::Empty,
+            H::NotSet | H::LoadError | H::ModelError | H::PresolveError | H::SolveError | H::PostsolveError => MipStatus::Error,
+            // `HighsModelStatus` is non-exhaustive: a status a later HiGHS adds is judged by its solution.
+            _ => MipStatus::Unknown,
+        }
+    }
+}
+
+/// A HiGHS call that failed outright (not a model status: the call itself returned an error). The
+/// model is then unusable; the caller should fall back to a plan it already has (the driver keeps the
+/// greedy plan) and report the batch, since a well-formed model never gets here.
+#[derive(Debug, thiserror::Error)]
+pub enum SolveError {
+    #[error("HiGHS rejected a column added to the LP relaxation ({0}): the column is malformed; keep the greedy plan")]
+    ColumnRejected(String),
+    #[error("HiGHS failed to solve the {model} ({detail}); keep the greedy plan")]
+    Failed { model: &'static str, detail: String },
+    #[error("the LP relaxation was lost after an earlier HiGHS error: build a new `Lp` before solving again")]
+    LpLost,
+}
+
+/// `Failed` for the model named `model`, from HiGHS's error value.
+pub(super) fn failed(model: &'static str) -> impl FnOnce(highs::HighsStatus) -> SolveError {
+    move |e| SolveError::Failed { model, detail: format!("{e:?}") }
+}
 
 /// HiGHS options shared by every solve. HiGHS's thread pool is process-global and fixed by the first
 /// solve, so one thread count is used everywhere in a process.
@@ -16,7 +84,7 @@ pub struct Options {
 }
 
 pub struct Solved {
-    pub status: HighsModelStatus,
+    pub status: MipStatus,
     pub objective: f64,
     pub columns: Vec<f64>,
     pub row_duals: Vec<f64>,
@@ -31,7 +99,7 @@ pub struct Solved {
 impl Solved {
     /// An LP solution whose duals can price columns and bound the optimum.
     pub fn usable_lp(&self) -> bool {
-        self.status == HighsModelStatus::Optimal || (self.status == HighsModelStatus::Unknown && self.has_solution)
+        self.status == MipStatus::Optimal || (self.status == MipStatus::Unknown && self.has_solution)
     }
 }
 
@@ -63,7 +131,7 @@ pub(super) fn configure(model: &mut Model, o: &Options, time_limit: Duration) {
 }
 
 fn extract(solved: &highs::SolvedModel, mip: bool) -> Solved {
-    let status = solved.status();
+    let status = MipStatus::of(solved.status());
     let has_solution = matches!(solved.primal_solution_status(), highs::HighsSolutionStatus::Feasible);
     let dual_feasible = solved.int_info_value(c"dual_solution_status").is_ok_and(|v| v == 2);
     let sol = solved.get_solution();
@@ -97,15 +165,15 @@ impl Lp {
     }
 
     /// Adds the master's new columns and re-solves.
-    pub fn solve(&mut self, m: &Master, time_limit: Duration) -> Result<Solved, String> {
-        let mut model = self.model.take().ok_or("LP model lost after an earlier error")?;
+    pub fn solve(&mut self, m: &Master, time_limit: Duration) -> Result<Solved, SolveError> {
+        let mut model = self.model.take().ok_or(SolveError::LpLost)?;
         for c in &m.cols[self.cols..] {
             let e: Vec<(Row, f64)> = c.entries.iter().map(|&(r, v)| (self.rows[r], v)).collect();
-            model.try_add_column(c.cost, c.lo..=c.hi, e).map_err(|e| format!("HiGHS rejected a column: {e:?}"))?;
+            model.try_add_column(c.cost, c.lo..=c.hi, e).map_err(|e| SolveError::ColumnRejected(format!("{e:?}")))?;
         }
         self.cols = m.cols.len();
         configure(&mut model, &self.options, time_limit);
-        let solved = model.try_solve().map_err(|e| format!("HiGHS LP solve failed: {e:?}"))?;
+        let solved = model.try_solve().map_err(failed("LP relaxation"))?;
         let out = extract(&solved, false);
         self.model = Some(Model::from(solved));
         Ok(out)
@@ -113,17 +181,17 @@ impl Lp {
 }
 
 /// Solves a master's LP relaxation once (every column continuous).
-pub fn solve_lp(m: &Master, options: Options, time_limit: Duration) -> Result<Solved, String> {
+pub fn solve_lp(m: &Master, options: Options, time_limit: Duration) -> Result<Solved, SolveError> {
     let mut rows = Vec::new();
     let pb = base(m, false, m.cols.len(), &mut rows);
     let mut model = pb.optimise(Sense::Minimise);
     configure(&mut model, &options, time_limit);
-    let solved = model.try_solve().map_err(|e| format!("HiGHS LP solve failed: {e:?}"))?;
+    let solved = model.try_solve().map_err(failed("LP relaxation"))?;
     Ok(extract(&solved, false))
 }
 
 /// The integer master over the generated columns, started from `start` (a full column vector).
-pub fn solve_mip(m: &Master, options: Options, time_limit: Duration, rel_gap: f64, start: Option<&[f64]>) -> Result<Solved, String> {
+pub fn solve_mip(m: &Master, options: Options, time_limit: Duration, rel_gap: f64, start: Option<&[f64]>) -> Result<Solved, SolveError> {
     let mut rows = Vec::new();
     let pb = base(m, true, m.cols.len(), &mut rows);
     let mut model = pb.optimise(Sense::Minimise);
@@ -137,6 +205,6 @@ pub fn solve_mip(m: &Master, options: Options, time_limit: Duration, rel_gap: f6
         // A rejected start is not fatal: HiGHS searches without it.
         let _ = model.try_set_solution(Some(s), None, None, None);
     }
-    let solved = model.try_solve().map_err(|e| format!("HiGHS MIP solve failed: {e:?}"))?;
+    let solved = model.try_solve().map_err(failed("integer program"))?;
     Ok(extract(&solved, true))
 }

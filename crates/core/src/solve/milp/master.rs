@@ -191,7 +191,19 @@ impl<'p, 'a> Master<'p, 'a> {
         m
     }
 
+    /// Every row of the model except those the fixed columns add, family by family (the order fixes
+    /// the row indices HiGHS sees).
     fn build_rows(&mut self) {
+        self.demand_rows();
+        self.target_capacity_rows();
+        self.pool_limit_rows();
+        self.spread_rows();
+        self.host_spread_rows();
+        self.anti_affinity_rows();
+        self.affinity_rows();
+    }
+
+    fn demand_rows(&mut self) {
         let nc = self.s.n.len();
         // Demand rows are covering rows (≥ n_c) for classes whose extra, unfilled slots cannot loosen
         // any constraint: their dual values stay non-negative and bounded, which keeps column
@@ -215,6 +227,10 @@ impl<'p, 'a> Master<'p, 'a> {
             let r = self.named(format!("demand[{c}]"), n, hi);
             self.rows.demand.push(r);
         }
+    }
+
+    /// Per existing target and resource: what the assigned pods request ≤ the node's free room.
+    fn target_capacity_rows(&mut self) {
         for t in 0..self.s.targets.len() {
             let mut v = Vec::new();
             for d in 0..self.s.dims.len() {
@@ -223,6 +239,11 @@ impl<'p, 'a> Master<'p, 'a> {
             }
             self.rows.target_cap.push(v);
         }
+    }
+
+    /// Per NodePool with limits: the new nodes' capacity ≤ what the limits leave, and their number ≤
+    /// the node limit left.
+    fn pool_limit_rows(&mut self) {
         let p = self.p;
         for (pi, pool) in p.cluster.nodepools.iter().enumerate() {
             let mut lim = Vec::new();
@@ -239,6 +260,10 @@ impl<'p, 'a> Master<'p, 'a> {
             self.rows.pool_limit.push(lim);
             self.rows.pool_nodes.push(nodes);
         }
+    }
+
+    /// Per hard spread group and domain: the place, skew and minimum rows (docs/design/milp.md).
+    fn spread_rows(&mut self) {
         for g in 0..self.s.spread.len() {
             let (hard, nd) = (self.s.spread[g].hard, self.s.spread[g].domains.len());
             let mut place = Vec::new();
@@ -263,6 +288,10 @@ impl<'p, 'a> Master<'p, 'a> {
             self.rows.sp_skew.push(skew);
             self.rows.sp_min.push(min);
         }
+    }
+
+    /// Per hostname spread with mbar > 0: the two regime rows (R1, R2).
+    fn host_spread_rows(&mut self) {
         for h in 0..self.s.hspread.len() {
             if self.s.hspread[h].mbar > 0 {
                 let r1 = self.row(-INF, 0.0);
@@ -275,6 +304,10 @@ impl<'p, 'a> Master<'p, 'a> {
                 self.rows.hs_low.push(None);
             }
         }
+    }
+
+    /// Per domain anti-affinity term and domain: the self, class and others rows.
+    fn anti_affinity_rows(&mut self) {
         for a in 0..self.s.anti.len() {
             let mut selfr = FxHashMap::default();
             let mut cr = FxHashMap::default();
@@ -294,6 +327,11 @@ impl<'p, 'a> Master<'p, 'a> {
             self.rows.an_class.push(cr);
             self.rows.an_others.push(or);
         }
+    }
+
+    /// Per affinity group: per class and domain with no matching pod yet, the domain row; per domain the
+    /// free-target row; and the first-pod row.
+    fn affinity_rows(&mut self) {
         for a in 0..self.s.affinity.len() {
             let g = self.s.affinity[a].clone();
             let mut dom = FxHashMap::default();
@@ -422,15 +460,32 @@ impl<'p, 'a> Master<'p, 'a> {
         self.s.n.iter().map(|&n| n as f64).sum::<f64>().max(1.0)
     }
 
+    /// The columns that exist before pricing, family by family (the order fixes the column indices):
+    /// pending pods, pods on existing nodes, then the auxiliary columns of spread, hostname spread,
+    /// anti-affinity and affinity. Host conflicts on existing nodes and hostname spread on existing
+    /// nodes add their rows here, after every row of `build_rows`.
     fn build_fixed_columns(&mut self) {
-        let nc = self.s.n.len();
+        self.pending_columns();
+        self.assign_columns();
+        self.spread_columns();
+        self.host_spread_columns();
+        self.anti_affinity_columns();
+        self.affinity_columns();
+    }
+
+    fn pending_columns(&mut self) {
         let penalty = self.p.weights.unschedulable_pod;
-        for c in 0..nc {
+        for c in 0..self.s.n.len() {
             let r = self.rows.demand[c];
             let n = self.s.n[c] as f64;
             let col = self.col(penalty, 0.0, n, true, vec![(r, 1.0)], ColKind::Pending(c));
             self.pending_col.push(col);
         }
+    }
+
+    /// Pods of a class on an existing target, with the rows of pairs of classes that may not share it.
+    fn assign_columns(&mut self) {
+        let nc = self.s.n.len();
         // Classes that may not share an existing node (structure.rs: one-per-node pairs).
         let mut conflict: FxHashMap<(usize, usize), Vec<(usize, f64)>> = FxHashMap::default();
         let cap_of = |c: usize, t: usize| self.s.allowed[c].iter().find(|a| a.0 == t).map(|a| a.1);
@@ -474,6 +529,9 @@ impl<'p, 'a> Master<'p, 'a> {
                 self.assign_col.insert((c, t), col);
             }
         }
+    }
+
+    fn spread_columns(&mut self) {
         // Spread: W_d (a constrained class lands in d) and M (global minimum).
         for g in 0..self.s.spread.len() {
             let sg = self.s.spread[g].clone();
@@ -495,6 +553,9 @@ impl<'p, 'a> Master<'p, 'a> {
             let hi = if sg.min_zero { 0.0 } else { INF };
             self.aux_col(Aux::SpreadM { g }, 0.0, hi, false, mentries);
         }
+    }
+
+    fn host_spread_columns(&mut self) {
         // Hostname spread: the regime binary, and per-target caps on members.
         for h in 0..self.s.hspread.len() {
             let hs = self.s.hspread[h].clone();
@@ -545,6 +606,9 @@ impl<'p, 'a> Master<'p, 'a> {
                 }
             }
         }
+    }
+
+    fn anti_affinity_columns(&mut self) {
         // Domain anti-affinity pairs: w_d (the class lands in d).
         for a in 0..self.s.anti.len() {
             let an = self.s.anti[a].clone();
@@ -556,6 +620,9 @@ impl<'p, 'a> Master<'p, 'a> {
                 }
             }
         }
+    }
+
+    fn affinity_columns(&mut self) {
         // Affinity: h_d (a free target lands in d), v_d (the first pod's domain).
         for a in 0..self.s.affinity.len() {
             let g = self.s.affinity[a].clone();

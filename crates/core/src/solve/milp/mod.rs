@@ -30,7 +30,7 @@ use master::{Aux, ColKind, Master, Pattern};
 use super::problem::Problem;
 use super::{Outcome, Target};
 
-pub use highs_lp::Options;
+pub use highs_lp::{MipStatus, Options, SolveError};
 
 /// What the MILP phase produced.
 pub struct Run {
@@ -38,8 +38,8 @@ pub struct Run {
     pub outcome: Option<Outcome>,
     /// A proven lower bound on the model's optimum.
     pub lower_bound: Option<f64>,
-    /// HiGHS's MIP status and objective.
-    pub mip_status: Option<highs::HighsModelStatus>,
+    /// How HiGHS's integer program ended, and its objective.
+    pub mip_status: Option<MipStatus>,
     pub mip_objective: Option<f64>,
     /// Whether the greedy start was representable in the model.
     pub start_accepted: bool,
@@ -234,73 +234,146 @@ fn check_answer(m: &Master, mip: &mut highs_lp::Solved) -> Option<String> {
     Some(why)
 }
 
-/// Runs the aggregated relaxation, column generation and the integer program until `deadline`.
-pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: Options) -> Result<Run, String> {
-    let mut phases = Vec::new();
-    let mut note = String::new();
+/// What the phases have found so far: their times, the notes for the report and the best lower bound.
+#[derive(Default)]
+struct Log {
+    phases: Vec<(String, f64)>,
+    note: String,
+    lower_bound: Option<f64>,
+}
 
-    // Each phase starts only while budget is left: building and solving a model that cannot be used
-    // would only make the batch late.
-    let out_of_time = |lower_bound: Option<f64>, phases: Vec<(String, f64)>, note: String, phase: &str| Run {
-        outcome: None,
-        lower_bound,
-        mip_status: None,
-        mip_objective: None,
-        start_accepted: false,
-        columns: 0,
-        cg_rounds: 0,
-        complete: false,
-        phases,
-        note: format!("{note}the budget was spent before {phase}; "),
-    };
+impl Log {
+    fn phase(&mut self, name: &str, started: Instant) {
+        self.phases.push((name.to_string(), ms(started.elapsed())));
+    }
+
+    fn raise_bound(&mut self, b: f64) {
+        self.lower_bound = Some(self.lower_bound.map_or(b, |l: f64| l.max(b)));
+    }
+
+    /// The run that ends because the budget was spent before `phase`.
+    fn out_of_time(self, phase: &str) -> Run {
+        Run {
+            outcome: None,
+            lower_bound: self.lower_bound,
+            mip_status: None,
+            mip_objective: None,
+            start_accepted: false,
+            columns: 0,
+            cg_rounds: 0,
+            complete: false,
+            phases: self.phases,
+            note: format!("{}the budget was spent before {phase}; ", self.note),
+        }
+    }
+}
+
+/// Runs the aggregated relaxation, column generation and the integer program until `deadline`.
+///
+/// Each phase starts only while budget is left: building and solving a model that cannot be used would
+/// only make the batch late.
+pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: Options) -> Result<Run, SolveError> {
+    let mut log = Log::default();
     if Instant::now() >= deadline {
-        return Ok(out_of_time(None, phases, note, "the aggregated relaxation"));
+        return Ok(log.out_of_time("the aggregated relaxation"));
     }
 
     // The aggregated relaxation's model (its structure serves the size-class bound too).
     let t0 = Instant::now();
     let agg = Master::aggregate(p);
-    let mut lower_bound: Option<f64> = None;
-
-    // The aggregated relaxation: a lower bound valid for the whole model, and stable duals.
     if Instant::now() >= deadline {
-        return Ok(out_of_time(lower_bound, phases, note, "the aggregated relaxation"));
+        return Ok(log.out_of_time("the aggregated relaxation"));
     }
-    let agg_left = deadline.saturating_duration_since(Instant::now()).mul_f64(AGGREGATE_SHARE);
-    let agg_sol = highs_lp::solve_lp(&agg, opts, agg_left)?;
-    let agg_bound = (agg_sol.status == highs::HighsModelStatus::Optimal).then_some(agg_sol.objective);
-    match agg_bound {
-        Some(b) => lower_bound = Some(lower_bound.map_or(b, |l: f64| l.max(b))),
-        None => note.push_str(&format!("aggregated relaxation ended {:?}; ", agg_sol.status)),
-    }
-    let mut center: Option<Vec<f64>> = (agg_sol.row_duals.len() >= agg.shared_rows && agg_bound.is_some()).then(|| agg_sol.row_duals[..agg.shared_rows].to_vec());
-    phases.push(("aggregated-relaxation".to_string(), ms(t0.elapsed())));
+    let mut center = aggregated_relaxation(&agg, deadline, opts, &mut log)?;
+    log.phase("aggregated-relaxation", t0);
 
     // The size-class bound: whole nodes, so it sees what integer node sizes leave over. Only when the
     // aggregated bound does not already prove the target gap for the greedy plan.
     let greedy_objective = crate::solve::objective(p, greedy).total();
-    let proven = lower_bound.is_some_and(|b| greedy_objective - b <= gap * greedy_objective.abs());
+    let proven = log.lower_bound.is_some_and(|b| greedy_objective - b <= gap * greedy_objective.abs());
     if Instant::now() < deadline && !proven {
-        let tb = Instant::now();
-        let share = deadline.saturating_duration_since(tb).mul_f64(SIZE_BOUND_SHARE);
-        let sb = bound::size_bound(p, &agg.s, greedy, tb + share, opts)?;
-        tracing::debug!(bound = ?sb.bound, items = sb.items, rounds = sb.rounds, columns = sb.columns, converged = sb.converged, "size bound");
-        if let Some(b) = sb.bound {
-            lower_bound = Some(lower_bound.map_or(b, |l: f64| l.max(b)));
-        }
-        note.push_str(&format!("size-class bound {} after {} rounds{}; ", sb.bound.map_or("none".to_string(), |b| format!("{b:.4}")), sb.rounds, if sb.converged { ", converged" } else { "" }));
-        phases.push(("size-bound".to_string(), ms(tb.elapsed())));
+        size_class_bound(p, &agg, greedy, deadline, opts, &mut log)?;
     }
 
     if Instant::now() >= deadline {
-        return Ok(out_of_time(lower_bound, phases, note, "the pattern model"));
+        return Ok(log.out_of_time("the pattern model"));
     }
     let t1 = Instant::now();
     let mut m = Master::new(p);
     let start = warm_start(&mut m, greedy);
-    // Few possible patterns: take them all; the integer program is then the whole model and HiGHS's
-    // bound is a proof. Otherwise generate columns.
-    let complete = match pricing::enumerate(&m, ENUMERATION_LIMIT) {
+    let complete = initial_columns(&mut m, center.as_deref());
+    log.phase("milp-model", t1);
+    if Instant::now() >= deadline {
+        return Ok(log.out_of_time("the integer program"));
+    }
+
+    // Column generation (skipped when the enumeration already gave every column): at most about half of
+    // the remaining time.
+    let t2 = Instant::now();
+    let rounds = if complete { 0 } else { column_generation(&mut m, &mut center, t2 + deadline.saturating_duration_since(t2).mul_f64(0.5), opts, &mut log)? };
+    log.phase("column-generation", t2);
+
+    // The integer program over the generated columns.
+    let t3 = Instant::now();
+    let start_vec = start.map(|mut s| {
+        s.resize(m.cols.len(), 0.0);
+        s
+    });
+    let mip = integer_program(&m, start_vec.as_deref(), deadline, gap, opts, &mut log)?;
+    log.phase("integer-program", t3);
+    let outcome = if mip.has_solution { Some(decode(&m, &mip.columns)) } else { None };
+    if complete {
+        log.note.push_str("every pattern enumerated; ");
+        if let Some(db) = mip.dual_bound.filter(|b| b.is_finite()) {
+            log.raise_bound(db);
+        }
+    }
+    Ok(Run {
+        outcome,
+        lower_bound: log.lower_bound,
+        mip_status: Some(mip.status),
+        mip_objective: mip.has_solution.then_some(mip.objective),
+        start_accepted: start_vec.is_some(),
+        columns: m.patterns.len(),
+        cg_rounds: rounds,
+        complete,
+        phases: log.phases,
+        note: log.note,
+    })
+}
+
+/// The aggregated relaxation: a lower bound valid for the whole model, and stable duals on the rows
+/// it shares with the pattern master (the first dual center of column generation), if it solved.
+fn aggregated_relaxation(agg: &Master, deadline: Instant, opts: Options, log: &mut Log) -> Result<Option<Vec<f64>>, SolveError> {
+    let agg_left = deadline.saturating_duration_since(Instant::now()).mul_f64(AGGREGATE_SHARE);
+    let agg_sol = highs_lp::solve_lp(agg, opts, agg_left)?;
+    let agg_bound = (agg_sol.status == MipStatus::Optimal).then_some(agg_sol.objective);
+    match agg_bound {
+        Some(b) => log.raise_bound(b),
+        None => log.note.push_str(&format!("aggregated relaxation ended {:?}; ", agg_sol.status)),
+    }
+    Ok((agg_sol.row_duals.len() >= agg.shared_rows && agg_bound.is_some()).then(|| agg_sol.row_duals[..agg.shared_rows].to_vec()))
+}
+
+/// The size-class bound ([`bound`]) on its share of what is left of the budget.
+fn size_class_bound(p: &Problem, agg: &Master, greedy: &Outcome, deadline: Instant, opts: Options, log: &mut Log) -> Result<(), SolveError> {
+    let tb = Instant::now();
+    let share = deadline.saturating_duration_since(tb).mul_f64(SIZE_BOUND_SHARE);
+    let sb = bound::size_bound(p, &agg.s, greedy, tb + share, opts)?;
+    tracing::debug!(bound = ?sb.bound, items = sb.items, rounds = sb.rounds, columns = sb.columns, converged = sb.converged, "size bound");
+    if let Some(b) = sb.bound {
+        log.raise_bound(b);
+    }
+    log.note.push_str(&format!("size-class bound {} after {} rounds{}; ", sb.bound.map_or("none".to_string(), |b| format!("{b:.4}")), sb.rounds, if sb.converged { ", converged" } else { "" }));
+    log.phase("size-bound", tb);
+    Ok(())
+}
+
+/// The first pattern columns. Few possible patterns: all of them, and the integer program is then the
+/// whole model, so HiGHS's bound is a proof (returns true). Otherwise seed columns and the patterns
+/// that price out under the aggregated relaxation's duals `center`; column generation adds the rest.
+fn initial_columns(m: &mut Master, center: Option<&[f64]>) -> bool {
+    match pricing::enumerate(m, ENUMERATION_LIMIT) {
         Some(all) => {
             for pat in all {
                 m.add_pattern(pat);
@@ -308,124 +381,100 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
             true
         }
         None => {
-            seed_columns(&mut m);
-            if let Some(y) = &center {
-                let vals = pricing::values(&m, y);
-                for (_, pat) in pricing::price(&m, y, &vals, 5) {
+            seed_columns(m);
+            if let Some(y) = center {
+                let vals = pricing::values(m, y);
+                for (_, pat) in pricing::price(m, y, &vals, 5) {
                     m.add_pattern(pat);
                 }
             }
             false
         }
-    };
-    phases.push(("milp-model".to_string(), ms(t1.elapsed())));
-    if Instant::now() >= deadline {
-        return Ok(out_of_time(lower_bound, phases, note, "the integer program"));
     }
+}
 
-    // Column generation: at most about half of the remaining time.
-    let t2 = Instant::now();
-    let cg_deadline = t2 + deadline.saturating_duration_since(t2).mul_f64(0.5);
-    let mut lp = highs_lp::Lp::new(&m, opts);
+/// Column generation on the LP relaxation until no column prices out or `cg_deadline`; returns the
+/// number of LP rounds. Prices with duals smoothed towards `center` (Wentges), which it moves.
+fn column_generation(m: &mut Master, center: &mut Option<Vec<f64>>, cg_deadline: Instant, opts: Options, log: &mut Log) -> Result<usize, SolveError> {
+    let mut lp = highs_lp::Lp::new(m, opts);
     let mut rounds = 0;
-    // Skipped when the enumeration already gave every column.
-    if !complete {
-        loop {
-            let left = cg_deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                note.push_str("column generation stopped at its time share; ");
-                break;
-            }
-            let sol = lp.solve(&m, left)?;
-            if sol.status != highs::HighsModelStatus::Optimal {
-                note.push_str(&format!("LP relaxation ended {:?}; ", sol.status));
-                break;
-            }
-            rounds += 1;
-            let y = &sol.row_duals;
-            // Price with smoothed duals; keep the columns that improve under the current duals. If none
-            // does (a mis-price), price with the current duals alone.
-            let mut cols: Vec<Pattern> = Vec::new();
-            if let Some(c) = &center {
-                let smoothed: Vec<f64> = c.iter().zip(y).map(|(a, b)| SMOOTHING * a + (1.0 - SMOOTHING) * b).collect();
-                let vals = pricing::values(&m, &smoothed);
-                cols = pricing::price(&m, &smoothed, &vals, 3).into_iter().map(|(_, pat)| pat).filter(|pat| reduced_cost(&m, pat, y) < -1e-7).collect();
-                center = Some(smoothed);
-            }
-            if cols.is_empty() {
-                let vals = pricing::values(&m, y);
-                cols = pricing::price(&m, y, &vals, 3).into_iter().map(|(_, pat)| pat).collect();
-            }
-            tracing::debug!(round = rounds, lp = sol.objective, columns = cols.len(), "column generation round");
-            if cols.is_empty() {
-                break;
-            }
-            let before = m.cols.len();
-            for pat in cols {
-                m.add_pattern(pat);
-            }
-            if m.cols.len() == before {
-                break;
-            }
+    loop {
+        let left = cg_deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            log.note.push_str("column generation stopped at its time share; ");
+            break;
+        }
+        let sol = lp.solve(m, left)?;
+        if sol.status != MipStatus::Optimal {
+            log.note.push_str(&format!("LP relaxation ended {:?}; ", sol.status));
+            break;
+        }
+        rounds += 1;
+        let cols = improving_columns(m, center, &sol.row_duals);
+        tracing::debug!(round = rounds, lp = sol.objective, columns = cols.len(), "column generation round");
+        if cols.is_empty() {
+            break;
+        }
+        let before = m.cols.len();
+        for pat in cols {
+            m.add_pattern(pat);
+        }
+        if m.cols.len() == before {
+            break;
         }
     }
-    phases.push(("column-generation".to_string(), ms(t2.elapsed())));
+    Ok(rounds)
+}
 
-    // The integer program over the generated columns.
-    let t3 = Instant::now();
+/// Prices with smoothed duals and keeps the columns that improve under the current duals `y`. If none
+/// does (a mis-price), prices with the current duals alone.
+fn improving_columns(m: &Master, center: &mut Option<Vec<f64>>, y: &[f64]) -> Vec<Pattern> {
+    let mut cols: Vec<Pattern> = Vec::new();
+    if let Some(c) = center.as_ref() {
+        let smoothed: Vec<f64> = c.iter().zip(y).map(|(a, b)| SMOOTHING * a + (1.0 - SMOOTHING) * b).collect();
+        let vals = pricing::values(m, &smoothed);
+        cols = pricing::price(m, &smoothed, &vals, 3).into_iter().map(|(_, pat)| pat).filter(|pat| reduced_cost(m, pat, y) < -1e-7).collect();
+        *center = Some(smoothed);
+    }
+    if cols.is_empty() {
+        let vals = pricing::values(m, y);
+        cols = pricing::price(m, y, &vals, 3).into_iter().map(|(_, pat)| pat).collect();
+    }
+    cols
+}
+
+/// The integer program over the generated columns, started from `start`, with its answer checked.
+fn integer_program(m: &Master, start: Option<&[f64]>, deadline: Instant, gap: f64, opts: Options, log: &mut Log) -> Result<highs_lp::Solved, SolveError> {
     // HiGHS checks its clock between nodes and overshoots by up to a tenth (karpenter-1000: 410 ms
     // used of 370 ms given); it gets nine tenths of what is left, and the decode needs a little too.
-    let left = deadline.saturating_duration_since(t3).mul_f64(MIP_SHARE);
-    let start_vec = start.map(|mut s| {
-        s.resize(m.cols.len(), 0.0);
-        s
-    });
-    let mut mip = highs_lp::solve_mip(&m, opts, left, gap, start_vec.as_deref())?;
+    let left = deadline.saturating_duration_since(Instant::now()).mul_f64(MIP_SHARE);
+    let mut mip = highs_lp::solve_mip(m, opts, left, gap, start)?;
     tracing::debug!(status = ?mip.status, objective = mip.objective, dual_bound = ?mip.dual_bound, has_solution = mip.has_solution, "MIP");
     // HiGHS given a start solution has answered `Optimal` with the start's solution but an objective and
     // dual bound below it (a 6-pod batch: the start at 0.224 reported as 0.144; without the start it
     // finds the true optimum 0.184). Every answer is checked: the solution against the rows, and its
     // objective recomputed. A broken answer is solved again without the start.
     if mip.has_solution
-        && let Some(why) = check_answer(&m, &mut mip)
+        && let Some(why) = check_answer(m, &mut mip)
     {
-        note.push_str(&format!("HiGHS's answer did not hold ({why}); "));
+        log.note.push_str(&format!("HiGHS's answer did not hold ({why}); "));
         let left = deadline.saturating_duration_since(Instant::now());
         if left >= RESOLVE_MIN {
-            note.push_str("solved again without the greedy start; ");
-            let mut again = highs_lp::solve_mip(&m, opts, left, gap, None)?;
+            log.note.push_str("solved again without the greedy start; ");
+            let mut again = highs_lp::solve_mip(m, opts, left, gap, None)?;
             if again.has_solution
-                && let Some(why) = check_answer(&m, &mut again)
+                && let Some(why) = check_answer(m, &mut again)
             {
-                note.push_str(&format!("nor without it ({why}); "));
+                log.note.push_str(&format!("nor without it ({why}); "));
             }
             if !mip.has_solution || again.has_solution && again.objective < mip.objective {
                 mip = again;
             }
         } else if mip.has_solution {
-            note.push_str("its solution is kept with the recomputed objective; ");
+            log.note.push_str("its solution is kept with the recomputed objective; ");
         }
     }
-    phases.push(("integer-program".to_string(), ms(t3.elapsed())));
-    let outcome = if mip.has_solution { Some(decode(&m, &mip.columns)) } else { None };
-    if complete {
-        note.push_str("every pattern enumerated; ");
-        if let Some(db) = mip.dual_bound.filter(|b| b.is_finite()) {
-            lower_bound = Some(lower_bound.map_or(db, |b: f64| b.max(db)));
-        }
-    }
-    Ok(Run {
-        outcome,
-        lower_bound,
-        mip_status: Some(mip.status),
-        mip_objective: mip.has_solution.then_some(mip.objective),
-        start_accepted: start_vec.is_some(),
-        columns: m.patterns.len(),
-        cg_rounds: rounds,
-        complete,
-        phases,
-        note,
-    })
+    Ok(mip)
 }
 
 /// Turns integer column values into a plan: pods of each class go to existing nodes, then to new

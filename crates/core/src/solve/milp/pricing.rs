@@ -37,8 +37,26 @@ pub fn complete(m: &Master, config: usize, counts: Vec<(usize, u32)>) -> Option<
     validate(m, config, counts).ok()
 }
 
+/// The per-node rule a pattern breaks. The pattern cannot be a column: a caller that wanted it (the
+/// greedy start) must leave that node out of the model or give up the start.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidPattern {
+    #[error("class {class} may not use configuration group {group}: leave the class off this configuration")]
+    GroupNotAllowed { class: usize, group: usize },
+    #[error("class {class} at most once per node, {count} given: split its pods over more nodes")]
+    OncePerNode { class: usize, count: u32 },
+    #[error("{resource} {used} exceeds room {room}: use a larger configuration or fewer pods")]
+    ExceedsRoom { resource: String, used: i64, room: i64 },
+    #[error("classes {0} and {1} may not share a node (hostname anti-affinity or host ports): put them on different nodes")]
+    Conflict(usize, usize),
+    #[error("hostname spread {spread}: {members} members above maxSkew {max_skew} (mbar {mbar}): put fewer of them on the node")]
+    HostSpread { spread: usize, members: u32, max_skew: u32, mbar: u32 },
+    #[error("hostname affinity group {0} without a target on the node: add a pod the terms match")]
+    AffinityWithoutTarget(usize),
+}
+
 /// Like [`complete`], with the rule a pattern breaks.
-pub fn validate(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Result<Pattern, String> {
+pub fn validate(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Result<Pattern, InvalidPattern> {
     counts.retain(|&(_, k)| k > 0);
     counts.sort();
     let p = m.p;
@@ -48,10 +66,10 @@ pub fn validate(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Res
     let mut used = vec![0i64; s.dims.len()];
     for &(c, k) in &counts {
         if !s.class_groups[c].contains(&cfg.group) {
-            return Err(format!("class {c} may not use configuration group {}", cfg.group));
+            return Err(InvalidPattern::GroupNotAllowed { class: c, group: cfg.group });
         }
         if s.one_per_node[c] && k > 1 {
-            return Err(format!("class {c} at most once per node, {k} given"));
+            return Err(InvalidPattern::OncePerNode { class: c, count: k });
         }
         for (d, u) in used.iter_mut().enumerate() {
             *u += s.req[c][d] * k as i64;
@@ -59,13 +77,13 @@ pub fn validate(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Res
     }
     for (d, name) in s.dims.iter().enumerate() {
         if used[d] > room.get(name) {
-            return Err(format!("{name} {} exceeds room {}", used[d], room.get(name)));
+            return Err(InvalidPattern::ExceedsRoom { resource: name.clone(), used: used[d], room: room.get(name) });
         }
     }
     for &(c, _) in &counts {
         for &(q, _) in &counts {
             if q != c && (s.host_conflicts[c].contains(&q) || s.port_conflicts[c].contains(&q)) {
-                return Err(format!("classes {c} and {q} may not share a node"));
+                return Err(InvalidPattern::Conflict(c, q));
             }
         }
     }
@@ -79,7 +97,7 @@ pub fn validate(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Res
         if limited > hs.max_skew {
             let members = limited;
             if hs.mbar == 0 || members > hs.max_skew + hs.mbar {
-                return Err(format!("hostname spread {h}: {members} members above maxSkew {} (mbar {})", hs.max_skew, hs.mbar));
+                return Err(InvalidPattern::HostSpread { spread: h, members, max_skew: hs.max_skew, mbar: hs.mbar });
             }
             regime1.push(h);
         }
@@ -96,7 +114,7 @@ pub fn validate(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Res
             continue;
         }
         if !g.self_match || g.any_existing {
-            return Err(format!("hostname affinity group {a} without a target on the node"));
+            return Err(InvalidPattern::AffinityWithoutTarget(a));
         }
         first_pod.push(a);
     }
