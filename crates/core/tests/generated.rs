@@ -426,12 +426,12 @@ proptest! {
 // Robustness: nothing panics on bad input.
 
 const SCENARIO_TEXTS: [&str; 6] = [
-    include_str!("../scenarios/seed-1-statefulset-capacity-spread/statefulset.yaml"),
-    include_str!("../scenarios/seed-1-statefulset-capacity-spread/nodepools.yaml"),
-    include_str!("../scenarios/seed-1c-stuck-on-existing-nodes/state.yaml"),
-    include_str!("../scenarios/seed-2-apiserver-anti-affinity/deployment.yaml"),
-    include_str!("../scenarios/common-ec2nodeclass.yaml"),
-    include_str!("fixtures/seed-1-rescale/volumes.yaml"),
+    include_str!("../../../scenarios/seed-1-statefulset-capacity-spread/statefulset.yaml"),
+    include_str!("../../../scenarios/seed-1-statefulset-capacity-spread/nodepools.yaml"),
+    include_str!("../../../scenarios/seed-1c-stuck-on-existing-nodes/state.yaml"),
+    include_str!("../../../scenarios/seed-2-apiserver-anti-affinity/deployment.yaml"),
+    include_str!("../../../scenarios/common-ec2nodeclass.yaml"),
+    include_str!("../../../tests/fixtures/seed-1-rescale/volumes.yaml"),
 ];
 
 /// Every `memory: <n>Mi` request becomes 4·10^18 bytes (in range, but three of them pass i64) and
@@ -704,7 +704,7 @@ proptest! {
     #[test]
     fn parsers_survive_mutated_catalogs_weights_and_plans(which in 0..3usize, muts in proptest::collection::vec(mutation_strategy(), 1..4)) {
         let base = match which {
-            0 => std::fs::read_to_string(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("tests/fixtures/catalog-small.yaml")).unwrap(),
+            0 => include_str!("../../../tests/fixtures/catalog-small.yaml").to_string(),
             1 => stowage_core::weights::DEFAULT_YAML.to_string(),
             _ => sample_plan_json(),
         };
