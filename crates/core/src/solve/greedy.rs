@@ -30,6 +30,10 @@ use rustc_hash::FxHashMap;
 
 use super::improve;
 use super::problem::{PoolUsage, Problem};
+use super::resize::downsize;
+// `milp` still names `greedy::remove_empty_nodes`; this re-export keeps that path working until the
+// MILP restructuring (issue 14) imports it from `resize`.
+pub(crate) use super::resize::remove_empty_nodes;
 use super::{Outcome, Target, new_node_name, new_sim_node, scheduler_state, verify};
 use crate::domain::labels::{Labels, keys};
 use crate::domain::pod::{Pod, PodId};
@@ -97,24 +101,6 @@ pub fn settle(p: &Problem, mut o: Outcome) -> Outcome {
         remove_empty_nodes(&mut o);
     }
     o
-}
-
-pub fn remove_empty_nodes(o: &mut Outcome) {
-    let used: BTreeSet<usize> = o.placements.iter().filter_map(|(_, t)| if let Target::New(k) = t { Some(*k) } else { None }).collect();
-    let mut remap = vec![usize::MAX; o.new_nodes.len()];
-    let mut kept = Vec::new();
-    for (k, &f) in o.new_nodes.iter().enumerate() {
-        if used.contains(&k) {
-            remap[k] = kept.len();
-            kept.push(f);
-        }
-    }
-    o.new_nodes = kept;
-    for (_, t) in &mut o.placements {
-        if let Target::New(k) = t {
-            *k = remap[*k];
-        }
-    }
 }
 
 /// Class order (see `Order`); ties by first appearance.
@@ -301,7 +287,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
             if !self.wide_spread_ok(class, &prep, pod, &node.labels) {
                 continue;
             }
-            let soft = preferred_shortfall(pod, &node.labels, Some(&node.name));
+            let soft = node_affinity::preferred_shortfall(&pod.preferred_node, &node.labels, Some(&node.name));
             let balance: i64 = (0..FilterState::spread_len(&prep))
                 .map(|k| {
                     let (ci, counts, _) = self.fs.spread_view(&prep, k);
@@ -476,7 +462,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
                 self.pool_rejects[class].entry(pool_name).or_insert_with(spread::reject_skew);
                 continue;
             }
-            let soft = preferred_shortfall(pod, &sim.labels, None) as f64 * p.weights.soft.preferred_node_affinity;
+            let soft = node_affinity::preferred_shortfall(&pod.preferred_node, &sim.labels, None) as f64 * p.weights.soft.preferred_node_affinity;
             // The cheapest configurations per pod of this class, then the look-ahead among them.
             let mut scored: Vec<(f64, usize)> = Vec::new();
             for &f in configs {
@@ -558,69 +544,5 @@ impl<'p, 'a> Greedy<'p, 'a> {
             reason.push_str(&format!(" No NodePool can launch a node for it ({}).", parts.join("; ")));
         }
         Reject { plugin, reason, unresolvable: false }
-    }
-}
-
-/// Unsatisfied preferred node-affinity weight.
-pub(super) fn preferred_shortfall(pod: &Pod, labels: &Labels, name: Option<&str>) -> i64 {
-    if pod.preferred_node.is_empty() {
-        return 0;
-    }
-    let total: i64 = pod.preferred_node.iter().map(|t| t.weight as i64).sum();
-    total - node_affinity::preferred_score(&pod.preferred_node, labels, name)
-}
-
-/// Shrinks every new node to the cheapest configuration of its group that holds its pods.
-pub fn downsize(p: &Problem, o: &mut Outcome) {
-    let mut load: Vec<Resources> = vec![Resources::default(); o.new_nodes.len()];
-    for (id, t) in &o.placements {
-        if let Target::New(k) = t {
-            load[*k].add(&p.pod(*id).requests);
-        }
-    }
-    let mut usage = p.usage.clone();
-    for &f in &o.new_nodes {
-        let c = &p.configs[f];
-        usage[c.pool].capacity.add(&c.capacity);
-        usage[c.pool].nodes += 1;
-    }
-    for (k, node_load) in load.iter().enumerate() {
-        let f = o.new_nodes[k];
-        let cur = &p.configs[f];
-        let pool = cur.pool;
-        let mut best = f;
-        for &g in &p.groups[cur.group] {
-            let g = g as usize;
-            let c = &p.configs[g];
-            if c.cost >= p.configs[best].cost || !node_load.fits_in(&c.room()) {
-                continue;
-            }
-            if let Some(l) = &p.cluster.nodepools[pool].limits {
-                let without = usage[pool].capacity.minus(&cur.capacity);
-                if limits::check(l, &without, usage[pool].nodes - 1, &c.capacity).is_err() {
-                    continue;
-                }
-            }
-            best = g;
-        }
-        if best != f {
-            usage[pool].capacity.sub(&cur.capacity);
-            usage[pool].capacity.add(&p.configs[best].capacity);
-            o.new_nodes[k] = best;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn removing_empty_nodes_renumbers_targets() {
-        let mut o = Outcome { new_nodes: vec![7, 8, 9], placements: vec![(PodId(0), Target::New(2)), (PodId(1), Target::Existing(0)), (PodId(2), Target::New(0))], unschedulable: vec![] };
-        remove_empty_nodes(&mut o);
-        assert_eq!(o.new_nodes, vec![7, 9]);
-        assert_eq!(o.placements[0].1, Target::New(1));
-        assert_eq!(o.placements[2].1, Target::New(0));
     }
 }

@@ -30,12 +30,13 @@ use std::collections::BTreeSet;
 use rustc_hash::FxHashMap;
 
 use super::problem::{Problem, rule_signature, same_rules};
-use super::{Outcome, Target, greedy, objective, scheduler_state, verify};
+use super::resize::{downsize, remove_empty_nodes};
+use super::{Outcome, Target, objective, scheduler_state, verify};
 use crate::domain::labels::{Labels, keys};
 use crate::domain::pod::PodId;
 use crate::domain::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
 use crate::semantics::filter::FilterState;
-use crate::semantics::{interpod, selectors};
+use crate::semantics::{interpod, node_affinity, selectors};
 
 /// Topology keys whose domain a pod of each class must keep, or `None` when the pod must stay on its
 /// node (a rule reads its hostname).
@@ -120,14 +121,14 @@ impl<'a> State<'_, 'a> {
         let ks = self.pinned[p.class_of[&id]].as_ref()?;
         let prep = self.fs.prepare(pod);
         let (from_labels, from_name) = (&self.fs.nodes()[from].labels, self.fs.nodes()[from].name.as_str());
-        let soft = greedy::preferred_shortfall(pod, from_labels, Some(from_name));
+        let soft = node_affinity::preferred_shortfall(&pod.preferred_node, from_labels, Some(from_name));
         // Nodes come by increasing free cpu: the first that takes the pod fits it most tightly.
         for &(_, ix) in self.free.range((pod.requests.cpu_m, 0)..) {
             if ix == from {
                 continue;
             }
             let n = &self.fs.nodes()[ix];
-            if !pod.requests.fits_in(&n.free()) || !same_domains(ks, from_labels, &n.labels) || greedy::preferred_shortfall(pod, &n.labels, Some(&n.name)) != soft {
+            if !pod.requests.fits_in(&n.free()) || !same_domains(ks, from_labels, &n.labels) || node_affinity::preferred_shortfall(&pod.preferred_node, &n.labels, Some(&n.name)) != soft {
                 continue;
             }
             if self.fs.filter(&prep, pod, ix).is_ok() {
@@ -409,7 +410,7 @@ impl State<'_, '_> {
                 let movable = |id: &PodId| -> bool {
                     let pod = p.pod(*id);
                     self.pinned[p.class_of[id]].as_ref().is_some_and(|ks| same_domains(ks, &na.labels, &nb.labels))
-                        && greedy::preferred_shortfall(pod, &na.labels, Some(&na.name)) == greedy::preferred_shortfall(pod, &nb.labels, Some(&nb.name))
+                        && node_affinity::preferred_shortfall(&pod.preferred_node, &na.labels, Some(&na.name)) == node_affinity::preferred_shortfall(&pod.preferred_node, &nb.labels, Some(&nb.name))
                 };
                 let mut shapes: Vec<(Vec<i64>, Vec<PodId>)> = Vec::new();
                 for id in self.on[ia].iter().chain(&self.on[ib]).filter(|id| movable(id)) {
@@ -700,8 +701,8 @@ pub fn shrink(p: &Problem, o: &Outcome) -> Option<Outcome> {
         }
     }
     let mut out = Outcome { new_nodes: s.new_nodes, placements: s.placements, unschedulable: o.unschedulable.clone() };
-    greedy::remove_empty_nodes(&mut out);
-    greedy::downsize(p, &mut out);
+    remove_empty_nodes(&mut out);
+    downsize(p, &mut out);
     let better = objective(p, &out).total() < objective(p, o).total() - 1e-9;
     (better && verify(p, &out).is_empty()).then_some(out)
 }

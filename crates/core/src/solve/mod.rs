@@ -14,6 +14,7 @@ pub mod greedy;
 pub mod improve;
 pub mod milp;
 pub mod problem;
+mod resize;
 
 use std::collections::BTreeMap;
 
