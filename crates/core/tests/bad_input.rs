@@ -41,6 +41,8 @@ fn node_expr(expr: &str) -> String {
     p(&format!("affinity: {{nodeAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{nodeSelectorTerms: [{{{expr}}}]}}}}}}"))
 }
 
+// Long because it is one table of bad workloads, one row per kind of mistake with the parts its
+// error must name; the rows are independent and read top to bottom.
 #[test]
 fn workload_errors_name_file_object_and_field() {
     let cases: Vec<(&str, String, Vec<&str>)> = vec![
