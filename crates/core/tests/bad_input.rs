@@ -365,7 +365,7 @@ fn invalid_plans_name_the_field() {
         ("not JSON", "plan:\n  - x".to_string(), "line 1"),
     ];
     for (what, text, part) in cases {
-        let msg = Plan::from_json(&text).map(|_| ()).expect_err(what);
+        let msg = Plan::from_json(&text).map(|_| ()).expect_err(what).to_string();
         assert_mentions(what, &msg, &[part]);
     }
 }

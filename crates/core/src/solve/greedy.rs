@@ -411,7 +411,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
         ix
     }
 
-    fn limits_ok(&self, f: usize) -> Result<(), String> {
+    fn limits_ok(&self, f: usize) -> Result<(), limits::LimitExceeded> {
         let c = &self.p.configs[f];
         match &self.p.cluster.nodepools[c.pool].limits {
             None => Ok(()),
@@ -468,7 +468,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
             for &f in configs {
                 let f = f as usize;
                 if let Err(e) = self.limits_ok(f) {
-                    self.pool_rejects[class].entry(pool_name.clone()).or_insert_with(|| Reject::new(Plugin::NodePool, e));
+                    self.pool_rejects[class].entry(pool_name.clone()).or_insert_with(|| Reject::new(Plugin::NodePool, e.to_string()));
                     continue;
                 }
                 let fit = pod.requests.copies_in(&p.configs[f].room()) as usize;
