@@ -14,7 +14,7 @@ use crate::domain::resources::{Resources, format_amount};
 /// tries another NodePool or leaves the pod pending with this message (raising the NodePool's
 /// `spec.limits` is the cluster operator's remedy).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum LimitExceeded {
+pub(crate) enum LimitExceeded {
     /// `total` and `limit` are formatted as quantities of `resource`.
     #[error("NodePool limit exceeded: {resource} {total} > {limit}")]
     Resource { resource: String, total: String, limit: String },
@@ -23,7 +23,7 @@ pub enum LimitExceeded {
 }
 
 /// Checks the pool's usage after adding a node of capacity `add` to `used` / `used_nodes`.
-pub fn check(limits: &PoolLimits, used: &Resources, used_nodes: i64, add: &Resources) -> Result<(), LimitExceeded> {
+pub(crate) fn check(limits: &PoolLimits, used: &Resources, used_nodes: i64, add: &Resources) -> Result<(), LimitExceeded> {
     for name in &limits.limited {
         let total = used.get(name).saturating_add(add.get(name));
         let limit = limits.resources.get(name);

@@ -42,7 +42,7 @@ use crate::semantics::filter::{FilterState, Prepared};
 use crate::semantics::{Plugin, Reject, interpod, limits, node_affinity, selectors, spread, summarize};
 
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// Take globalMin = 0 for hostname spread constraints (Karpenter's rule): always valid, may use
     /// more nodes.
     pub pessimistic_hostname: bool,
@@ -52,7 +52,7 @@ pub struct Options {
 
 /// The order pods are taken in, and how ties between new-node configurations are broken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Order {
+pub(crate) enum Order {
     /// Decreasing cpu, then memory (Karpenter's order); equal new-node choices by configuration index.
     Size,
     /// Classes that need a node per pod (hostname anti-affinity matching themselves) first, since they
@@ -78,7 +78,7 @@ pub fn plan(p: &Problem) -> Outcome {
 
 /// The greedy plan in the given order: placed, replayed (again with the pessimistic hostname rule if
 /// it does not replay), settled and improved locally.
-pub fn plan_in(p: &Problem, order: Order) -> Outcome {
+pub(crate) fn plan_in(p: &Problem, order: Order) -> Outcome {
     let mut o = run(p, Options { pessimistic_hostname: false, order });
     if !verify(p, &o).is_empty() {
         o = run(p, Options { pessimistic_hostname: true, order });
@@ -89,7 +89,7 @@ pub fn plan_in(p: &Problem, order: Order) -> Outcome {
 
 /// Drops placements that do not replay (should not happen; kept as a safety net) and the new nodes
 /// left empty, until the outcome replays cleanly.
-pub fn settle(p: &Problem, mut o: Outcome) -> Outcome {
+pub(crate) fn settle(p: &Problem, mut o: Outcome) -> Outcome {
     for _ in 0..8 {
         let failures = verify(p, &o);
         if failures.is_empty() {
@@ -104,7 +104,7 @@ pub fn settle(p: &Problem, mut o: Outcome) -> Outcome {
 }
 
 /// Class order (see `Order`); ties by first appearance.
-pub fn class_order(p: &Problem, how: Order) -> Vec<usize> {
+pub(crate) fn class_order(p: &Problem, how: Order) -> Vec<usize> {
     let mut order: Vec<usize> = (0..p.classes.len()).collect();
     let packing = how == Order::Packing;
     let first = |c: usize| -> bool {

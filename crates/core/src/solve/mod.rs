@@ -61,7 +61,7 @@ impl Objective {
 }
 
 /// Name of the `i`-th new node of a plan.
-pub fn new_node_name(i: usize) -> String {
+pub(crate) fn new_node_name(i: usize) -> String {
     format!("stowage-{i}")
 }
 
@@ -130,7 +130,7 @@ pub fn scheduler_state<'a>(p: &Problem<'a>, new_nodes: &[usize]) -> (FilterState
 }
 
 /// A new node of configuration `f` as kube-scheduler will see it once registered.
-pub fn new_sim_node<'a>(p: &Problem<'a>, f: usize, name: &str) -> SimNode<'a> {
+pub(crate) fn new_sim_node<'a>(p: &Problem<'a>, f: usize, name: &str) -> SimNode<'a> {
     let c = &p.configs[f];
     let mut labels = c.labels.clone();
     labels.insert(keys::HOSTNAME.into(), name.to_string());
@@ -207,7 +207,7 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
 }
 
 /// Pods and where they go, in bind order.
-pub type Placements = Vec<(PodId, Target)>;
+pub(crate) type Placements = Vec<(PodId, Target)>;
 
 /// Orders an outcome's placements so that kube-scheduler, binding them one at a time, accepts each: the
 /// order a replay of the plan and the controller's nominations follow. Returns the placements in that
@@ -220,7 +220,7 @@ pub type Placements = Vec<(PodId, Target)>;
 ///    capacity split) is a sum of such rounds (König), and draining the fullest bucket first finds them
 ///    where interleaving each class's domains in turn gets stuck.
 /// 3. The rest, then anything left over, in passes until a pass places nothing.
-pub fn order_placements<'a>(p: &Problem<'a>, o: &Outcome) -> (Placements, Vec<(PodId, Reject)>) {
+pub(crate) fn order_placements<'a>(p: &Problem<'a>, o: &Outcome) -> (Placements, Vec<(PodId, Reject)>) {
     let (mut fs, ix) = scheduler_state(p, &o.new_nodes);
     let node_of = |t: Target| match t {
         Target::Existing(n) => n,

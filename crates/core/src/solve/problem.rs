@@ -16,7 +16,6 @@ use crate::catalog;
 use crate::domain::Cluster;
 use crate::domain::catalog::{Catalog, SPOT};
 use crate::domain::labels::{Labels, NodeMatcher, NodeOp, keys};
-use crate::domain::nodepool::NodeClass;
 use crate::domain::pod::{Pod, PodId};
 use crate::domain::resources::Resources;
 use crate::domain::taints::Taint;
@@ -112,7 +111,7 @@ pub enum ProblemError {
 }
 
 /// Hash of what kube-scheduler's rules read of a pod, requests left out (see `same_rules`).
-pub fn rule_signature(p: &Pod) -> u64 {
+pub(crate) fn rule_signature(p: &Pod) -> u64 {
     let mut h = rustc_hash::FxHasher::default();
     p.namespace.hash(&mut h);
     p.labels.hash(&mut h);
@@ -135,7 +134,7 @@ pub fn rule_signature(p: &Pod) -> u64 {
 /// Whether kube-scheduler's rules treat two pods alike wherever they go, requests aside: the same
 /// namespace and labels (so every selector matches both or neither) and the same constraints, soft
 /// ones and volume topology included.
-pub fn same_rules(a: &Pod, b: &Pod) -> bool {
+pub(crate) fn same_rules(a: &Pod, b: &Pod) -> bool {
     a.namespace == b.namespace
         && a.labels == b.labels
         && a.node_matcher == b.node_matcher
@@ -474,7 +473,7 @@ impl<'a> Problem<'a> {
     /// The same candidate configurations over another snapshot of the same batch (for instance with
     /// some pods already bound to nodes a plan launches): classes, existing nodes, usage and
     /// compatibility are recomputed; configurations, groups and relevant keys are kept.
-    pub fn rebase<'b>(&self, cluster: &'b Cluster) -> Problem<'b>
+    pub(crate) fn rebase<'b>(&self, cluster: &'b Cluster) -> Problem<'b>
     where
         'a: 'b,
     {
@@ -546,7 +545,7 @@ impl<'a> Problem<'a> {
     /// and in-flight nodes) creates no domain. Karpenter keeps the domains of a pool at its limits;
     /// rule (b) counts the domains NodePools *can create*, and kube-scheduler never sees a domain
     /// without a node, so counting one that cannot be created would only leave pods pending.
-    pub fn pool_domains(&self, pod: &Pod, ci: usize) -> BTreeSet<String> {
+    pub(crate) fn pool_domains(&self, pod: &Pod, ci: usize) -> BTreeSet<String> {
         let c = &pod.spread[ci];
         let mut out = BTreeSet::new();
         if c.key == keys::HOSTNAME {
@@ -571,10 +570,6 @@ impl<'a> Problem<'a> {
         }
         out
     }
-
-    pub fn pool_weight_deficit(&self, pool: usize) -> i32 {
-        self.max_weight - self.cluster.nodepools[pool].weight
-    }
 }
 
 /// Whether one pod could ever run on a node of this configuration (ignoring other pods).
@@ -584,7 +579,7 @@ pub fn static_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject
 }
 
 /// [`static_check`] without resources: the same for every configuration of a group.
-pub fn group_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject> {
+pub(crate) fn group_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject> {
     taints::filter(&f.taints, false, &p.tolerations)?;
     node_affinity::filter(&p.node_matcher, &f.labels, None)?;
     volumes::filter(&p.volumes, &f.labels, None)?;
@@ -611,9 +606,4 @@ pub fn group_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject>
         }
     }
     Ok(())
-}
-
-/// Node classes of a cluster's NodePools (for callers that need the per-class catalog view).
-pub fn nodeclass_of(cluster: &Cluster, pool: usize) -> Option<&NodeClass> {
-    cluster.nodeclass(&cluster.nodepools[pool].node_class)
 }
