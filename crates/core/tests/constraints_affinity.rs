@@ -215,6 +215,8 @@ fn with_claims(name: &str, claims: &[&str]) -> String {
     pod(name, "", "100m", &format!("volumes: [{}]", vols.join(", ")))
 }
 
+// Long because it is one table of cases, one per volume-topology rule (bound PVs, claims waiting for
+// a first consumer, zonal storage classes), each self-contained and read top to bottom.
 #[test]
 fn volume_topology() {
     let cases = [

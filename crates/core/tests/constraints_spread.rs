@@ -56,6 +56,8 @@ fn requires_zones(zones: &str) -> String {
     format!("affinity: {{nodeAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{nodeSelectorTerms: [{{matchExpressions: [{{key: {ZONE}, operator: In, values: {zones}}}]}}]}}}}}}")
 }
 
+// Long because it is one table of cases, one per rule of topology spread (kube-scheduler's
+// filtering.go items in order), each self-contained and read top to bottom.
 #[test]
 fn topology_spread() {
     let cases = [

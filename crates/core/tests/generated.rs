@@ -707,7 +707,7 @@ proptest! {
     #[test]
     fn parsers_survive_mutated_catalogs_weights_and_plans(which in 0..3usize, muts in proptest::collection::vec(mutation_strategy(), 1..4)) {
         let base = match which {
-            0 => std::fs::read_to_string(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("tests/fixtures/catalog-small.yaml")).unwrap(),
+            0 => include_str!("../../../tests/fixtures/catalog-small.yaml").to_string(),
             1 => stowage_core::weights::DEFAULT_YAML.to_string(),
             _ => sample_plan_json(),
         };

@@ -17,11 +17,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog;
 use crate::domain::Cluster;
-use crate::domain::catalog::Catalog;
+use crate::domain::catalog::{Catalog, InstanceType};
 use crate::domain::labels::{Labels, keys};
+use crate::domain::nodepool::NodePool;
 use crate::domain::resources::Resources;
 use crate::domain::taints::{Effect, Taint};
-use crate::plan::Plan;
+use crate::plan::{NewNode, Plan};
 use crate::semantics::filter::{FilterState, SimNode};
 use crate::semantics::{Reject, daemonsets, limits, nodepool};
 
@@ -71,12 +72,36 @@ fn taint_key(t: &Taint) -> (String, String, &'static str) {
     (t.key.clone(), t.value.clone(), t.effect.as_str())
 }
 
+/// Checks `plan` against the workload and the catalog: bookkeeping, then every new node, then the replay
+/// (the module comment lists what each step checks). Violations come in that order.
 pub fn check(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Report {
     let mut r = Report::default();
     let pending: BTreeSet<String> = cluster.pending().into_iter().map(|id| cluster.pod(id).key()).collect();
     let pod_by_key: BTreeMap<String, usize> = cluster.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect();
+    let listed = bookkeeping(cluster, plan, &pending, &pod_by_key, &mut r.violations);
+    let sims = new_nodes(cluster, catalog, plan, &mut r.violations);
+    let mut fs = replay_state(cluster, sims);
+    for n in &cluster.nodes {
+        if n.deleting && listed.contains_key(n.name.as_str()) {
+            r.violations.push(v(None, Some(&n.name), "Plan", "pods placed on a node that is being deleted"));
+        }
+    }
+    replay(cluster, plan, &pending, &pod_by_key, &mut fs, &mut r);
+    // Unschedulable pods that would fit somewhere in the final state.
+    for u in &plan.unschedulable {
+        if let Some(&pi) = pod_by_key.get(&u.pod) {
+            let pod = &cluster.pods[pi];
+            if fs.verdicts(pod).iter().any(|x| x.is_ok()) {
+                r.notes.push(format!("{} is listed unschedulable but fits an existing or planned node", u.pod));
+            }
+        }
+    }
+    r
+}
 
-    // 1. Bookkeeping.
+/// Step 1: every pending pod exactly once, known pods and nodes, per-node pod lists that agree with the
+/// placements, the cost the sum of the prices. Returns the pods placed on each node.
+fn bookkeeping<'p>(cluster: &Cluster, plan: &'p Plan, pending: &BTreeSet<String>, pod_by_key: &BTreeMap<String, usize>, out: &mut Vec<Violation>) -> BTreeMap<&'p str, BTreeSet<&'p str>> {
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for pl in &plan.placements {
         *seen.entry(pl.pod.as_str()).or_default() += 1;
@@ -86,56 +111,61 @@ pub fn check(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Report {
     }
     for (pod, n) in &seen {
         if !pod_by_key.contains_key(*pod) {
-            r.violations.push(v(Some(pod), None, "Plan", "no such pod in the workload"));
+            out.push(v(Some(pod), None, "Plan", "no such pod in the workload"));
         } else if !pending.contains(*pod) {
-            r.violations.push(v(Some(pod), None, "Plan", "the pod is not pending (already bound, terminal, terminating or a DaemonSet pod)"));
+            out.push(v(Some(pod), None, "Plan", "the pod is not pending (already bound, terminal, terminating or a DaemonSet pod)"));
         }
         if *n > 1 {
-            r.violations.push(v(Some(pod), None, "Plan", format!("listed {n} times")));
+            out.push(v(Some(pod), None, "Plan", format!("listed {n} times")));
         }
     }
-    for pod in &pending {
+    for pod in pending {
         if !seen.contains_key(pod.as_str()) {
-            r.violations.push(v(Some(pod), None, "Plan", "pending pod missing from the plan (neither placed nor unschedulable)"));
+            out.push(v(Some(pod), None, "Plan", "pending pod missing from the plan (neither placed nor unschedulable)"));
         }
     }
     let mut new_names = BTreeSet::new();
     for n in &plan.new_nodes {
         if !new_names.insert(n.name.as_str()) || cluster.node(&n.name).is_some() {
-            r.violations.push(v(None, Some(&n.name), "Plan", "duplicate node name"));
+            out.push(v(None, Some(&n.name), "Plan", "duplicate node name"));
         }
     }
     let mut listed: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for pl in &plan.placements {
         listed.entry(pl.node.as_str()).or_default().insert(pl.pod.as_str());
         if !new_names.contains(pl.node.as_str()) && cluster.node(&pl.node).is_none() {
-            r.violations.push(v(Some(&pl.pod), Some(&pl.node), "Plan", "placed on an unknown node"));
+            out.push(v(Some(&pl.pod), Some(&pl.node), "Plan", "placed on an unknown node"));
         }
     }
     for n in &plan.new_nodes {
         let pods: BTreeSet<&str> = n.pods.iter().map(String::as_str).collect();
         if pods != listed.get(n.name.as_str()).cloned().unwrap_or_default() {
-            r.violations.push(v(None, Some(&n.name), "Plan", "newNodes[].pods disagrees with placements"));
+            out.push(v(None, Some(&n.name), "Plan", "newNodes[].pods disagrees with placements"));
         }
     }
     for n in &plan.existing_nodes {
         let pods: BTreeSet<&str> = n.pods.iter().map(String::as_str).collect();
         if pods != listed.get(n.name.as_str()).cloned().unwrap_or_default() {
-            r.violations.push(v(None, Some(&n.name), "Plan", "existingNodes[].pods disagrees with placements"));
+            out.push(v(None, Some(&n.name), "Plan", "existingNodes[].pods disagrees with placements"));
         }
     }
     let existing_listed: BTreeSet<&str> = plan.existing_nodes.iter().map(|n| n.name.as_str()).collect();
     for node in listed.keys() {
         if !new_names.contains(node) && !existing_listed.contains(node) {
-            r.violations.push(v(None, Some(node), "Plan", "pods placed on this existing node are missing from existingNodes"));
+            out.push(v(None, Some(node), "Plan", "pods placed on this existing node are missing from existingNodes"));
         }
     }
     let cost: f64 = plan.new_nodes.iter().map(|n| n.price_per_hour).sum();
     if (cost - plan.cost_per_hour).abs() > 1e-6 * cost.max(1.0) {
-        r.violations.push(v(None, None, "Plan", format!("costPerHour {} is not the sum of node prices {cost}", plan.cost_per_hour)));
+        out.push(v(None, None, "Plan", format!("costPerHour {} is not the sum of node prices {cost}", plan.cost_per_hour)));
     }
+    listed
+}
 
-    // 2. New nodes against NodePools and the catalog.
+/// Step 2: every new node against its NodePool and the catalog, NodePool limits counted over the
+/// existing nodes and the new nodes before it. Returns the new nodes that have a NodePool and an
+/// instance type, with the DaemonSet pods they run, for the replay.
+fn new_nodes<'a>(cluster: &'a Cluster, catalog: &Catalog, plan: &Plan, out: &mut Vec<Violation>) -> Vec<SimNode<'a>> {
     let mut views: BTreeMap<String, Catalog> = BTreeMap::new();
     let mut usage: BTreeMap<&str, (Resources, i64)> = BTreeMap::new();
     for n in &cluster.nodes {
@@ -145,11 +175,11 @@ pub fn check(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Report {
             e.1 += 1;
         }
     }
-    let mut sims: Vec<SimNode> = Vec::new();
+    let mut sims: Vec<SimNode<'a>> = Vec::new();
     for n in &plan.new_nodes {
         let name = n.name.as_str();
         let Some(pool) = cluster.nodepool(&n.node_pool) else {
-            r.violations.push(v(None, Some(name), "NodePool", format!("NodePool {:?} not in the workload", n.node_pool)));
+            out.push(v(None, Some(name), "NodePool", format!("NodePool {:?} not in the workload", n.node_pool)));
             continue;
         };
         let view = match cluster.nodeclass(&pool.node_class) {
@@ -157,63 +187,17 @@ pub fn check(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Report {
             None => views.entry(String::new()).or_insert_with(|| catalog.clone()),
         };
         let Some(it) = view.get(&n.instance_type) else {
-            r.violations.push(v(None, Some(name), "InstanceType", format!("instance type {:?} not in the catalog", n.instance_type)));
+            out.push(v(None, Some(name), "InstanceType", format!("instance type {:?} not in the catalog", n.instance_type)));
             continue;
         };
-        match it.offerings.iter().find(|o| o.zone == n.zone && o.capacity_type == n.capacity_type) {
-            None => r.violations.push(v(None, Some(name), "InstanceType", format!("{} has no {} offering in {}", it.name, n.capacity_type, n.zone))),
-            Some(o) => {
-                if !o.available {
-                    r.violations.push(v(None, Some(name), "InstanceType", format!("offering {} {} {} is unavailable", it.name, n.capacity_type, n.zone)));
-                }
-                if (o.price - n.price_per_hour).abs() > 1e-9 {
-                    r.violations.push(v(None, Some(name), "InstanceType", format!("price {} differs from the catalog's {}", n.price_per_hour, o.price)));
-                }
-                let src = if o.synthetic { "synthetic" } else { "catalog" };
-                if n.price_source != src {
-                    r.violations.push(v(None, Some(name), "InstanceType", format!("priceSource {:?}, the catalog says {src:?}", n.price_source)));
-                }
-            }
-        }
-        let mut expected = nodepool::base_labels(pool, it, &n.zone, &n.capacity_type, catalog.region.as_deref());
-        expected.insert(keys::HOSTNAME.into(), n.name.clone());
-        for (k, want) in &expected {
-            match n.labels.get(k) {
-                Some(got) if got == want => {}
-                got => r.violations.push(v(None, Some(name), "NodePool", format!("label {k}={got:?}, expected {want:?}"))),
-            }
-        }
-        let pool_keys: BTreeSet<&str> = pool.requirements.iter().map(|q| q.req.key.as_str()).collect();
-        for k in n.labels.keys() {
-            if !expected.contains_key(k) && !pool_keys.contains(k.as_str()) {
-                r.violations.push(v(None, Some(name), "NodePool", format!("label {k} is neither given by the NodePool, the type or the offering, nor a key the NodePool's requirements leave open")));
-            }
-        }
-        if let Some(q) = nodepool::violated(pool, &n.labels) {
-            r.violations.push(v(None, Some(name), "NodePool", format!("NodePool {} requires {} {} {:?}", pool.name, q.key, q.op.as_str(), q.values)));
-        }
-        let mut want_taints: Vec<_> = pool.taints.iter().map(taint_key).collect();
-        let mut plan_taints: Vec<(String, String, &str)> = Vec::new();
-        let mut taints = Vec::new();
-        for t in &n.taints {
-            match Effect::parse(&t.effect) {
-                Some(e) => {
-                    plan_taints.push((t.key.clone(), t.value.clone(), e.as_str()));
-                    taints.push(Taint::new(t.key.clone(), t.value.clone(), e));
-                }
-                None => r.violations.push(v(None, Some(name), "Plan", format!("taint effect {:?} unknown", t.effect))),
-            }
-        }
-        want_taints.sort();
-        plan_taints.sort();
-        if want_taints != plan_taints {
-            r.violations.push(v(None, Some(name), "NodePool", "taints differ from the NodePool's"));
-        }
+        offering(n, it, out);
+        node_labels(n, pool, it, catalog.region.as_deref(), out);
+        let taints = node_taints(n, pool, out);
         let e = usage.entry(pool.name.as_str()).or_default();
         if let Some(l) = &pool.limits
-            && let Err(msg) = limits::check(l, &e.0, e.1, &it.capacity)
+            && let Err(err) = limits::check(l, &e.0, e.1, &it.capacity)
         {
-            r.violations.push(v(None, Some(name), "NodePool", msg));
+            out.push(v(None, Some(name), "NodePool", err.to_string()));
         }
         e.0.add(&it.capacity);
         e.1 += 1;
@@ -226,8 +210,77 @@ pub fn check(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Report {
         }
         sims.push(sim);
     }
+    sims
+}
 
-    // 3. Replay.
+/// The node's offering exists and is available, at the catalog's price and price source.
+fn offering(n: &NewNode, it: &InstanceType, out: &mut Vec<Violation>) {
+    let name = n.name.as_str();
+    match it.offerings.iter().find(|o| o.zone == n.zone && o.capacity_type == n.capacity_type) {
+        None => out.push(v(None, Some(name), "InstanceType", format!("{} has no {} offering in {}", it.name, n.capacity_type, n.zone))),
+        Some(o) => {
+            if !o.available {
+                out.push(v(None, Some(name), "InstanceType", format!("offering {} {} {} is unavailable", it.name, n.capacity_type, n.zone)));
+            }
+            if (o.price - n.price_per_hour).abs() > 1e-9 {
+                out.push(v(None, Some(name), "InstanceType", format!("price {} differs from the catalog's {}", n.price_per_hour, o.price)));
+            }
+            let src = if o.synthetic { "synthetic" } else { "catalog" };
+            if n.price_source != src {
+                out.push(v(None, Some(name), "InstanceType", format!("priceSource {:?}, the catalog says {src:?}", n.price_source)));
+            }
+        }
+    }
+}
+
+/// The node's labels are what the NodePool, the type and the offering give, other keys are ones the
+/// NodePool's requirements leave open, and the NodePool's requirements hold.
+fn node_labels(n: &NewNode, pool: &NodePool, it: &InstanceType, region: Option<&str>, out: &mut Vec<Violation>) {
+    let name = n.name.as_str();
+    let mut expected = nodepool::base_labels(pool, it, &n.zone, &n.capacity_type, region);
+    expected.insert(keys::HOSTNAME.into(), n.name.clone());
+    for (k, want) in &expected {
+        match n.labels.get(k) {
+            Some(got) if got == want => {}
+            got => out.push(v(None, Some(name), "NodePool", format!("label {k}={got:?}, expected {want:?}"))),
+        }
+    }
+    let pool_keys: BTreeSet<&str> = pool.requirements.iter().map(|q| q.req.key.as_str()).collect();
+    for k in n.labels.keys() {
+        if !expected.contains_key(k) && !pool_keys.contains(k.as_str()) {
+            out.push(v(None, Some(name), "NodePool", format!("label {k} is neither given by the NodePool, the type or the offering, nor a key the NodePool's requirements leave open")));
+        }
+    }
+    if let Some(q) = nodepool::violated(pool, &n.labels) {
+        out.push(v(None, Some(name), "NodePool", format!("NodePool {} requires {} {} {:?}", pool.name, q.key, q.op.as_str(), q.values)));
+    }
+}
+
+/// The node's taints are the NodePool's, with known effects. Returns the taints the plan gives it.
+fn node_taints(n: &NewNode, pool: &NodePool, out: &mut Vec<Violation>) -> Vec<Taint> {
+    let name = n.name.as_str();
+    let mut want_taints: Vec<_> = pool.taints.iter().map(taint_key).collect();
+    let mut plan_taints: Vec<(String, String, &str)> = Vec::new();
+    let mut taints = Vec::new();
+    for t in &n.taints {
+        match Effect::parse(&t.effect) {
+            Some(e) => {
+                plan_taints.push((t.key.clone(), t.value.clone(), e.as_str()));
+                taints.push(Taint::new(t.key.clone(), t.value.clone(), e));
+            }
+            None => out.push(v(None, Some(name), "Plan", format!("taint effect {:?} unknown", t.effect))),
+        }
+    }
+    want_taints.sort();
+    plan_taints.sort();
+    if want_taints != plan_taints {
+        out.push(v(None, Some(name), "NodePool", "taints differ from the NodePool's"));
+    }
+    taints
+}
+
+/// The cluster's nodes with the pods bound to them, then the plan's new nodes.
+fn replay_state<'a>(cluster: &'a Cluster, sims: Vec<SimNode<'a>>) -> FilterState<'a> {
     let mut base: Vec<SimNode> = cluster
         .nodes
         .iter()
@@ -250,11 +303,12 @@ pub fn check(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Report {
     for s in sims {
         fs.add_node(s);
     }
-    for n in &cluster.nodes {
-        if n.deleting && listed.contains_key(n.name.as_str()) {
-            r.violations.push(v(None, Some(&n.name), "Plan", "pods placed on a node that is being deleted"));
-        }
-    }
+    fs
+}
+
+/// Step 3: binds the placed pods in the plan's order, then retries the rejected ones in passes until a
+/// pass binds nothing; each pod left is a violation with its last rejection.
+fn replay<'a>(cluster: &'a Cluster, plan: &Plan, pending: &BTreeSet<String>, pod_by_key: &BTreeMap<String, usize>, fs: &mut FilterState<'a>, r: &mut Report) {
     let mut todo: Vec<(usize, usize, &str)> = Vec::new();
     for pl in &plan.placements {
         if let (Some(&pi), Some(ni)) = (pod_by_key.get(&pl.pod), fs.node_index(&pl.node))
@@ -297,15 +351,4 @@ pub fn check(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Report {
         let e = &last[&pi];
         r.violations.push(v(Some(key), Some(&fs.nodes()[ni].name), e.plugin.as_str(), &e.reason));
     }
-
-    // Unschedulable pods that would fit somewhere in the final state.
-    for u in &plan.unschedulable {
-        if let Some(&pi) = pod_by_key.get(&u.pod) {
-            let pod = &cluster.pods[pi];
-            if fs.verdicts(pod).iter().any(|x| x.is_ok()) {
-                r.notes.push(format!("{} is listed unschedulable but fits an existing or planned node", u.pod));
-            }
-        }
-    }
-    r
 }

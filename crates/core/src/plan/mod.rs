@@ -9,6 +9,19 @@ use serde::{Deserialize, Serialize};
 
 pub const SCHEMA: &str = "stowage.dev/plan/v1";
 
+/// Why a plan file could not be read. The file needs fixing (or writing again with `stowage plan`)
+/// before it can be checked or compared.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// Not JSON, or a field missing or of the wrong type; `path` names the field (`.` for the whole
+    /// document, as when the text is not JSON and `message` names the line).
+    #[error("{path}: {message}")]
+    Field { path: String, message: String },
+    /// A plan of another schema version.
+    #[error("schema: expected {SCHEMA:?}, got {got:?}")]
+    Schema { got: String },
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Status {
@@ -151,11 +164,12 @@ impl Plan {
         self.totals = Totals { new_nodes: self.new_nodes.len(), pods_placed: self.placements.len(), pods_unschedulable: self.unschedulable.len(), cost_per_hour: self.cost_per_hour };
     }
 
-    pub fn from_json(text: &str) -> Result<Plan, String> {
+    /// Reads a plan file's text; the error names the field (or the line, for text that is not JSON).
+    pub fn from_json(text: &str) -> Result<Plan, PlanError> {
         let de = &mut serde_json::Deserializer::from_str(text);
-        let p: Plan = serde_path_to_error::deserialize(de).map_err(|e| format!("{}: {}", e.path(), e.inner()))?;
+        let p: Plan = serde_path_to_error::deserialize(de).map_err(|e| PlanError::Field { path: e.path().to_string(), message: e.inner().to_string() })?;
         if p.schema != SCHEMA {
-            return Err(format!("schema: expected {SCHEMA:?}, got {:?}", p.schema));
+            return Err(PlanError::Schema { got: p.schema });
         }
         Ok(p)
     }

@@ -65,6 +65,16 @@ pub fn preferred_score(prefs: &[PreferredTerm], labels: &Labels, node_name: Opti
     prefs.iter().filter(|p| term_matches(&p.term, labels, node_name)).map(|p| p.weight as i64).sum()
 }
 
+/// Weight of the preferred terms the node does not match: what the planners minimise (the weight a
+/// pod loses by landing on this node rather than on one that matches every term).
+pub(crate) fn preferred_shortfall(prefs: &[PreferredTerm], labels: &Labels, node_name: Option<&str>) -> i64 {
+    if prefs.is_empty() {
+        return 0;
+    }
+    let total: i64 = prefs.iter().map(|t| t.weight as i64).sum();
+    total - preferred_score(prefs, labels, node_name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //!
 //! * The greedy plan is the cheaper of two passes (packing order, then size order while the budget
 //!   allows); the MILP phase gets what is left of the budget after them.
-//! * Its plan is shrunk (`greedy::downsize`), ordered and replayed through kube-scheduler's filters,
+//! * Its plan is shrunk (`resize::downsize`), ordered and replayed through kube-scheduler's filters,
 //!   then improved locally (`improve::shrink`).
 //!   If HiGHS fails, finds no integer solution, or its plan does not replay, the greedy plan is
 //!   returned with status `fallback` and the reason.
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::milp::{self, MipStatus, Options};
 use super::problem::{Problem, ProblemError};
-use super::{Outcome, Placements, Target, greedy, improve, new_node_name, objective, order_placements, verify};
+use super::{Outcome, Placements, Target, greedy, improve, new_node_name, objective, order_placements, resize, verify};
 use crate::domain::Cluster;
 use crate::domain::catalog::Catalog;
 use crate::domain::labels::keys;
@@ -213,7 +213,7 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
         return (g, report(status, format!("greedy {g_obj:.6}, MILP no cheaper; the greedy plan is kept; {summary}"), g_obj, lb, phases));
     }
     let t3 = Instant::now();
-    greedy::downsize(p, &mut o);
+    resize::downsize(p, &mut o);
     let (ordered, failures) = order_placements(p, &o);
     let mut repaired = String::new();
     if failures.is_empty() {
@@ -307,7 +307,7 @@ fn repair(p: &Problem, o: &Outcome, ordered: &Placements) -> Option<Outcome> {
             },
         ));
     }
-    greedy::remove_empty_nodes(&mut merged);
+    resize::remove_empty_nodes(&mut merged);
     verify(p, &merged).is_empty().then_some(merged)
 }
 

@@ -30,6 +30,9 @@ use rustc_hash::FxHashMap;
 
 use super::improve;
 use super::problem::{PoolUsage, Problem};
+use super::resize::downsize;
+// `milp` still names `greedy::remove_empty_nodes`; this re-export keeps that path working until the
+// MILP restructuring (issue 14) imports it from `resize`.
 use super::{Outcome, Target, new_node_name, new_sim_node, scheduler_state, verify};
 use crate::domain::labels::{Labels, keys};
 use crate::domain::pod::{Pod, PodId};
@@ -38,7 +41,7 @@ use crate::semantics::filter::{FilterState, Prepared};
 use crate::semantics::{Plugin, Reject, interpod, limits, node_affinity, selectors, spread, summarize};
 
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// Take globalMin = 0 for hostname spread constraints (Karpenter's rule): always valid, may use
     /// more nodes.
     pub pessimistic_hostname: bool,
@@ -48,7 +51,7 @@ pub struct Options {
 
 /// The order pods are taken in, and how ties between new-node configurations are broken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Order {
+pub(crate) enum Order {
     /// Decreasing cpu, then memory (Karpenter's order); equal new-node choices by configuration index.
     Size,
     /// Classes that need a node per pod (hostname anti-affinity matching themselves) first, since they
@@ -74,7 +77,7 @@ pub fn plan(p: &Problem) -> Outcome {
 
 /// The greedy plan in the given order: placed, replayed (again with the pessimistic hostname rule if
 /// it does not replay), settled and improved locally.
-pub fn plan_in(p: &Problem, order: Order) -> Outcome {
+pub(crate) fn plan_in(p: &Problem, order: Order) -> Outcome {
     let mut o = run(p, Options { pessimistic_hostname: false, order });
     if !verify(p, &o).is_empty() {
         o = run(p, Options { pessimistic_hostname: true, order });
@@ -85,7 +88,7 @@ pub fn plan_in(p: &Problem, order: Order) -> Outcome {
 
 /// Drops placements that do not replay (should not happen; kept as a safety net) and the new nodes
 /// left empty, until the outcome replays cleanly.
-pub fn settle(p: &Problem, mut o: Outcome) -> Outcome {
+pub(crate) fn settle(p: &Problem, mut o: Outcome) -> Outcome {
     for _ in 0..8 {
         let failures = verify(p, &o);
         if failures.is_empty() {
@@ -99,26 +102,8 @@ pub fn settle(p: &Problem, mut o: Outcome) -> Outcome {
     o
 }
 
-pub fn remove_empty_nodes(o: &mut Outcome) {
-    let used: BTreeSet<usize> = o.placements.iter().filter_map(|(_, t)| if let Target::New(k) = t { Some(*k) } else { None }).collect();
-    let mut remap = vec![usize::MAX; o.new_nodes.len()];
-    let mut kept = Vec::new();
-    for (k, &f) in o.new_nodes.iter().enumerate() {
-        if used.contains(&k) {
-            remap[k] = kept.len();
-            kept.push(f);
-        }
-    }
-    o.new_nodes = kept;
-    for (_, t) in &mut o.placements {
-        if let Target::New(k) = t {
-            *k = remap[*k];
-        }
-    }
-}
-
 /// Class order (see `Order`); ties by first appearance.
-pub fn class_order(p: &Problem, how: Order) -> Vec<usize> {
+pub(crate) fn class_order(p: &Problem, how: Order) -> Vec<usize> {
     let mut order: Vec<usize> = (0..p.classes.len()).collect();
     let packing = how == Order::Packing;
     let first = |c: usize| -> bool {
@@ -301,7 +286,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
             if !self.wide_spread_ok(class, &prep, pod, &node.labels) {
                 continue;
             }
-            let soft = preferred_shortfall(pod, &node.labels, Some(&node.name));
+            let soft = node_affinity::preferred_shortfall(&pod.preferred_node, &node.labels, Some(&node.name));
             let balance: i64 = (0..FilterState::spread_len(&prep))
                 .map(|k| {
                     let (ci, counts, _) = self.fs.spread_view(&prep, k);
@@ -425,7 +410,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
         ix
     }
 
-    fn limits_ok(&self, f: usize) -> Result<(), String> {
+    fn limits_ok(&self, f: usize) -> Result<(), limits::LimitExceeded> {
         let c = &self.p.configs[f];
         match &self.p.cluster.nodepools[c.pool].limits {
             None => Ok(()),
@@ -476,13 +461,13 @@ impl<'p, 'a> Greedy<'p, 'a> {
                 self.pool_rejects[class].entry(pool_name).or_insert_with(spread::reject_skew);
                 continue;
             }
-            let soft = preferred_shortfall(pod, &sim.labels, None) as f64 * p.weights.soft.preferred_node_affinity;
+            let soft = node_affinity::preferred_shortfall(&pod.preferred_node, &sim.labels, None) as f64 * p.weights.soft.preferred_node_affinity;
             // The cheapest configurations per pod of this class, then the look-ahead among them.
             let mut scored: Vec<(f64, usize)> = Vec::new();
             for &f in configs {
                 let f = f as usize;
                 if let Err(e) = self.limits_ok(f) {
-                    self.pool_rejects[class].entry(pool_name.clone()).or_insert_with(|| Reject::new(Plugin::NodePool, e));
+                    self.pool_rejects[class].entry(pool_name.clone()).or_insert_with(|| Reject::new(Plugin::NodePool, e.to_string()));
                     continue;
                 }
                 let fit = pod.requests.copies_in(&p.configs[f].room()) as usize;
@@ -558,69 +543,5 @@ impl<'p, 'a> Greedy<'p, 'a> {
             reason.push_str(&format!(" No NodePool can launch a node for it ({}).", parts.join("; ")));
         }
         Reject { plugin, reason, unresolvable: false }
-    }
-}
-
-/// Unsatisfied preferred node-affinity weight.
-pub(super) fn preferred_shortfall(pod: &Pod, labels: &Labels, name: Option<&str>) -> i64 {
-    if pod.preferred_node.is_empty() {
-        return 0;
-    }
-    let total: i64 = pod.preferred_node.iter().map(|t| t.weight as i64).sum();
-    total - node_affinity::preferred_score(&pod.preferred_node, labels, name)
-}
-
-/// Shrinks every new node to the cheapest configuration of its group that holds its pods.
-pub fn downsize(p: &Problem, o: &mut Outcome) {
-    let mut load: Vec<Resources> = vec![Resources::default(); o.new_nodes.len()];
-    for (id, t) in &o.placements {
-        if let Target::New(k) = t {
-            load[*k].add(&p.pod(*id).requests);
-        }
-    }
-    let mut usage = p.usage.clone();
-    for &f in &o.new_nodes {
-        let c = &p.configs[f];
-        usage[c.pool].capacity.add(&c.capacity);
-        usage[c.pool].nodes += 1;
-    }
-    for (k, node_load) in load.iter().enumerate() {
-        let f = o.new_nodes[k];
-        let cur = &p.configs[f];
-        let pool = cur.pool;
-        let mut best = f;
-        for &g in &p.groups[cur.group] {
-            let g = g as usize;
-            let c = &p.configs[g];
-            if c.cost >= p.configs[best].cost || !node_load.fits_in(&c.room()) {
-                continue;
-            }
-            if let Some(l) = &p.cluster.nodepools[pool].limits {
-                let without = usage[pool].capacity.minus(&cur.capacity);
-                if limits::check(l, &without, usage[pool].nodes - 1, &c.capacity).is_err() {
-                    continue;
-                }
-            }
-            best = g;
-        }
-        if best != f {
-            usage[pool].capacity.sub(&cur.capacity);
-            usage[pool].capacity.add(&p.configs[best].capacity);
-            o.new_nodes[k] = best;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn removing_empty_nodes_renumbers_targets() {
-        let mut o = Outcome { new_nodes: vec![7, 8, 9], placements: vec![(PodId(0), Target::New(2)), (PodId(1), Target::Existing(0)), (PodId(2), Target::New(0))], unschedulable: vec![] };
-        remove_empty_nodes(&mut o);
-        assert_eq!(o.new_nodes, vec![7, 9]);
-        assert_eq!(o.placements[0].1, Target::New(1));
-        assert_eq!(o.placements[2].1, Target::New(0));
     }
 }

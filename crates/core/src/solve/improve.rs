@@ -30,12 +30,13 @@ use std::collections::BTreeSet;
 use rustc_hash::FxHashMap;
 
 use super::problem::{Problem, rule_signature, same_rules};
-use super::{Outcome, Target, greedy, objective, scheduler_state, verify};
+use super::resize::{downsize, remove_empty_nodes};
+use super::{Outcome, Target, objective, scheduler_state, verify};
 use crate::domain::labels::{Labels, keys};
 use crate::domain::pod::PodId;
 use crate::domain::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
 use crate::semantics::filter::FilterState;
-use crate::semantics::{interpod, selectors};
+use crate::semantics::{interpod, node_affinity, selectors};
 
 /// Topology keys whose domain a pod of each class must keep, or `None` when the pod must stay on its
 /// node (a rule reads its hostname).
@@ -120,14 +121,14 @@ impl<'a> State<'_, 'a> {
         let ks = self.pinned[p.class_of[&id]].as_ref()?;
         let prep = self.fs.prepare(pod);
         let (from_labels, from_name) = (&self.fs.nodes()[from].labels, self.fs.nodes()[from].name.as_str());
-        let soft = greedy::preferred_shortfall(pod, from_labels, Some(from_name));
+        let soft = node_affinity::preferred_shortfall(&pod.preferred_node, from_labels, Some(from_name));
         // Nodes come by increasing free cpu: the first that takes the pod fits it most tightly.
         for &(_, ix) in self.free.range((pod.requests.cpu_m, 0)..) {
             if ix == from {
                 continue;
             }
             let n = &self.fs.nodes()[ix];
-            if !pod.requests.fits_in(&n.free()) || !same_domains(ks, from_labels, &n.labels) || greedy::preferred_shortfall(pod, &n.labels, Some(&n.name)) != soft {
+            if !pod.requests.fits_in(&n.free()) || !same_domains(ks, from_labels, &n.labels) || node_affinity::preferred_shortfall(&pod.preferred_node, &n.labels, Some(&n.name)) != soft {
                 continue;
             }
             if self.fs.filter(&prep, pod, ix).is_ok() {
@@ -321,70 +322,14 @@ impl State<'_, '_> {
     /// restored. Returns whether anything changed.
     fn repack_pairs(&mut self, gone: &[bool]) -> bool {
         let p = self.p;
-        let mut by_cost: FxHashMap<usize, Vec<usize>> = FxHashMap::default();
         let live: Vec<usize> = (0..self.new_nodes.len()).filter(|&k| !gone[k]).collect();
-        for &k in &live {
-            let g = p.configs[self.new_nodes[k]].group;
-            by_cost.entry(g).or_insert_with(|| {
-                let mut v: Vec<usize> = p.groups[g].iter().map(|&f| f as usize).collect();
-                v.sort_by(|&a, &b| p.configs[a].cost.total_cmp(&p.configs[b].cost).then(a.cmp(&b)));
-                v
-            });
-        }
-        // Dense resource vectors over the resources any live node uses, so the split search neither
-        // allocates nor compares resource names.
-        let mut dims: Vec<String> = [CPU, MEMORY, EPHEMERAL_STORAGE, PODS].iter().map(|d| d.to_string()).collect();
-        for &k in &live {
-            for (name, _) in self.fs.nodes()[self.new_ix[k]].requested.extended() {
-                if !dims.contains(name) {
-                    dims.push(name.clone());
-                }
-            }
-        }
-        let dense = |r: &Resources| -> Vec<i64> { dims.iter().map(|d| r.get(d)).collect() };
-        let alloc: FxHashMap<usize, Vec<i64>> = by_cost.values().flatten().map(|&f| (f, dense(&p.configs[f].allocatable))).collect();
-        // Room a step down from each configuration gives up: its allocatable minus that of the dearest
-        // cheaper configuration of its group.
-        let mut step: FxHashMap<usize, Vec<i64>> = FxHashMap::default();
-        for list in by_cost.values() {
-            let mut below: Option<usize> = None;
-            for (i, &f) in list.iter().enumerate() {
-                if i > 0 && p.configs[list[i - 1]].cost < p.configs[f].cost {
-                    below = Some(list[i - 1]);
-                }
-                if let Some(b) = below {
-                    step.insert(f, alloc[&f].iter().zip(&alloc[&b]).map(|(x, y)| x - y).collect());
-                }
-            }
-        }
-        // Per group, in cost order: (configuration, cost, allocatable).
-        let menu: FxHashMap<usize, Vec<(usize, f64, Vec<i64>)>> = by_cost.iter().map(|(&g, list)| (g, list.iter().map(|&f| (f, p.configs[f].cost, alloc[&f].clone())).collect())).collect();
-        // The cheapest configuration of group g that holds `load` and costs less than `limit`
-        // (NodeResourcesFit: only requested resources are compared); `checks` counts the work.
-        let cheapest = |g: usize, load: &[i64], limit: f64, checks: &mut usize| {
-            for (f, cost, a) in &menu[&g] {
-                if *cost >= limit {
-                    return None;
-                }
-                *checks += 1;
-                if load.iter().zip(a).all(|(l, a)| *l <= 0 || l <= a) {
-                    return Some(*f);
-                }
-            }
-            None
-        };
-        // How much of a step down a node of configuration f with `load` has gathered: per resource the
-        // share of the step that is free, squared (so gathering it on one node counts), summed.
-        let closeness = |f: usize, load: &[i64]| -> f64 {
-            let Some(st) = step.get(&f) else { return 0.0 };
-            st.iter().zip(&alloc[&f]).zip(load).filter(|((v, _), _)| **v > 0).map(|((v, a), l)| ((a - l) as f64 / *v as f64).clamp(0.0, 1.0).powi(2)).sum::<f64>()
-        };
+        let menu = Menu::new(p, &self.fs, live.iter().map(|&k| (self.new_nodes[k], self.new_ix[k])));
         // Requests of every plan pod that may move at all, as dense vectors.
         let mut shape_of: FxHashMap<PodId, Vec<i64>> = FxHashMap::default();
         for &k in &live {
             for id in &self.on[self.new_ix[k]] {
                 if self.pinned[p.class_of[id]].is_some() {
-                    shape_of.insert(*id, dense(&p.pod(*id).requests));
+                    shape_of.insert(*id, menu.dense(&p.pod(*id).requests));
                 }
             }
         }
@@ -396,91 +341,12 @@ impl State<'_, '_> {
                 if work >= PAIR_WORK || pairs >= MAX_PAIRS {
                     return changed;
                 }
-                let (fa, fb) = (self.new_nodes[a], self.new_nodes[b]);
-                let g = p.configs[fa].group;
-                if p.configs[fb].group != g {
+                if p.configs[self.new_nodes[b]].group != p.configs[self.new_nodes[a]].group {
                     continue;
                 }
                 pairs += 1;
                 work += PAIR_COST;
-                let (ia, ib) = (self.new_ix[a], self.new_ix[b]);
-                let (na, nb) = (&self.fs.nodes()[ia], &self.fs.nodes()[ib]);
-                // Movable pods of the pair, by shape.
-                let movable = |id: &PodId| -> bool {
-                    let pod = p.pod(*id);
-                    self.pinned[p.class_of[id]].as_ref().is_some_and(|ks| same_domains(ks, &na.labels, &nb.labels))
-                        && greedy::preferred_shortfall(pod, &na.labels, Some(&na.name)) == greedy::preferred_shortfall(pod, &nb.labels, Some(&nb.name))
-                };
-                let mut shapes: Vec<(Vec<i64>, Vec<PodId>)> = Vec::new();
-                for id in self.on[ia].iter().chain(&self.on[ib]).filter(|id| movable(id)) {
-                    let r = &shape_of[id];
-                    match shapes.iter_mut().find(|s| &s.0 == r) {
-                        Some(s) => s.1.push(*id),
-                        None => shapes.push((r.clone(), vec![*id])),
-                    }
-                }
-                let splits = shapes.iter().try_fold(1usize, |acc, s| acc.checked_mul(s.1.len() + 1)).unwrap_or(usize::MAX);
-                if shapes.is_empty() || splits > SPLITS {
-                    continue;
-                }
-                // Fixed load of each node: everything but its movable pods.
-                let (now_a, now_b) = (dense(&na.requested), dense(&nb.requested));
-                let mut load_a = now_a.clone();
-                let mut load_b = now_b.clone();
-                let sub = |x: &mut [i64], r: &[i64]| x.iter_mut().zip(r).for_each(|(v, d)| *v -= d);
-                let add = |x: &mut [i64], r: &[i64]| x.iter_mut().zip(r).for_each(|(v, d)| *v += d);
-                for (r, ids) in &shapes {
-                    for id in ids {
-                        if self.node_of[id] == ia { sub(&mut load_a, r) } else { sub(&mut load_b, r) }
-                    }
-                }
-                // Start with every movable pod on a; digit s = pods of shape s on b.
-                for (r, ids) in &shapes {
-                    for _ in ids {
-                        add(&mut load_a, r);
-                    }
-                }
-                // Lower cost first (prices closer than `tol` count as equal: catalogs round them), then
-                // more free room gathered on one node: Φ = closeness(a) + closeness(b) rises, so a later
-                // move or pair can complete a step down. Φ is bounded, so equal-cost splits end.
-                let now = p.configs[fa].cost + p.configs[fb].cost;
-                let tol = 1e-6 * now;
-                let floor = p.configs[by_cost[&g][0]].cost;
-                let phi_now = closeness(fa, &now_a) + closeness(fb, &now_b);
-                let mut best: Option<(f64, f64, Vec<usize>, usize, usize)> = None;
-                let mut digits = vec![0usize; shapes.len()];
-                loop {
-                    if let Some(ca) = cheapest(g, &load_a, now + tol - floor, &mut work)
-                        && let Some(cb) = cheapest(g, &load_b, now + tol - p.configs[ca].cost, &mut work)
-                    {
-                        let c = p.configs[ca].cost + p.configs[cb].cost;
-                        if c < now + tol {
-                            let phi = closeness(ca, &load_a) + closeness(cb, &load_b);
-                            let gain = if c < now - tol { true } else { phi > phi_now + 1e-9 };
-                            let better = best.as_ref().is_none_or(|b| if (c - b.0).abs() <= tol { phi > b.1 + 1e-9 } else { c < b.0 });
-                            if gain && better {
-                                best = Some((c, phi, digits.clone(), ca, cb));
-                            }
-                        }
-                    }
-                    // Next split: move one more pod of the first shape that has one left to b.
-                    let mut s = 0;
-                    while s < shapes.len() && digits[s] == shapes[s].1.len() {
-                        for _ in 0..digits[s] {
-                            sub(&mut load_b, &shapes[s].0);
-                            add(&mut load_a, &shapes[s].0);
-                        }
-                        digits[s] = 0;
-                        s += 1;
-                    }
-                    if s == shapes.len() {
-                        break;
-                    }
-                    digits[s] += 1;
-                    sub(&mut load_a, &shapes[s].0);
-                    add(&mut load_b, &shapes[s].0);
-                }
-                if let Some((_, _, digits, ca, cb)) = best
+                if let Some((shapes, digits, ca, cb)) = self.best_split(&menu, &shape_of, a, b, &mut work)
                     && self.resplit(a, b, &shapes, &digits, ca, cb)
                 {
                     changed = true;
@@ -488,6 +354,103 @@ impl State<'_, '_> {
             }
         }
         changed
+    }
+
+    /// The movable pods of new nodes `a` and `b` (`pinned` keys agree on both, equal preferred-affinity
+    /// score), grouped by shape (dense requests), in the order the nodes hold them.
+    fn pair_shapes(&self, shape_of: &FxHashMap<PodId, Vec<i64>>, a: usize, b: usize) -> Shapes {
+        let p = self.p;
+        let (ia, ib) = (self.new_ix[a], self.new_ix[b]);
+        let (na, nb) = (&self.fs.nodes()[ia], &self.fs.nodes()[ib]);
+        let movable = |id: &PodId| -> bool {
+            let pod = p.pod(*id);
+            self.pinned[p.class_of[id]].as_ref().is_some_and(|ks| same_domains(ks, &na.labels, &nb.labels))
+                && node_affinity::preferred_shortfall(&pod.preferred_node, &na.labels, Some(&na.name)) == node_affinity::preferred_shortfall(&pod.preferred_node, &nb.labels, Some(&nb.name))
+        };
+        let mut shapes: Shapes = Vec::new();
+        for id in self.on[ia].iter().chain(&self.on[ib]).filter(|id| movable(id)) {
+            let r = &shape_of[id];
+            match shapes.iter_mut().find(|s| &s.0 == r) {
+                Some(s) => s.1.push(*id),
+                None => shapes.push((r.clone(), vec![*id])),
+            }
+        }
+        shapes
+    }
+
+    /// The best split of the movable pods of new nodes `a` and `b` (of one group) over two
+    /// configurations of the group, if one costs less than the pair now or the same and gathers more
+    /// free room on one node: the pods by shape, how many of each shape go to `b`, and the two
+    /// configurations. Counts configurations checked in `work`.
+    fn best_split(&self, menu: &Menu, shape_of: &FxHashMap<PodId, Vec<i64>>, a: usize, b: usize, work: &mut usize) -> Option<(Shapes, Vec<usize>, usize, usize)> {
+        let p = self.p;
+        let (fa, fb) = (self.new_nodes[a], self.new_nodes[b]);
+        let g = p.configs[fa].group;
+        let (ia, ib) = (self.new_ix[a], self.new_ix[b]);
+        let (na, nb) = (&self.fs.nodes()[ia], &self.fs.nodes()[ib]);
+        let shapes = self.pair_shapes(shape_of, a, b);
+        let splits = shapes.iter().try_fold(1usize, |acc, s| acc.checked_mul(s.1.len() + 1)).unwrap_or(usize::MAX);
+        if shapes.is_empty() || splits > SPLITS {
+            return None;
+        }
+        // Fixed load of each node: everything but its movable pods.
+        let (now_a, now_b) = (menu.dense(&na.requested), menu.dense(&nb.requested));
+        let mut load_a = now_a.clone();
+        let mut load_b = now_b.clone();
+        let sub = |x: &mut [i64], r: &[i64]| x.iter_mut().zip(r).for_each(|(v, d)| *v -= d);
+        let add = |x: &mut [i64], r: &[i64]| x.iter_mut().zip(r).for_each(|(v, d)| *v += d);
+        for (r, ids) in &shapes {
+            for id in ids {
+                if self.node_of[id] == ia { sub(&mut load_a, r) } else { sub(&mut load_b, r) }
+            }
+        }
+        // Start with every movable pod on a; digit s = pods of shape s on b.
+        for (r, ids) in &shapes {
+            for _ in ids {
+                add(&mut load_a, r);
+            }
+        }
+        // Lower cost first (prices closer than `tol` count as equal: catalogs round them), then
+        // more free room gathered on one node: Φ = closeness(a) + closeness(b) rises, so a later
+        // move or pair can complete a step down. Φ is bounded, so equal-cost splits end.
+        let now = p.configs[fa].cost + p.configs[fb].cost;
+        let tol = 1e-6 * now;
+        let floor = p.configs[menu.by_cost[&g][0]].cost;
+        let phi_now = menu.closeness(fa, &now_a) + menu.closeness(fb, &now_b);
+        let mut best: Option<(f64, f64, Vec<usize>, usize, usize)> = None;
+        let mut digits = vec![0usize; shapes.len()];
+        loop {
+            if let Some(ca) = menu.cheapest(g, &load_a, now + tol - floor, work)
+                && let Some(cb) = menu.cheapest(g, &load_b, now + tol - p.configs[ca].cost, work)
+            {
+                let c = p.configs[ca].cost + p.configs[cb].cost;
+                if c < now + tol {
+                    let phi = menu.closeness(ca, &load_a) + menu.closeness(cb, &load_b);
+                    let gain = if c < now - tol { true } else { phi > phi_now + 1e-9 };
+                    let better = best.as_ref().is_none_or(|b| if (c - b.0).abs() <= tol { phi > b.1 + 1e-9 } else { c < b.0 });
+                    if gain && better {
+                        best = Some((c, phi, digits.clone(), ca, cb));
+                    }
+                }
+            }
+            // Next split: move one more pod of the first shape that has one left to b.
+            let mut s = 0;
+            while s < shapes.len() && digits[s] == shapes[s].1.len() {
+                for _ in 0..digits[s] {
+                    sub(&mut load_b, &shapes[s].0);
+                    add(&mut load_a, &shapes[s].0);
+                }
+                digits[s] = 0;
+                s += 1;
+            }
+            if s == shapes.len() {
+                break;
+            }
+            digits[s] += 1;
+            sub(&mut load_a, &shapes[s].0);
+            add(&mut load_b, &shapes[s].0);
+        }
+        best.map(|(_, _, digits, ca, cb)| (shapes, digits, ca, cb))
     }
 
     /// Puts `digits[s]` pods of shape `s` on new node `b` and the rest on `a`, and gives the nodes
@@ -552,6 +515,88 @@ impl State<'_, '_> {
         self.new_nodes[a] = ca;
         self.new_nodes[b] = cb;
         true
+    }
+}
+
+/// Movable pods of a pair of nodes grouped by shape (dense requests): each shape with its pods.
+type Shapes = Vec<(Vec<i64>, Vec<PodId>)>;
+
+/// What `repack_pairs` looks up for every split: the configurations of the live nodes' groups with
+/// their allocatable as dense vectors over the resources any live node uses, so the split search
+/// neither allocates nor compares resource names.
+struct Menu {
+    dims: Vec<String>,
+    /// Per group of a live node: its configurations in cost order.
+    by_cost: FxHashMap<usize, Vec<usize>>,
+    alloc: FxHashMap<usize, Vec<i64>>,
+    /// Room a step down from each configuration gives up: its allocatable minus that of the dearest
+    /// cheaper configuration of its group.
+    step: FxHashMap<usize, Vec<i64>>,
+    /// Per group, in cost order: (configuration, cost, allocatable).
+    menu: FxHashMap<usize, Vec<(usize, f64, Vec<i64>)>>,
+}
+
+impl Menu {
+    /// The menu for live new nodes given as (configuration, FilterState node).
+    fn new(p: &Problem, fs: &FilterState, live: impl Iterator<Item = (usize, usize)> + Clone) -> Menu {
+        let mut by_cost: FxHashMap<usize, Vec<usize>> = FxHashMap::default();
+        for (f, _) in live.clone() {
+            let g = p.configs[f].group;
+            by_cost.entry(g).or_insert_with(|| {
+                let mut v: Vec<usize> = p.groups[g].iter().map(|&f| f as usize).collect();
+                v.sort_by(|&a, &b| p.configs[a].cost.total_cmp(&p.configs[b].cost).then(a.cmp(&b)));
+                v
+            });
+        }
+        let mut dims: Vec<String> = [CPU, MEMORY, EPHEMERAL_STORAGE, PODS].iter().map(|d| d.to_string()).collect();
+        for (_, ix) in live {
+            for (name, _) in fs.nodes()[ix].requested.extended() {
+                if !dims.contains(name) {
+                    dims.push(name.clone());
+                }
+            }
+        }
+        let mut m = Menu { dims, by_cost, alloc: FxHashMap::default(), step: FxHashMap::default(), menu: FxHashMap::default() };
+        m.alloc = m.by_cost.values().flatten().map(|&f| (f, m.dense(&p.configs[f].allocatable))).collect();
+        for list in m.by_cost.values() {
+            let mut below: Option<usize> = None;
+            for (i, &f) in list.iter().enumerate() {
+                if i > 0 && p.configs[list[i - 1]].cost < p.configs[f].cost {
+                    below = Some(list[i - 1]);
+                }
+                if let Some(b) = below {
+                    m.step.insert(f, m.alloc[&f].iter().zip(&m.alloc[&b]).map(|(x, y)| x - y).collect());
+                }
+            }
+        }
+        m.menu = m.by_cost.iter().map(|(&g, list)| (g, list.iter().map(|&f| (f, p.configs[f].cost, m.alloc[&f].clone())).collect())).collect();
+        m
+    }
+
+    fn dense(&self, r: &Resources) -> Vec<i64> {
+        self.dims.iter().map(|d| r.get(d)).collect()
+    }
+
+    /// The cheapest configuration of group g that holds `load` and costs less than `limit`
+    /// (NodeResourcesFit: only requested resources are compared); `checks` counts the work.
+    fn cheapest(&self, g: usize, load: &[i64], limit: f64, checks: &mut usize) -> Option<usize> {
+        for (f, cost, a) in &self.menu[&g] {
+            if *cost >= limit {
+                return None;
+            }
+            *checks += 1;
+            if load.iter().zip(a).all(|(l, a)| *l <= 0 || l <= a) {
+                return Some(*f);
+            }
+        }
+        None
+    }
+
+    /// How much of a step down a node of configuration f with `load` has gathered: per resource the
+    /// share of the step that is free, squared (so gathering it on one node counts), summed.
+    fn closeness(&self, f: usize, load: &[i64]) -> f64 {
+        let Some(st) = self.step.get(&f) else { return 0.0 };
+        st.iter().zip(&self.alloc[&f]).zip(load).filter(|((v, _), _)| **v > 0).map(|((v, a), l)| ((a - l) as f64 / *v as f64).clamp(0.0, 1.0).powi(2)).sum::<f64>()
     }
 }
 
@@ -700,8 +745,8 @@ pub fn shrink(p: &Problem, o: &Outcome) -> Option<Outcome> {
         }
     }
     let mut out = Outcome { new_nodes: s.new_nodes, placements: s.placements, unschedulable: o.unschedulable.clone() };
-    greedy::remove_empty_nodes(&mut out);
-    greedy::downsize(p, &mut out);
+    remove_empty_nodes(&mut out);
+    downsize(p, &mut out);
     let better = objective(p, &out).total() < objective(p, o).total() - 1e-9;
     (better && verify(p, &out).is_empty()).then_some(out)
 }

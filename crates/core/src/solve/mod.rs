@@ -14,6 +14,7 @@ pub mod greedy;
 pub mod improve;
 pub mod milp;
 pub mod problem;
+mod resize;
 
 use std::collections::BTreeMap;
 
@@ -60,7 +61,7 @@ impl Objective {
 }
 
 /// Name of the `i`-th new node of a plan.
-pub fn new_node_name(i: usize) -> String {
+pub(crate) fn new_node_name(i: usize) -> String {
     format!("stowage-{i}")
 }
 
@@ -129,7 +130,7 @@ pub fn scheduler_state<'a>(p: &Problem<'a>, new_nodes: &[usize]) -> (FilterState
 }
 
 /// A new node of configuration `f` as kube-scheduler will see it once registered.
-pub fn new_sim_node<'a>(p: &Problem<'a>, f: usize, name: &str) -> SimNode<'a> {
+pub(crate) fn new_sim_node<'a>(p: &Problem<'a>, f: usize, name: &str) -> SimNode<'a> {
     let c = &p.configs[f];
     let mut labels = c.labels.clone();
     labels.insert(keys::HOSTNAME.into(), name.to_string());
@@ -206,7 +207,7 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
 }
 
 /// Pods and where they go, in bind order.
-pub type Placements = Vec<(PodId, Target)>;
+pub(crate) type Placements = Vec<(PodId, Target)>;
 
 /// Orders an outcome's placements so that kube-scheduler, binding them one at a time, accepts each: the
 /// order a replay of the plan and the controller's nominations follow. Returns the placements in that
@@ -219,151 +220,34 @@ pub type Placements = Vec<(PodId, Target)>;
 ///    capacity split) is a sum of such rounds (König), and draining the fullest bucket first finds them
 ///    where interleaving each class's domains in turn gets stuck.
 /// 3. The rest, then anything left over, in passes until a pass places nothing.
-pub fn order_placements<'a>(p: &Problem<'a>, o: &Outcome) -> (Placements, Vec<(PodId, Reject)>) {
+pub(crate) fn order_placements<'a>(p: &Problem<'a>, o: &Outcome) -> (Placements, Vec<(PodId, Reject)>) {
     let (mut fs, ix) = scheduler_state(p, &o.new_nodes);
     let node_of = |t: Target| match t {
         Target::Existing(n) => n,
         Target::New(k) => ix[k],
     };
-    let mut first: Vec<(PodId, Target)> = Vec::new();
-    let mut buckets: BTreeMap<(usize, String), Vec<(PodId, Target)>> = BTreeMap::new();
-    // Per bucket its (spread key, domain) pairs; per pair the pods left in every bucket that has it.
-    let mut pairs: BTreeMap<(usize, String), Vec<(String, String)>> = BTreeMap::new();
-    let mut left_in: BTreeMap<(String, String), usize> = BTreeMap::new();
-    let mut rest: Vec<(PodId, Target)> = Vec::new();
-    for &(id, t) in &o.placements {
-        let pod = p.pod(id);
-        if !pod.affinity.is_empty() {
-            first.push((id, t));
-        } else if pod.spread.iter().any(|s| s.is_hard()) || !pod.anti_affinity.is_empty() {
-            let c = p.class_of.get(&id).copied().unwrap_or(usize::MAX);
-            let labels = &fs.nodes()[node_of(t)].labels;
-            let dom: String = pod.spread.iter().map(|s| labels.get(&s.key).cloned().unwrap_or_default()).collect::<Vec<_>>().join("/");
-            let kd: Vec<(String, String)> = pod.spread.iter().filter(|s| s.is_hard()).map(|s| (s.key.clone(), labels.get(&s.key).cloned().unwrap_or_default())).collect();
-            for x in &kd {
-                *left_in.entry(x.clone()).or_default() += 1;
-            }
-            pairs.entry((c, dom.clone())).or_insert(kd);
-            buckets.entry((c, dom)).or_default().push((id, t));
-        } else {
-            rest.push((id, t));
-        }
-    }
-    for b in buckets.values_mut() {
-        b.reverse(); // pop() takes them in plan order
-    }
+    let (first, mut buckets, rest) = Buckets::split(p, &fs, &node_of, &o.placements);
     let mut done = Vec::new();
     let mut last: BTreeMap<PodId, Reject> = BTreeMap::new();
     let mut left = replay_passes(p, &mut fs, &node_of, first, &mut done, &mut last);
-    // Depth-first over the buckets, most constrained domains first, with backtracking under a budget.
-    let mut pair_ix: BTreeMap<(String, String), usize> = BTreeMap::new();
-    let mut bk: Vec<Vec<(PodId, Target)>> = Vec::new();
-    let mut bpairs: Vec<Vec<usize>> = Vec::new();
-    for (k, v) in buckets {
-        let ixs = pairs[&k]
-            .iter()
-            .map(|x| {
-                let n = pair_ix.len();
-                *pair_ix.entry(x.clone()).or_insert(n)
-            })
-            .collect();
-        bpairs.push(ixs);
-        bk.push(v);
-    }
-    let mut left_n = vec![0usize; pair_ix.len()];
-    for (x, &i) in &pair_ix {
-        left_n[i] = left_in[x];
-    }
-    struct Frame {
-        cands: Vec<usize>,
-        next: usize,
-        placed: Option<usize>,
-    }
-    let candidates = |bk: &[Vec<(PodId, Target)>], left_n: &[usize]| -> Vec<usize> {
-        let mut c: Vec<(usize, usize, usize)> = (0..bk.len()).filter(|&b| !bk[b].is_empty()).map(|b| (bpairs[b].iter().map(|&x| left_n[x]).sum::<usize>(), bk[b].len(), b)).collect();
-        c.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
-        c.into_iter().map(|x| x.2).collect()
-    };
-    let total: usize = bk.iter().map(Vec::len).sum();
-    let mut budget = 5 * total + 1_000;
-    let mut best_depth = 0;
-    let mut best_done: Option<Placements> = None;
     let base = done.len();
-    let mut stack = vec![Frame { cands: candidates(&bk, &left_n), next: 0, placed: None }];
-    while let Some(top) = stack.last_mut() {
-        if done.len() - base == total {
-            break;
-        }
-        let mut moved = false;
-        while top.next < top.cands.len() && budget > 0 {
-            let b = top.cands[top.next];
-            top.next += 1;
-            budget -= 1;
-            let &(id, t) = bk[b].last().expect("candidates are not empty");
-            let pod = p.pod(id);
-            match fs.check(pod, node_of(t)) {
-                Ok(()) => {
-                    fs.add_pod(pod, node_of(t));
-                    done.push((id, t));
-                    bk[b].pop();
-                    for &x in &bpairs[b] {
-                        left_n[x] -= 1;
-                    }
-                    top.placed = Some(b);
-                    moved = true;
-                    break;
-                }
-                Err(r) => {
-                    last.insert(id, r);
-                }
-            }
-        }
-        if moved {
-            stack.push(Frame { cands: candidates(&bk, &left_n), next: 0, placed: None });
-            continue;
-        }
-        if done.len() - base > best_depth || best_done.is_none() {
-            best_depth = done.len() - base;
-            best_done = Some(done[base..].to_vec());
-        }
-        if budget == 0 {
-            break;
-        }
-        // Dead end: undo the placement that led here and try the next candidate there.
-        stack.pop();
-        let Some(parent) = stack.last_mut() else {
-            break;
-        };
-        if let Some(b) = parent.placed.take() {
-            let (id, t) = done.pop().expect("placed");
+    if let Some(best) = buckets.drain(p, &mut fs, &node_of, &mut done, &mut last) {
+        // No complete order within the budget: keep the deepest partial order found, and leave every
+        // other pod to the passes below.
+        for &(id, t) in done[base..].iter().rev() {
             fs.remove_pod(p.pod(id), node_of(t));
-            bk[b].push((id, t));
-            for &x in &bpairs[b] {
-                left_n[x] += 1;
-            }
         }
-    }
-    if done.len() - base < total {
-        // No complete order within the budget: keep the deepest partial order found.
-        if let Some(best) = best_done.filter(|b| b.len() > done.len() - base) {
-            for &(id, t) in done[base..].iter().rev() {
-                fs.remove_pod(p.pod(id), node_of(t));
-            }
-            done.truncate(base);
-            for b in bk.iter_mut() {
-                b.clear();
-            }
-            for &(id, t) in &best {
-                fs.add_pod(p.pod(id), node_of(t));
-                done.push((id, t));
-            }
-            let taken: std::collections::BTreeSet<PodId> = done.iter().chain(&left).chain(&rest).map(|x| x.0).collect();
-            let mut unplaced: Vec<(PodId, Target)> = o.placements.iter().copied().filter(|(id, _)| !taken.contains(id)).collect();
-            unplaced.reverse(); // undone by the reverse below
-            bk = vec![unplaced];
+        done.truncate(base);
+        for &(id, t) in &best {
+            fs.add_pod(p.pod(id), node_of(t));
+            done.push((id, t));
         }
+        let taken: std::collections::BTreeSet<PodId> = done.iter().chain(&left).chain(&rest).map(|x| x.0).collect();
+        let mut unplaced: Vec<(PodId, Target)> = o.placements.iter().copied().filter(|(id, _)| !taken.contains(id)).collect();
+        unplaced.reverse(); // undone by the reverse below
+        buckets.pods = vec![unplaced];
     }
-    left.extend(bk.into_iter().flat_map(|mut b| {
+    left.extend(buckets.pods.into_iter().flat_map(|mut b| {
         b.reverse();
         b
     }));
@@ -371,6 +255,150 @@ pub fn order_placements<'a>(p: &Problem<'a>, o: &Outcome) -> (Placements, Vec<(P
     let left = replay_passes(p, &mut fs, &node_of, left, &mut done, &mut last);
     let failures = left.into_iter().map(|(id, _)| (id, last.remove(&id).expect("a rejection was recorded"))).collect();
     (done, failures)
+}
+
+/// The pods `order_placements` binds one at a time (hard spreads or anti-affinity), bucketed by class
+/// and spread domains, with the count of pods left per (spread key, domain) pair.
+struct Buckets {
+    /// Pods left per bucket; `pop()` takes them in plan order.
+    pods: Vec<Vec<(PodId, Target)>>,
+    /// Per bucket: its (spread key, domain) pairs, as indices into `left`.
+    pairs: Vec<Vec<usize>>,
+    /// Per (spread key, domain) pair: the pods left in every bucket that has it.
+    left: Vec<usize>,
+}
+
+/// A step of the depth-first search in `Buckets::drain`: the buckets to try in order, the next one to
+/// try, and the bucket whose pod this step bound.
+struct Frame {
+    cands: Vec<usize>,
+    next: usize,
+    placed: Option<usize>,
+}
+
+impl Buckets {
+    /// Splits placements into the pods with required affinity (bound first, in passes), the buckets,
+    /// and the rest.
+    fn split(p: &Problem, fs: &FilterState, node_of: &dyn Fn(Target) -> usize, placements: &[(PodId, Target)]) -> (Placements, Buckets, Placements) {
+        let mut first: Vec<(PodId, Target)> = Vec::new();
+        let mut buckets: BTreeMap<(usize, String), Vec<(PodId, Target)>> = BTreeMap::new();
+        let mut pairs: BTreeMap<(usize, String), Vec<(String, String)>> = BTreeMap::new();
+        let mut left_in: BTreeMap<(String, String), usize> = BTreeMap::new();
+        let mut rest: Vec<(PodId, Target)> = Vec::new();
+        for &(id, t) in placements {
+            let pod = p.pod(id);
+            if !pod.affinity.is_empty() {
+                first.push((id, t));
+            } else if pod.spread.iter().any(|s| s.is_hard()) || !pod.anti_affinity.is_empty() {
+                let c = p.class_of.get(&id).copied().unwrap_or(usize::MAX);
+                let labels = &fs.nodes()[node_of(t)].labels;
+                let dom: String = pod.spread.iter().map(|s| labels.get(&s.key).cloned().unwrap_or_default()).collect::<Vec<_>>().join("/");
+                let kd: Vec<(String, String)> = pod.spread.iter().filter(|s| s.is_hard()).map(|s| (s.key.clone(), labels.get(&s.key).cloned().unwrap_or_default())).collect();
+                for x in &kd {
+                    *left_in.entry(x.clone()).or_default() += 1;
+                }
+                pairs.entry((c, dom.clone())).or_insert(kd);
+                buckets.entry((c, dom)).or_default().push((id, t));
+            } else {
+                rest.push((id, t));
+            }
+        }
+        let mut pair_ix: BTreeMap<(String, String), usize> = BTreeMap::new();
+        let mut out = Buckets { pods: Vec::new(), pairs: Vec::new(), left: Vec::new() };
+        for (k, mut v) in buckets {
+            let ixs = pairs[&k]
+                .iter()
+                .map(|x| {
+                    let n = pair_ix.len();
+                    *pair_ix.entry(x.clone()).or_insert(n)
+                })
+                .collect();
+            out.pairs.push(ixs);
+            v.reverse(); // pop() takes them in plan order
+            out.pods.push(v);
+        }
+        out.left = vec![0usize; pair_ix.len()];
+        for (x, &i) in &pair_ix {
+            out.left[i] = left_in[x];
+        }
+        (first, out, rest)
+    }
+
+    /// Non-empty buckets, those whose (key, domain) pairs have the most pods left first, then the
+    /// fullest.
+    fn candidates(&self) -> Vec<usize> {
+        let mut c: Vec<(usize, usize, usize)> =
+            (0..self.pods.len()).filter(|&b| !self.pods[b].is_empty()).map(|b| (self.pairs[b].iter().map(|&x| self.left[x]).sum::<usize>(), self.pods[b].len(), b)).collect();
+        c.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+        c.into_iter().map(|x| x.2).collect()
+    }
+
+    /// Binds every bucketed pod, depth-first over the buckets (most constrained domains first), with
+    /// backtracking under a budget of `5 · pods + 1000` filter checks. Returns None when every pod is
+    /// bound (appended to `done`), else the deepest partial order found, `done` then holding wherever
+    /// the search stopped.
+    fn drain<'a>(&mut self, p: &Problem<'a>, fs: &mut FilterState<'a>, node_of: &dyn Fn(Target) -> usize, done: &mut Placements, last: &mut BTreeMap<PodId, Reject>) -> Option<Placements> {
+        let total: usize = self.pods.iter().map(Vec::len).sum();
+        let mut budget = 5 * total + 1_000;
+        let mut best_depth = 0;
+        let mut best_done: Option<Placements> = None;
+        let base = done.len();
+        let mut stack = vec![Frame { cands: self.candidates(), next: 0, placed: None }];
+        while let Some(top) = stack.last_mut() {
+            if done.len() - base == total {
+                break;
+            }
+            let mut moved = false;
+            while top.next < top.cands.len() && budget > 0 {
+                let b = top.cands[top.next];
+                top.next += 1;
+                budget -= 1;
+                let &(id, t) = self.pods[b].last().expect("candidates are not empty");
+                let pod = p.pod(id);
+                match fs.check(pod, node_of(t)) {
+                    Ok(()) => {
+                        fs.add_pod(pod, node_of(t));
+                        done.push((id, t));
+                        self.pods[b].pop();
+                        for &x in &self.pairs[b] {
+                            self.left[x] -= 1;
+                        }
+                        top.placed = Some(b);
+                        moved = true;
+                        break;
+                    }
+                    Err(r) => {
+                        last.insert(id, r);
+                    }
+                }
+            }
+            if moved {
+                stack.push(Frame { cands: self.candidates(), next: 0, placed: None });
+                continue;
+            }
+            if done.len() - base > best_depth || best_done.is_none() {
+                best_depth = done.len() - base;
+                best_done = Some(done[base..].to_vec());
+            }
+            if budget == 0 {
+                break;
+            }
+            // Dead end: undo the placement that led here and try the next candidate there.
+            stack.pop();
+            let Some(parent) = stack.last_mut() else {
+                break;
+            };
+            if let Some(b) = parent.placed.take() {
+                let (id, t) = done.pop().expect("placed");
+                fs.remove_pod(p.pod(id), node_of(t));
+                self.pods[b].push((id, t));
+                for &x in &self.pairs[b] {
+                    self.left[x] += 1;
+                }
+            }
+        }
+        if done.len() - base < total { best_done.filter(|b| b.len() > done.len() - base) } else { None }
+    }
 }
 
 /// Binds pods in the given order, retrying the rejected ones after each pass until a pass binds

@@ -16,7 +16,6 @@ use crate::catalog;
 use crate::domain::Cluster;
 use crate::domain::catalog::{Catalog, SPOT};
 use crate::domain::labels::{Labels, NodeMatcher, NodeOp, keys};
-use crate::domain::nodepool::NodeClass;
 use crate::domain::pod::{Pod, PodId};
 use crate::domain::resources::Resources;
 use crate::domain::taints::Taint;
@@ -112,7 +111,7 @@ pub enum ProblemError {
 }
 
 /// Hash of what kube-scheduler's rules read of a pod, requests left out (see `same_rules`).
-pub fn rule_signature(p: &Pod) -> u64 {
+pub(crate) fn rule_signature(p: &Pod) -> u64 {
     let mut h = rustc_hash::FxHasher::default();
     p.namespace.hash(&mut h);
     p.labels.hash(&mut h);
@@ -135,7 +134,7 @@ pub fn rule_signature(p: &Pod) -> u64 {
 /// Whether kube-scheduler's rules treat two pods alike wherever they go, requests aside: the same
 /// namespace and labels (so every selector matches both or neither) and the same constraints, soft
 /// ones and volume topology included.
-pub fn same_rules(a: &Pod, b: &Pod) -> bool {
+pub(crate) fn same_rules(a: &Pod, b: &Pod) -> bool {
     a.namespace == b.namespace
         && a.labels == b.labels
         && a.node_matcher == b.node_matcher
@@ -301,6 +300,116 @@ fn relevant_dims(cluster: &Cluster, batch: &[PodId]) -> Vec<String> {
     d.into_iter().collect()
 }
 
+/// What building one NodePool's candidate configurations reads besides the NodePool.
+struct PoolEnv<'e> {
+    cluster: &'e Cluster,
+    weights: &'e Weights,
+    batch: &'e [PodId],
+    relevant: &'e BTreeSet<String>,
+    region: Option<&'e str>,
+    max_weight: i32,
+}
+
+/// A pruning group of one NodePool: zone, capacity type, the labels' projection on the relevant keys,
+/// and the DaemonSets that run.
+type PoolGroupKey = (String, String, Projection, Vec<usize>);
+
+impl PoolEnv<'_> {
+    /// Every configuration NodePool `pi` can launch from its catalog view (available offerings, values
+    /// of open keys that matter, the NodePool's requirements), by pruning group.
+    fn candidate_groups(&self, pi: usize, view: &Catalog) -> BTreeMap<PoolGroupKey, Vec<Config>> {
+        let (cluster, pool) = (self.cluster, &self.cluster.nodepools[pi]);
+        let wanted = |k: &str| wanted_values(cluster, self.batch, k);
+        let mut groups: BTreeMap<PoolGroupKey, Vec<Config>> = BTreeMap::new();
+        for it in &view.types {
+            // Most types, for pools that pin a family or category: skip them before building labels.
+            if nodepool::type_ruled_out(pool, it) {
+                continue;
+            }
+            let alloc = it.allocatable();
+            for o in it.offerings.iter().filter(|o| o.available) {
+                let base = nodepool::base_labels(pool, it, &o.zone, &o.capacity_type, self.region);
+                let open = nodepool::open_keys(pool, &base, &wanted);
+                let Some(combos) = label_combos(base, &open, self.relevant) else {
+                    continue;
+                };
+                for labels in combos {
+                    if nodepool::violated(pool, &labels).is_some() {
+                        continue;
+                    }
+                    let (ds_overhead, dss) = daemonsets::overhead(&cluster.daemonsets, &labels, &pool.taints, None);
+                    let ds_ix: Vec<usize> = dss.iter().map(|d| cluster.daemonsets.iter().position(|x| std::ptr::eq(x, *d)).unwrap_or(0)).collect();
+                    let projection: Vec<(String, String)> = labels.iter().filter(|(k, _)| self.relevant.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+                    let spot = o.capacity_type == SPOT;
+                    let deficit = self.max_weight - pool.weight;
+                    let cost = self.weights.node_cost(o.price, spot, deficit);
+                    groups.entry((o.zone.clone(), o.capacity_type.clone(), projection, ds_ix.clone())).or_default().push(Config {
+                        pool: pi,
+                        instance_type: it.name.clone(),
+                        zone: o.zone.clone(),
+                        capacity_type: o.capacity_type.clone(),
+                        price: o.price,
+                        synthetic: o.synthetic,
+                        cost,
+                        labels,
+                        taints: pool.taints.clone(),
+                        capacity: it.capacity.clone(),
+                        allocatable: alloc.clone(),
+                        daemonsets: ds_ix,
+                        ds_overhead,
+                        group: 0,
+                    });
+                }
+            }
+        }
+        groups
+    }
+}
+
+/// The label sets an offering's base labels extend to: every value of each open key a constraint of
+/// the batch reads, the first value of the others. None if a required open key has no value.
+fn label_combos(base: Labels, open: &[nodepool::OpenKey], relevant: &BTreeSet<String>) -> Option<Vec<Labels>> {
+    let mut combos: Vec<Labels> = vec![base];
+    for ok in open {
+        if ok.values.is_empty() {
+            if ok.required {
+                return None;
+            }
+            continue;
+        }
+        let vals: Vec<&String> = if relevant.contains(&ok.key) { ok.values.iter().collect() } else { vec![&ok.values[0]] };
+        combos = combos
+            .into_iter()
+            .flat_map(|l| {
+                vals.iter().map(move |v| {
+                    let mut l = l.clone();
+                    l.insert(ok.key.clone(), (*v).clone());
+                    l
+                })
+            })
+            .collect();
+    }
+    Some(combos)
+}
+
+/// Drops each configuration of a pruning group that another is no dearer than and at least as large as
+/// in every compared dimension, without more capacity in a NodePool-limited resource.
+fn prune_dominated(mut group: Vec<Config>, dims: &[String], limited: &[String]) -> Vec<Config> {
+    group.sort_by(|a, b| a.cost.total_cmp(&b.cost).then_with(|| a.instance_type.cmp(&b.instance_type)));
+    let mut kept: Vec<Config> = Vec::new();
+    for c in group {
+        let room = c.room();
+        let dominated = kept.iter().any(|k| {
+            let kroom = k.room();
+            k.cost <= c.cost && dims.iter().all(|d| kroom.get(d) >= room.get(d)) && limited.iter().all(|d| k.capacity.get(d) <= c.capacity.get(d))
+        });
+        if !dominated {
+            kept.push(c);
+        }
+    }
+    kept
+}
+
 impl<'a> Problem<'a> {
     pub fn new(cluster: &'a Cluster, catalog: &Catalog, weights: &'a Weights) -> Result<Problem<'a>, ProblemError> {
         let BatchState { batch, classes, class_of, existing, usage, max_weight } = batch_state(cluster);
@@ -315,86 +424,9 @@ impl<'a> Problem<'a> {
                 None => return Err(ProblemError::MissingNodeClass { pool: pool.name.clone(), class: pool.node_class.clone() }),
             };
             let limited: Vec<String> = pool.limits.as_ref().map(|l| l.limited.clone()).unwrap_or_default();
-            let wanted = |k: &str| wanted_values(cluster, &batch, k);
-            // group key → candidate configs
-            let mut groups: BTreeMap<(String, String, Projection, Vec<usize>), Vec<Config>> = BTreeMap::new();
-            for it in &view.types {
-                // Most types, for pools that pin a family or category: skip them before building labels.
-                if nodepool::type_ruled_out(pool, it) {
-                    continue;
-                }
-                let alloc = it.allocatable();
-                for o in it.offerings.iter().filter(|o| o.available) {
-                    let base = nodepool::base_labels(pool, it, &o.zone, &o.capacity_type, catalog.region.as_deref());
-                    let open = nodepool::open_keys(pool, &base, &wanted);
-                    // Enumerate values of open keys that matter; others take their first value.
-                    let mut combos: Vec<Labels> = vec![base];
-                    let mut dead = false;
-                    for ok in &open {
-                        if ok.values.is_empty() {
-                            if ok.required {
-                                dead = true;
-                            }
-                            continue;
-                        }
-                        let vals: Vec<&String> = if relevant.contains(&ok.key) { ok.values.iter().collect() } else { vec![&ok.values[0]] };
-                        combos = combos
-                            .into_iter()
-                            .flat_map(|l| {
-                                vals.iter().map(move |v| {
-                                    let mut l = l.clone();
-                                    l.insert(ok.key.clone(), (*v).clone());
-                                    l
-                                })
-                            })
-                            .collect();
-                    }
-                    if dead {
-                        continue;
-                    }
-                    for labels in combos {
-                        if nodepool::violated(pool, &labels).is_some() {
-                            continue;
-                        }
-                        let (ds_overhead, dss) = daemonsets::overhead(&cluster.daemonsets, &labels, &pool.taints, None);
-                        let ds_ix: Vec<usize> = dss.iter().map(|d| cluster.daemonsets.iter().position(|x| std::ptr::eq(x, *d)).unwrap_or(0)).collect();
-                        let projection: Vec<(String, String)> = labels.iter().filter(|(k, _)| relevant.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-                        let spot = o.capacity_type == SPOT;
-                        let deficit = max_weight - pool.weight;
-                        let cost = weights.node_cost(o.price, spot, deficit);
-                        groups.entry((o.zone.clone(), o.capacity_type.clone(), projection, ds_ix.clone())).or_default().push(Config {
-                            pool: pi,
-                            instance_type: it.name.clone(),
-                            zone: o.zone.clone(),
-                            capacity_type: o.capacity_type.clone(),
-                            price: o.price,
-                            synthetic: o.synthetic,
-                            cost,
-                            labels,
-                            taints: pool.taints.clone(),
-                            capacity: it.capacity.clone(),
-                            allocatable: alloc.clone(),
-                            daemonsets: ds_ix,
-                            ds_overhead,
-                            group: 0,
-                        });
-                    }
-                }
-            }
-            for (_, mut group) in groups {
-                group.sort_by(|a, b| a.cost.total_cmp(&b.cost).then_with(|| a.instance_type.cmp(&b.instance_type)));
-                let mut kept: Vec<Config> = Vec::new();
-                for c in group {
-                    let room = c.room();
-                    let dominated = kept.iter().any(|k| {
-                        let kroom = k.room();
-                        k.cost <= c.cost && dims.iter().all(|d| kroom.get(d) >= room.get(d)) && limited.iter().all(|d| k.capacity.get(d) <= c.capacity.get(d))
-                    });
-                    if !dominated {
-                        kept.push(c);
-                    }
-                }
-                configs.extend(kept);
+            let env = PoolEnv { cluster, weights, batch: &batch, relevant: &relevant, region: catalog.region.as_deref(), max_weight };
+            for group in env.candidate_groups(pi, view).into_values() {
+                configs.extend(prune_dominated(group, &dims, &limited));
             }
         }
         // Deterministic order: by cost, then pool, type, zone, capacity type, labels.
@@ -441,7 +473,7 @@ impl<'a> Problem<'a> {
     /// The same candidate configurations over another snapshot of the same batch (for instance with
     /// some pods already bound to nodes a plan launches): classes, existing nodes, usage and
     /// compatibility are recomputed; configurations, groups and relevant keys are kept.
-    pub fn rebase<'b>(&self, cluster: &'b Cluster) -> Problem<'b>
+    pub(crate) fn rebase<'b>(&self, cluster: &'b Cluster) -> Problem<'b>
     where
         'a: 'b,
     {
@@ -513,7 +545,7 @@ impl<'a> Problem<'a> {
     /// and in-flight nodes) creates no domain. Karpenter keeps the domains of a pool at its limits;
     /// rule (b) counts the domains NodePools *can create*, and kube-scheduler never sees a domain
     /// without a node, so counting one that cannot be created would only leave pods pending.
-    pub fn pool_domains(&self, pod: &Pod, ci: usize) -> BTreeSet<String> {
+    pub(crate) fn pool_domains(&self, pod: &Pod, ci: usize) -> BTreeSet<String> {
         let c = &pod.spread[ci];
         let mut out = BTreeSet::new();
         if c.key == keys::HOSTNAME {
@@ -538,10 +570,6 @@ impl<'a> Problem<'a> {
         }
         out
     }
-
-    pub fn pool_weight_deficit(&self, pool: usize) -> i32 {
-        self.max_weight - self.cluster.nodepools[pool].weight
-    }
 }
 
 /// Whether one pod could ever run on a node of this configuration (ignoring other pods).
@@ -551,7 +579,7 @@ pub fn static_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject
 }
 
 /// [`static_check`] without resources: the same for every configuration of a group.
-pub fn group_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject> {
+pub(crate) fn group_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject> {
     taints::filter(&f.taints, false, &p.tolerations)?;
     node_affinity::filter(&p.node_matcher, &f.labels, None)?;
     volumes::filter(&p.volumes, &f.labels, None)?;
@@ -578,9 +606,4 @@ pub fn group_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject>
         }
     }
     Ok(())
-}
-
-/// Node classes of a cluster's NodePools (for callers that need the per-class catalog view).
-pub fn nodeclass_of(cluster: &Cluster, pool: usize) -> Option<&NodeClass> {
-    cluster.nodeclass(&cluster.nodepools[pool].node_class)
 }

@@ -527,6 +527,6 @@ fn decode(m: &Master, x: &[f64]) -> Outcome {
             o.unschedulable.push((id, crate::semantics::Reject::new(crate::semantics::Plugin::NodePool, "left pending by the integer program")));
         }
     }
-    super::greedy::remove_empty_nodes(&mut o);
+    super::resize::remove_empty_nodes(&mut o);
     o
 }
