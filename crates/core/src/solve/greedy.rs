@@ -97,7 +97,7 @@ pub(crate) fn settle(p: &Problem, mut o: Outcome) -> Outcome {
         let failed: BTreeSet<PodId> = failures.iter().map(|(id, _)| *id).collect();
         o.placements.retain(|(id, _)| !failed.contains(id));
         o.unschedulable.extend(failures);
-        remove_empty_nodes(&mut o);
+        super::resize::remove_empty_nodes(&mut o);
     }
     o
 }
