@@ -2,9 +2,9 @@
 //! (`../shared/docs/aws.md`).
 //!
 //! ```no_run
-//! # async fn demo(nodeclass: stowage::api::EC2NodeClass, req: stowage::cloud::LaunchRequest) -> Result<(), stowage::cloud::CloudError> {
-//! use stowage::cloud::CloudProvider;
-//! use stowage::cloud::aws::{AwsOptions, AwsProvider};
+//! # async fn demo(nodeclass: stowage_input::api::EC2NodeClass, req: stowage_decide::cloud::LaunchRequest) -> Result<(), stowage_decide::cloud::CloudError> {
+//! use stowage_decide::cloud::CloudProvider;
+//! use stowage_aws::{AwsOptions, AwsProvider};
 //! let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
 //! let aws = AwsProvider::new(&sdk, "my-cluster", AwsOptions::default())?;
 //! let status = aws.resolve_nodeclass(&nodeclass).await?; // discovery; write it into the NodeClass status

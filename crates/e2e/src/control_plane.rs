@@ -30,7 +30,7 @@ const CRD_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl ControlPlane {
     /// Builds the binaries if needed, starts a fresh cluster in `target/e2e/<name>/cluster` on five free
-    /// ports, connects, installs the Karpenter CRDs generated from `stowage::api` and waits until they are
+    /// ports, connects, installs the Karpenter CRDs generated from `stowage_input::api` and waits until they are
     /// Established.
     pub async fn start(name: &str) -> Result<Self> {
         check_name(name)?;

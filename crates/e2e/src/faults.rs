@@ -2,8 +2,8 @@
 //! `tests/moto/ice_server.py` puts in front of moto (its HTTP API is documented there).
 //!
 //! ```no_run
-//! # async fn demo(moto: &stowage::e2e::Moto) -> Result<(), stowage::e2e::Error> {
-//! use stowage::e2e::CapacityError;
+//! # async fn demo(moto: &stowage_e2e::Moto) -> Result<(), stowage_e2e::Error> {
+//! use stowage_e2e::CapacityError;
 //! // m5.large on-demand in us-east-1a has no capacity from now on:
 //! moto.inject_capacity_error(&CapacityError::offering("on-demand", "m5.large", "us-east-1a")).await?;
 //! // the next 3 CreateFleet calls answer RequestLimitExceeded (HTTP 503):

@@ -2,8 +2,8 @@
 //! the two things a real cluster has that the test machine does not (kubelets and a CSI provisioner).
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), stowage::e2e::Error> {
-//! use stowage::e2e::{ControlPlane, Kubelet, Moto, VolumeProvisioner};
+//! # async fn demo() -> Result<(), stowage_e2e::Error> {
+//! use stowage_e2e::{ControlPlane, Kubelet, Moto, VolumeProvisioner};
 //! let (cp, moto) = tokio::try_join!(ControlPlane::start("my-test"), Moto::start("my-test"))?;
 //! let kubelet = Kubelet::start(cp.client(), moto.ec2());
 //! let volumes = VolumeProvisioner::start(cp.client());
