@@ -364,7 +364,7 @@ pub fn pod(ctx: &Ctx, p: &core::Pod, seq: u32, volumes: VolumeNeeds, known_ns: &
     };
     let owner = md.owner_references.iter().flatten().find(|o| o.controller == Some(true)).map(|o| Owner { kind: o.kind.clone(), name: o.name.clone() });
     Ok(Pod {
-        uid: md.uid.clone().unwrap_or_else(|| super::expand::stable_uid(&["Pod", &namespace, &name])),
+        uid: md.uid.clone().unwrap_or_else(|| super::ids::stable_uid(&["Pod", &namespace, &name])),
         namespace,
         name,
         labels,

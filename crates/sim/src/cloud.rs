@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::scenario::FailOffering;
 use super::time::SimTime;
-use stowage_input::expand::stable_hash;
+use stowage_input::ids::stable_hash;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -36,7 +36,7 @@ use super::world::{World, ident, sim_source};
 use stowage_core::check;
 use stowage_core::domain::Cluster;
 use stowage_core::domain::labels::keys;
-use stowage_input::expand::stable_hash;
+use stowage_input::ids::stable_hash;
 use stowage_input::objects::Obj;
 
 /// A run that could not go on: the world became invalid (a pod naming a claim that does not exist,

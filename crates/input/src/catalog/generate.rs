@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::file::{AwsFile, CatalogFile, OfferingFile, OverheadFile, SCHEMA, TypeFile};
-use crate::expand::stable_hash;
+use crate::ids::stable_hash;
 use crate::quantity::format as qfmt;
 use stowage_core::catalog::aws as formulas;
 use stowage_core::domain::catalog::AwsFacts;
