@@ -22,8 +22,9 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    pub fn err(&self, field: impl AsRef<str>, msg: impl Into<String>) -> InputError {
-        InputError::at(self.source, Some(self.object.clone()), Some(field.as_ref()), msg)
+    /// An error at `field` of this object; `msg` is any message or typed error (a [`quantity::QuantityError`]).
+    pub fn err(&self, field: impl AsRef<str>, msg: impl std::fmt::Display) -> InputError {
+        InputError::at(self.source, Some(self.object.clone()), Some(field.as_ref()), msg.to_string())
     }
 }
 
