@@ -25,6 +25,8 @@ use serde_json::{Value, json};
 use stowage_core::domain::labels::keys;
 use stowage_input::catalog;
 
+use crate::BenchError;
+
 const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 
 fn node_class_ref() -> Value {
@@ -101,8 +103,8 @@ fn deployment(name: &str, replicas: usize, spec: Value) -> Value {
 }
 
 /// An existing node of `itype` as a Karpenter-launched node would be registered.
-fn existing_node(name: &str, itype: &str, pool: &str, zone: &str, capacity_type: &str, spread: &str) -> Result<Value, String> {
-    let it = catalog::default_catalog().get(itype).ok_or_else(|| format!("{itype} is not in the embedded catalog"))?;
+fn existing_node(name: &str, itype: &str, pool: &str, zone: &str, capacity_type: &str, spread: &str) -> Result<Value, BenchError> {
+    let it = catalog::default_catalog().get(itype).ok_or_else(|| BenchError::NotInCatalog { instance_type: itype.to_string() })?;
     let mut labels = serde_json::Map::new();
     for (k, v) in &it.labels {
         labels.insert(k.clone(), json!(v));
@@ -140,9 +142,9 @@ fn bound_pod(name: &str, node: &str, app: &str, cpu: &str, mem: &str) -> Value {
 }
 
 /// The scale-`s` batch as a `v1 List` (one item per line). `s` ≥ 1.
-pub fn workload(s: usize) -> Result<String, String> {
+pub fn workload(s: usize) -> Result<String, BenchError> {
     if s == 0 {
-        return Err("scale must be at least 1".into());
+        return Err(BenchError::Scale);
     }
     let mut items: Vec<Value> = Vec::new();
     items.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "labels": {"team": "shop"}}}));
@@ -161,7 +163,7 @@ pub fn workload(s: usize) -> Result<String, String> {
 
 /// Existing nodes, partly used: 2·s on-demand m5.2xlarge with four 1-CPU pods each, s spot c5.4xlarge
 /// with six.
-fn existing_nodes(s: usize) -> Result<Vec<Value>, String> {
+fn existing_nodes(s: usize) -> Result<Vec<Value>, BenchError> {
     let mut items = Vec::new();
     for i in 0..2 * s {
         let name = format!("od-{i:03}");
@@ -278,10 +280,10 @@ fn bare_pods(s: usize) -> Vec<Value> {
 }
 
 /// A `v1 List` of `items`, one item per line.
-fn list_text(items: &[Value]) -> Result<String, String> {
+fn list_text(items: &[Value]) -> Result<String, BenchError> {
     let mut out = String::from("{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[\n");
     for (i, it) in items.iter().enumerate() {
-        out.push_str(&serde_json::to_string(it).map_err(|e| e.to_string())?);
+        out.push_str(&serde_json::to_string(it).map_err(BenchError::Json)?);
         out.push_str(if i + 1 < items.len() { ",\n" } else { "\n" });
     }
     out.push_str("]}\n");

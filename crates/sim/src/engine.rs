@@ -415,8 +415,8 @@ impl<'a> Engine<'a> {
         let catalog = self.refused.view(&self.sc.settings.catalog);
         let plan = match self.planner.plan(&cluster, &catalog, &self.sc.settings.weights) {
             Ok(p) => p,
-            Err(message) => {
-                self.log(EventKind::BatchFailed { batch, pods: pending.len(), message });
+            Err(e) => {
+                self.log(EventKind::BatchFailed { batch, pods: pending.len(), message: e.to_string() });
                 return Ok(());
             }
         };
@@ -485,7 +485,7 @@ impl<'a> Engine<'a> {
                         instance_type: n.instance_type.clone(),
                         zone: n.zone.clone(),
                         capacity_type: n.capacity_type.clone(),
-                        reason,
+                        reason: reason.to_string(),
                         unavailable_until: until,
                     });
                     launched.insert(n.name.clone(), None);
