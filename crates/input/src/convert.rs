@@ -28,7 +28,7 @@ impl Ctx<'_> {
     }
 }
 
-pub fn resources(ctx: &Ctx, field: &str, list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>) -> Result<Resources, InputError> {
+pub(crate) fn resources(ctx: &Ctx, field: &str, list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>) -> Result<Resources, InputError> {
     match list {
         None => Ok(Resources::default()),
         Some(l) => quantity::resources(l).map_err(|(name, e)| ctx.err(format!("{field}.{name}"), e)),
@@ -78,7 +78,7 @@ pub fn node_selector_term(ctx: &Ctx, field: &str, t: &core::NodeSelectorTerm) ->
     Ok(out)
 }
 
-pub fn label_selector(ctx: &Ctx, field: &str, s: &meta::LabelSelector) -> Result<LabelSelector, InputError> {
+pub(crate) fn label_selector(ctx: &Ctx, field: &str, s: &meta::LabelSelector) -> Result<LabelSelector, InputError> {
     let mut sel = LabelSelector::everything();
     for (k, v) in s.match_labels.iter().flatten() {
         sel = sel.and(SelectorRequirement::new(k.as_str(), SelectorOp::In, [v.as_str()]));
@@ -103,7 +103,7 @@ pub fn label_selector(ctx: &Ctx, field: &str, s: &meta::LabelSelector) -> Result
     Ok(sel)
 }
 
-pub fn taint(ctx: &Ctx, field: &str, t: &core::Taint) -> Result<Taint, InputError> {
+pub(crate) fn taint(ctx: &Ctx, field: &str, t: &core::Taint) -> Result<Taint, InputError> {
     let Some(effect) = Effect::parse(&t.effect) else {
         return Err(ctx.err(format!("{field}.effect"), format!("unknown taint effect {:?} (NoSchedule, PreferNoSchedule, NoExecute)", t.effect)));
     };
@@ -113,7 +113,7 @@ pub fn taint(ctx: &Ctx, field: &str, t: &core::Taint) -> Result<Taint, InputErro
     Ok(Taint::new(t.key.as_str(), t.value.clone().unwrap_or_default(), effect))
 }
 
-pub fn taints(ctx: &Ctx, field: &str, ts: Option<&Vec<core::Taint>>) -> Result<Vec<Taint>, InputError> {
+pub(crate) fn taints(ctx: &Ctx, field: &str, ts: Option<&Vec<core::Taint>>) -> Result<Vec<Taint>, InputError> {
     ts.into_iter().flatten().enumerate().map(|(i, t)| taint(ctx, &format!("{field}[{i}]"), t)).collect()
 }
 
@@ -367,7 +367,7 @@ fn phase(p: &core::Pod) -> PodPhase {
 }
 
 /// Converts a pod. `volumes` is resolved separately (it needs claims, volumes and classes).
-pub fn pod(ctx: &Ctx, p: &core::Pod, seq: u32, volumes: VolumeNeeds, known_ns: &BTreeMap<String, Labels>) -> Result<Pod, InputError> {
+pub(crate) fn pod(ctx: &Ctx, p: &core::Pod, seq: u32, volumes: VolumeNeeds, known_ns: &BTreeMap<String, Labels>) -> Result<Pod, InputError> {
     let md = &p.metadata;
     let namespace = md.namespace.clone().unwrap_or_else(|| "default".into());
     let name = md.name.clone().ok_or_else(|| ctx.err("metadata.name", "missing name"))?;
@@ -419,7 +419,7 @@ pub fn pod(ctx: &Ctx, p: &core::Pod, seq: u32, volumes: VolumeNeeds, known_ns: &
     })
 }
 
-pub fn node(ctx: &Ctx, n: &core::Node) -> Result<Node, InputError> {
+pub(crate) fn node(ctx: &Ctx, n: &core::Node) -> Result<Node, InputError> {
     let md = &n.metadata;
     let name = md.name.clone().ok_or_else(|| ctx.err("metadata.name", "missing name"))?;
     let mut labels: Labels = md.labels.clone().unwrap_or_default();

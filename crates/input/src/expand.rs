@@ -84,7 +84,7 @@ fn live(p: &Pod) -> bool {
 }
 
 /// Expands controllers in `o`, appending created pods and claims.
-pub fn expand(o: &mut Objects) {
+pub(crate) fn expand(o: &mut Objects) {
     // Deployments without a ReplicaSet in the input get one, as the Deployment controller would.
     let mut synthetic_rs = Vec::new();
     for d in &o.deployments {

@@ -34,7 +34,7 @@ fn ceil_exactish(x: f64) -> i64 {
 }
 
 /// `MilliValue()`.
-pub fn milli(q: &str) -> Result<i64, QuantityError> {
+pub(crate) fn milli(q: &str) -> Result<i64, QuantityError> {
     let v = as_f64(q)?;
     check_range(v * 1000.0, q)?;
     Ok(ceil_exactish(v * 1000.0))

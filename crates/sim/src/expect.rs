@@ -203,7 +203,7 @@ fn domain_counts(o: &Observed, key: &str, selector: &BTreeMap<String, String>, n
 
 /// Why a node's instance type is not among the cheapest its NodePool allows (see [`cheapest`]).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum NotCheapest {
+pub(crate) enum NotCheapest {
     #[error("not a NodePool's node")]
     NoNodePool,
     #[error("the node lacks a zone, capacity type or instance type label")]
@@ -216,7 +216,7 @@ pub enum NotCheapest {
 
 /// Whether `n`'s instance type is among the cheapest that its NodePool allows in its zone and capacity
 /// type (with the values it carries for the pool's open keys) and that hold every pod bound to it.
-pub fn cheapest(o: &Observed, n: &Node) -> Result<(), NotCheapest> {
+pub(crate) fn cheapest(o: &Observed, n: &Node) -> Result<(), NotCheapest> {
     let pool = n.nodepool.as_deref().and_then(|p| o.cluster.nodepool(p)).ok_or(NotCheapest::NoNodePool)?;
     let view = match o.cluster.nodeclass(&pool.node_class) {
         Some(nc) => stowage_core::catalog::for_nodeclass(o.catalog, nc),
