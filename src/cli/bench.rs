@@ -103,7 +103,7 @@ pub fn corpus_command(c: CorpusCommand) -> ExitCode {
             write(&out, &stowage_bench::openb::batch_text(&pods)?)?;
             Ok(format!("wrote {} ({} pods)", out.display(), pods.len()))
         })(),
-        CorpusCommand::Mixed { scale, out } => stowage_bench::mixed::workload(scale).and_then(|t| write(&out, &t)).map(|_| format!("wrote {}", out.display())),
+        CorpusCommand::Mixed { scale, out } => stowage_bench::mixed::workload(scale).map_err(|e| e.to_string()).and_then(|t| write(&out, &t)).map(|_| format!("wrote {}", out.display())),
     };
     super::report(r)
 }

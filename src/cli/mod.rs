@@ -337,7 +337,7 @@ fn generate_catalog(aws_data: &std::path::Path, region: &str, zones: &[String], 
             let types = std::fs::read_to_string(aws_data.join("instance-types.json")).map_err(|e| format!("{}: {e}", aws_data.display()))?;
             let prices = std::fs::read_to_string(aws_data.join("ondemand-prices.json")).map_err(|e| format!("{}: {e}", aws_data.display()))?;
             let z: Vec<&str> = zones.iter().map(String::as_str).collect();
-            let (f, checked) = catalog::generate::aws(&types, &prices, region, &z)?;
+            let (f, checked) = catalog::generate::aws(&types, &prices, region, &z).map_err(|e| e.to_string())?;
             eprintln!("{} instance types; allocatable checked against Karpenter's published values for {checked}", f.instance_types.len());
             f
         }

@@ -12,7 +12,7 @@ pub(crate) fn command(paths: &[PathBuf], solver: Option<Solver>, format: Format)
     let loaded: Result<Vec<Scenario>, String> = if paths.is_empty() {
         stowage_sim::seed_scenarios().map_err(|e| e.to_string())
     } else {
-        stowage_sim::scenario_files(paths).and_then(|files| files.iter().map(|f| stowage_sim::scenario::load(f, &Disk).map_err(|e| e.to_string())).collect())
+        stowage_sim::scenario_files(paths).and_then(|files| files.iter().map(|f| stowage_sim::scenario::load(f, &Disk)).collect()).map_err(|e| e.to_string())
     };
     let scenarios = match loaded {
         Ok(s) => s,

@@ -14,6 +14,7 @@
 //! MILP solve uses the same HiGHS `threads` value, because HiGHS's thread pool is process-global.
 
 pub mod corpus;
+pub mod error;
 pub mod mixed;
 pub mod openb;
 pub mod peer;
@@ -35,6 +36,7 @@ use stowage_core::solve::{Planner, Solver, plan_cluster};
 use stowage_core::weights::Weights;
 
 pub use corpus::{CatalogRef, Corpus, Entry, Replay};
+pub use error::BenchError;
 
 /// A named weights profile.
 #[derive(Clone, Debug)]

@@ -25,6 +25,8 @@ use serde_json::{Value, json};
 use stowage_core::domain::labels::keys;
 use stowage_input::catalog;
 
+use crate::BenchError;
+
 const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 
 fn node_class_ref() -> Value {
@@ -101,8 +103,8 @@ fn deployment(name: &str, replicas: usize, spec: Value) -> Value {
 }
 
 /// An existing node of `itype` as a Karpenter-launched node would be registered.
-fn existing_node(name: &str, itype: &str, pool: &str, zone: &str, capacity_type: &str, spread: &str) -> Result<Value, String> {
-    let it = catalog::default_catalog().get(itype).ok_or_else(|| format!("{itype} is not in the embedded catalog"))?;
+fn existing_node(name: &str, itype: &str, pool: &str, zone: &str, capacity_type: &str, spread: &str) -> Result<Value, BenchError> {
+    let it = catalog::default_catalog().get(itype).ok_or_else(|| BenchError::NotInCatalog { instance_type: itype.to_string() })?;
     let mut labels = serde_json::Map::new();
     for (k, v) in &it.labels {
         labels.insert(k.clone(), json!(v));
@@ -140,9 +142,9 @@ fn bound_pod(name: &str, node: &str, app: &str, cpu: &str, mem: &str) -> Value {
 }
 
 /// The scale-`s` batch as a `v1 List` (one item per line). `s` ≥ 1.
-pub fn workload(s: usize) -> Result<String, String> {
+pub fn workload(s: usize) -> Result<String, BenchError> {
     if s == 0 {
-        return Err("scale must be at least 1".into());
+        return Err(BenchError::Scale);
     }
     let mut items: Vec<Value> = Vec::new();
     items.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "labels": {"team": "shop"}}}));
@@ -152,8 +154,17 @@ pub fn workload(s: usize) -> Result<String, String> {
         "reclaimPolicy": "Delete", "parameters": {"type": "gp3"}
     }));
     items.extend(nodepools());
+    items.extend(existing_nodes(s)?);
+    items.extend(deployments(s));
+    items.extend(cache(s));
+    items.extend(bare_pods(s));
+    list_text(&items)
+}
 
-    // Existing nodes, partly used.
+/// Existing nodes, partly used: 2·s on-demand m5.2xlarge with four 1-CPU pods each, s spot c5.4xlarge
+/// with six.
+fn existing_nodes(s: usize) -> Result<Vec<Value>, BenchError> {
+    let mut items = Vec::new();
     for i in 0..2 * s {
         let name = format!("od-{i:03}");
         items.push(existing_node(&name, "m5.2xlarge", "od-general", ZONES[i % 3], "on-demand", if i % 2 == 0 { "1" } else { "2" })?);
@@ -168,45 +179,53 @@ pub fn workload(s: usize) -> Result<String, String> {
             items.push(bound_pod(&format!("legacy-spot-{i:03}-{j}"), &name, "legacy-spot", "1", "1Gi"));
         }
     }
+    Ok(items)
+}
 
-    // Zonal and custom-domain spreads.
-    items.push(deployment("web", 40 * s, json!({"containers": container("500m", "1Gi"), "topologySpreadConstraints": [spread(keys::ZONE, 1, "web"), spread("capacity-spread", 1, "web")]})));
-    items.push(deployment(
-        "worker",
-        20 * s,
-        json!({
-            "containers": container("250m", "512Mi"),
-            "topologySpreadConstraints": [spread("capacity-spread", 2, "worker")],
-            "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": 50, "preference": {"matchExpressions": [req("karpenter.sh/capacity-type", "In", &["spot"])]}}
-            ]}}
-        }),
-    ));
-    // Hostname anti-affinity.
-    items.push(deployment(
-        "api",
-        6 * s,
-        json!({
-            "containers": container("2", "4Gi"),
-            "topologySpreadConstraints": [spread(keys::ZONE, 1, "api")],
-            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                {"topologyKey": keys::HOSTNAME, "labelSelector": {"matchLabels": {"app": "api"}}}
-            ]}}
-        }),
-    ));
-    // Taints and pool selectors.
-    items.push(deployment(
-        "batch",
-        30 * s,
-        json!({
-            "containers": container("1", "1Gi"),
-            "nodeSelector": {"workload": "batch"},
-            "tolerations": [{"key": "workload", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]
-        }),
-    ));
-    items.push(deployment("analytics", 4 * s, json!({"containers": container("4", "32Gi"), "nodeSelector": {"tier": "memory"}})));
+/// The Deployments: zonal and custom-domain spreads (`web`, `worker`), hostname anti-affinity
+/// (`api`), taints and pool selectors (`batch`, `analytics`).
+fn deployments(s: usize) -> Vec<Value> {
+    vec![
+        deployment("web", 40 * s, json!({"containers": container("500m", "1Gi"), "topologySpreadConstraints": [spread(keys::ZONE, 1, "web"), spread("capacity-spread", 1, "web")]})),
+        deployment(
+            "worker",
+            20 * s,
+            json!({
+                "containers": container("250m", "512Mi"),
+                "topologySpreadConstraints": [spread("capacity-spread", 2, "worker")],
+                "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 50, "preference": {"matchExpressions": [req("karpenter.sh/capacity-type", "In", &["spot"])]}}
+                ]}}
+            }),
+        ),
+        deployment(
+            "api",
+            6 * s,
+            json!({
+                "containers": container("2", "4Gi"),
+                "topologySpreadConstraints": [spread(keys::ZONE, 1, "api")],
+                "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": keys::HOSTNAME, "labelSelector": {"matchLabels": {"app": "api"}}}
+                ]}}
+            }),
+        ),
+        deployment(
+            "batch",
+            30 * s,
+            json!({
+                "containers": container("1", "1Gi"),
+                "nodeSelector": {"workload": "batch"},
+                "tolerations": [{"key": "workload", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]
+            }),
+        ),
+        deployment("analytics", 4 * s, json!({"containers": container("4", "32Gi"), "nodeSelector": {"tier": "memory"}})),
+    ]
+}
 
-    // Volume zones: the StatefulSet's claims survived a scale-down and are bound in the three zones.
+/// Volume zones: the StatefulSet `cache` (3·s) whose claims survived a scale-down and are bound to
+/// volumes in the three zones.
+fn cache(s: usize) -> Vec<Value> {
+    let mut items = Vec::new();
     let cache = 3 * s;
     for i in 0..cache {
         let zone = ZONES[i % 3];
@@ -242,21 +261,29 @@ pub fn workload(s: usize) -> Result<String, String> {
                 "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp3", "resources": {"requests": {"storage": "20Gi"}}}}]
         }
     }));
+    items
+}
 
-    // Bare pods of five sizes.
+/// 10·s bare pods of five sizes.
+fn bare_pods(s: usize) -> Vec<Value> {
     let sizes = [("100m", "128Mi"), ("250m", "256Mi"), ("1", "4Gi"), ("2", "2Gi"), ("3", "12Gi")];
-    for i in 0..10 * s {
-        let (cpu, mem) = sizes[i % sizes.len()];
-        items.push(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("misc-{i:04}"), "namespace": "shop", "labels": {"app": format!("misc-{}", i % 4)}},
-            "spec": {"containers": container(cpu, mem)}
-        }));
-    }
+    (0..10 * s)
+        .map(|i| {
+            let (cpu, mem) = sizes[i % sizes.len()];
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("misc-{i:04}"), "namespace": "shop", "labels": {"app": format!("misc-{}", i % 4)}},
+                "spec": {"containers": container(cpu, mem)}
+            })
+        })
+        .collect()
+}
 
+/// A `v1 List` of `items`, one item per line.
+fn list_text(items: &[Value]) -> Result<String, BenchError> {
     let mut out = String::from("{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[\n");
     for (i, it) in items.iter().enumerate() {
-        out.push_str(&serde_json::to_string(it).map_err(|e| e.to_string())?);
+        out.push_str(&serde_json::to_string(it).map_err(BenchError::Json)?);
         out.push_str(if i + 1 < items.len() { ",\n" } else { "\n" });
     }
     out.push_str("]}\n");

@@ -22,12 +22,13 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    pub fn err(&self, field: impl AsRef<str>, msg: impl Into<String>) -> InputError {
-        InputError::at(self.source, Some(self.object.clone()), Some(field.as_ref()), msg)
+    /// An error at `field` of this object; `msg` is any message or typed error (a [`quantity::QuantityError`]).
+    pub fn err(&self, field: impl AsRef<str>, msg: impl std::fmt::Display) -> InputError {
+        InputError::at(self.source, Some(self.object.clone()), Some(field.as_ref()), msg.to_string())
     }
 }
 
-pub fn resources(ctx: &Ctx, field: &str, list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>) -> Result<Resources, InputError> {
+pub(crate) fn resources(ctx: &Ctx, field: &str, list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>) -> Result<Resources, InputError> {
     match list {
         None => Ok(Resources::default()),
         Some(l) => quantity::resources(l).map_err(|(name, e)| ctx.err(format!("{field}.{name}"), e)),
@@ -77,7 +78,7 @@ pub fn node_selector_term(ctx: &Ctx, field: &str, t: &core::NodeSelectorTerm) ->
     Ok(out)
 }
 
-pub fn label_selector(ctx: &Ctx, field: &str, s: &meta::LabelSelector) -> Result<LabelSelector, InputError> {
+pub(crate) fn label_selector(ctx: &Ctx, field: &str, s: &meta::LabelSelector) -> Result<LabelSelector, InputError> {
     let mut sel = LabelSelector::everything();
     for (k, v) in s.match_labels.iter().flatten() {
         sel = sel.and(SelectorRequirement::new(k.as_str(), SelectorOp::In, [v.as_str()]));
@@ -102,7 +103,7 @@ pub fn label_selector(ctx: &Ctx, field: &str, s: &meta::LabelSelector) -> Result
     Ok(sel)
 }
 
-pub fn taint(ctx: &Ctx, field: &str, t: &core::Taint) -> Result<Taint, InputError> {
+pub(crate) fn taint(ctx: &Ctx, field: &str, t: &core::Taint) -> Result<Taint, InputError> {
     let Some(effect) = Effect::parse(&t.effect) else {
         return Err(ctx.err(format!("{field}.effect"), format!("unknown taint effect {:?} (NoSchedule, PreferNoSchedule, NoExecute)", t.effect)));
     };
@@ -112,7 +113,7 @@ pub fn taint(ctx: &Ctx, field: &str, t: &core::Taint) -> Result<Taint, InputErro
     Ok(Taint::new(t.key.as_str(), t.value.clone().unwrap_or_default(), effect))
 }
 
-pub fn taints(ctx: &Ctx, field: &str, ts: Option<&Vec<core::Taint>>) -> Result<Vec<Taint>, InputError> {
+pub(crate) fn taints(ctx: &Ctx, field: &str, ts: Option<&Vec<core::Taint>>) -> Result<Vec<Taint>, InputError> {
     ts.into_iter().flatten().enumerate().map(|(i, t)| taint(ctx, &format!("{field}[{i}]"), t)).collect()
 }
 
@@ -268,15 +269,9 @@ fn host_ports(c: &core::Container, out: &mut Vec<HostPort>) {
     }
 }
 
-/// Converts a pod. `volumes` is resolved separately (it needs claims, volumes and classes).
-pub fn pod(ctx: &Ctx, p: &core::Pod, seq: u32, volumes: VolumeNeeds, known_ns: &BTreeMap<String, Labels>) -> Result<Pod, InputError> {
-    let md = &p.metadata;
-    let namespace = md.namespace.clone().unwrap_or_else(|| "default".into());
-    let name = md.name.clone().ok_or_else(|| ctx.err("metadata.name", "missing name"))?;
-    let labels: Labels = md.labels.clone().unwrap_or_default();
-    let empty = core::PodSpec::default();
-    let spec = p.spec.as_ref().unwrap_or(&empty);
-
+/// A pod's requests (kube-scheduler's effective request: containers, init containers and sidecars,
+/// overhead, pod-level resources) and the host ports its containers and sidecars claim.
+fn requests_and_ports(ctx: &Ctx, spec: &core::PodSpec) -> Result<(Resources, Vec<HostPort>), InputError> {
     let mut containers = Vec::new();
     let mut ports = Vec::new();
     for (i, c) in spec.containers.iter().enumerate() {
@@ -296,56 +291,99 @@ pub fn pod(ctx: &Ctx, p: &core::Pod, seq: u32, volumes: VolumeNeeds, known_ns: &
         Some(r) => Some(resources(ctx, "spec.resources.requests", Some(r))?),
         None => None,
     };
-    let requests = pod_request(&containers, &init, &overhead, pod_level.as_ref());
+    Ok((pod_request(&containers, &init, &overhead, pod_level.as_ref()), ports))
+}
+
+/// `spec.affinity.nodeAffinity` into the matcher's required terms (`None`: no required affinity) and
+/// the preferred terms.
+fn node_affinity(ctx: &Ctx, na: &core::NodeAffinity) -> Result<(Option<Vec<NodeSelectorTerm>>, Vec<PreferredTerm>), InputError> {
+    let mut required = None;
+    if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
+        let f = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+        required = Some(req.node_selector_terms.iter().enumerate().map(|(i, t)| node_selector_term(ctx, &format!("{f}[{i}]"), t)).collect::<Result<Vec<_>, _>>()?);
+    }
+    let mut preferred = Vec::new();
+    for (i, pt) in na.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+        let f = format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+        if !(1..=100).contains(&pt.weight) {
+            return Err(ctx.err(format!("{f}.weight"), format!("must be 1-100, got {}", pt.weight)));
+        }
+        preferred.push(PreferredTerm { weight: pt.weight, term: node_selector_term(ctx, &format!("{f}.preference"), &pt.preference)? });
+    }
+    Ok((required, preferred))
+}
+
+/// The terms of `spec.affinity.podAffinity` and `podAntiAffinity`.
+#[derive(Default)]
+struct PodAffinities {
+    affinity: Vec<PodAffinityTerm>,
+    anti_affinity: Vec<PodAffinityTerm>,
+    preferred_affinity: Vec<WeightedAffinityTerm>,
+    preferred_anti_affinity: Vec<WeightedAffinityTerm>,
+}
+
+/// The pod (anti-)affinity terms of `aff`, resolved against the pod's namespace and labels and the
+/// known namespaces.
+fn pod_affinities(ctx: &Ctx, aff: &core::Affinity, namespace: &str, labels: &Labels, known_ns: &BTreeMap<String, Labels>) -> Result<PodAffinities, InputError> {
+    let mut out = PodAffinities::default();
+    for (kind, src, req_out, pref_out) in [
+        (
+            "podAffinity",
+            aff.pod_affinity.as_ref().map(|a| (&a.required_during_scheduling_ignored_during_execution, &a.preferred_during_scheduling_ignored_during_execution)),
+            &mut out.affinity,
+            &mut out.preferred_affinity,
+        ),
+        (
+            "podAntiAffinity",
+            aff.pod_anti_affinity.as_ref().map(|a| (&a.required_during_scheduling_ignored_during_execution, &a.preferred_during_scheduling_ignored_during_execution)),
+            &mut out.anti_affinity,
+            &mut out.preferred_anti_affinity,
+        ),
+    ] {
+        let Some((req, pref)) = src else { continue };
+        for (i, t) in req.iter().flatten().enumerate() {
+            let f = format!("spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
+            req_out.push(affinity_term(ctx, &f, t, namespace, labels, known_ns)?);
+        }
+        for (i, wt) in pref.iter().flatten().enumerate() {
+            let f = format!("spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+            if !(1..=100).contains(&wt.weight) {
+                return Err(ctx.err(format!("{f}.weight"), format!("must be 1-100, got {}", wt.weight)));
+            }
+            pref_out.push(WeightedAffinityTerm { weight: wt.weight, term: affinity_term(ctx, &format!("{f}.podAffinityTerm"), &wt.pod_affinity_term, namespace, labels, known_ns)? });
+        }
+    }
+    Ok(out)
+}
+
+fn phase(p: &core::Pod) -> PodPhase {
+    match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Running") => PodPhase::Running,
+        Some("Succeeded") => PodPhase::Succeeded,
+        Some("Failed") => PodPhase::Failed,
+        Some("Unknown") => PodPhase::Unknown,
+        _ => PodPhase::Pending,
+    }
+}
+
+/// Converts a pod. `volumes` is resolved separately (it needs claims, volumes and classes).
+pub(crate) fn pod(ctx: &Ctx, p: &core::Pod, seq: u32, volumes: VolumeNeeds, known_ns: &BTreeMap<String, Labels>) -> Result<Pod, InputError> {
+    let md = &p.metadata;
+    let namespace = md.namespace.clone().unwrap_or_else(|| "default".into());
+    let name = md.name.clone().ok_or_else(|| ctx.err("metadata.name", "missing name"))?;
+    let labels: Labels = md.labels.clone().unwrap_or_default();
+    let empty = core::PodSpec::default();
+    let spec = p.spec.as_ref().unwrap_or(&empty);
+    let (requests, ports) = requests_and_ports(ctx, spec)?;
 
     let mut node_matcher = NodeMatcher { selector: spec.node_selector.clone().unwrap_or_default().into_iter().collect(), terms: None };
     let mut preferred_node = Vec::new();
-    let mut affinity = Vec::new();
-    let mut anti_affinity = Vec::new();
-    let mut preferred_affinity = Vec::new();
-    let mut preferred_anti_affinity = Vec::new();
+    let mut pod_aff = PodAffinities::default();
     if let Some(aff) = &spec.affinity {
         if let Some(na) = &aff.node_affinity {
-            if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
-                let f = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
-                let terms = req.node_selector_terms.iter().enumerate().map(|(i, t)| node_selector_term(ctx, &format!("{f}[{i}]"), t)).collect::<Result<Vec<_>, _>>()?;
-                node_matcher.terms = Some(terms);
-            }
-            for (i, pt) in na.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
-                let f = format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
-                if !(1..=100).contains(&pt.weight) {
-                    return Err(ctx.err(format!("{f}.weight"), format!("must be 1-100, got {}", pt.weight)));
-                }
-                preferred_node.push(PreferredTerm { weight: pt.weight, term: node_selector_term(ctx, &format!("{f}.preference"), &pt.preference)? });
-            }
+            (node_matcher.terms, preferred_node) = node_affinity(ctx, na)?;
         }
-        for (kind, src, req_out, pref_out) in [
-            (
-                "podAffinity",
-                aff.pod_affinity.as_ref().map(|a| (&a.required_during_scheduling_ignored_during_execution, &a.preferred_during_scheduling_ignored_during_execution)),
-                &mut affinity,
-                &mut preferred_affinity,
-            ),
-            (
-                "podAntiAffinity",
-                aff.pod_anti_affinity.as_ref().map(|a| (&a.required_during_scheduling_ignored_during_execution, &a.preferred_during_scheduling_ignored_during_execution)),
-                &mut anti_affinity,
-                &mut preferred_anti_affinity,
-            ),
-        ] {
-            let Some((req, pref)) = src else { continue };
-            for (i, t) in req.iter().flatten().enumerate() {
-                let f = format!("spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
-                req_out.push(affinity_term(ctx, &f, t, &namespace, &labels, known_ns)?);
-            }
-            for (i, wt) in pref.iter().flatten().enumerate() {
-                let f = format!("spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
-                if !(1..=100).contains(&wt.weight) {
-                    return Err(ctx.err(format!("{f}.weight"), format!("must be 1-100, got {}", wt.weight)));
-                }
-                pref_out.push(WeightedAffinityTerm { weight: wt.weight, term: affinity_term(ctx, &format!("{f}.podAffinityTerm"), &wt.pod_affinity_term, &namespace, &labels, known_ns)? });
-            }
-        }
+        pod_aff = pod_affinities(ctx, aff, &namespace, &labels, known_ns)?;
     }
     let tolerations = spec.tolerations.iter().flatten().enumerate().map(|(i, t)| toleration(ctx, &format!("spec.tolerations[{i}]"), t)).collect::<Result<Vec<_>, _>>()?;
     let spread = spec
@@ -355,16 +393,9 @@ pub fn pod(ctx: &Ctx, p: &core::Pod, seq: u32, volumes: VolumeNeeds, known_ns: &
         .enumerate()
         .map(|(i, c)| spread_constraint(ctx, &format!("spec.topologySpreadConstraints[{i}]"), c, &labels))
         .collect::<Result<Vec<_>, _>>()?;
-    let phase = match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
-        Some("Running") => PodPhase::Running,
-        Some("Succeeded") => PodPhase::Succeeded,
-        Some("Failed") => PodPhase::Failed,
-        Some("Unknown") => PodPhase::Unknown,
-        _ => PodPhase::Pending,
-    };
     let owner = md.owner_references.iter().flatten().find(|o| o.controller == Some(true)).map(|o| Owner { kind: o.kind.clone(), name: o.name.clone() });
     Ok(Pod {
-        uid: md.uid.clone().unwrap_or_else(|| super::expand::stable_uid(&["Pod", &namespace, &name])),
+        uid: md.uid.clone().unwrap_or_else(|| super::ids::stable_uid(&["Pod", &namespace, &name])),
         namespace,
         name,
         labels,
@@ -373,22 +404,22 @@ pub fn pod(ctx: &Ctx, p: &core::Pod, seq: u32, volumes: VolumeNeeds, known_ns: &
         preferred_node,
         tolerations,
         spread,
-        affinity,
-        anti_affinity,
-        preferred_affinity,
-        preferred_anti_affinity,
+        affinity: pod_aff.affinity,
+        anti_affinity: pod_aff.anti_affinity,
+        preferred_affinity: pod_aff.preferred_affinity,
+        preferred_anti_affinity: pod_aff.preferred_anti_affinity,
         host_ports: ports,
         volumes,
         node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
         terminating: md.deletion_timestamp.is_some(),
-        phase,
+        phase: phase(p),
         owner,
         priority: spec.priority.unwrap_or(0),
         seq,
     })
 }
 
-pub fn node(ctx: &Ctx, n: &core::Node) -> Result<Node, InputError> {
+pub(crate) fn node(ctx: &Ctx, n: &core::Node) -> Result<Node, InputError> {
     let md = &n.metadata;
     let name = md.name.clone().ok_or_else(|| ctx.err("metadata.name", "missing name"))?;
     let mut labels: Labels = md.labels.clone().unwrap_or_default();

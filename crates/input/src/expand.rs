@@ -5,29 +5,13 @@
 //! expanded: their pods follow nodes.
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodStatus, PodTemplateSpec, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use super::ids::{stable_hash, stable_uid};
 use super::objects::{Obj, Objects};
-
-/// A stable 64-bit hash (FxHash is deterministic across runs).
-pub fn stable_hash(parts: &[&str]) -> u64 {
-    let mut h = rustc_hash::FxHasher::default();
-    for p in parts {
-        p.hash(&mut h);
-    }
-    h.finish()
-}
-
-/// A deterministic UID shaped like a Kubernetes one.
-pub fn stable_uid(parts: &[&str]) -> String {
-    let a = stable_hash(parts);
-    let b = stable_hash(&[&a.to_string(), "uid"]);
-    format!("{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xffff, a & 0xffff, b >> 48, b & 0xffff_ffff_ffff)
-}
 
 const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
@@ -100,7 +84,7 @@ fn live(p: &Pod) -> bool {
 }
 
 /// Expands controllers in `o`, appending created pods and claims.
-pub fn expand(o: &mut Objects) {
+pub(crate) fn expand(o: &mut Objects) {
     // Deployments without a ReplicaSet in the input get one, as the Deployment controller would.
     let mut synthetic_rs = Vec::new();
     for d in &o.deployments {

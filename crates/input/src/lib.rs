@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod convert;
 pub mod expand;
 pub mod export;
+pub mod ids;
 pub mod karpenter;
 pub mod objects;
 pub mod quantity;

@@ -8,9 +8,22 @@ use kube_quantity::ParsedQuantity;
 
 use stowage_core::domain::resources::{CPU, Resources};
 
-fn as_f64(q: &str) -> Result<f64, String> {
-    let parsed: ParsedQuantity = Quantity(q.trim().to_string()).try_into().map_err(|e| format!("invalid quantity {q:?}: {e}"))?;
-    parsed.to_bytes_f64().ok_or_else(|| format!("invalid quantity {q:?}: out of range"))
+/// A quantity stowage cannot use. The caller names the file, object and field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum QuantityError {
+    /// Not a Kubernetes quantity (`100m`, `1.5Gi`, `2`); `reason` is the parser's.
+    #[error("invalid quantity {quantity:?}: {reason}")]
+    Invalid { quantity: String, reason: String },
+    #[error("invalid quantity {quantity:?}: out of range")]
+    OutOfRange { quantity: String },
+    /// A request, limit or capacity below zero.
+    #[error("negative quantity {quantity:?}")]
+    Negative { quantity: String },
+}
+
+fn as_f64(q: &str) -> Result<f64, QuantityError> {
+    let parsed: ParsedQuantity = Quantity(q.trim().to_string()).try_into().map_err(|e: kube_quantity::ParseQuantityError| QuantityError::Invalid { quantity: q.to_string(), reason: e.to_string() })?;
+    parsed.to_bytes_f64().ok_or_else(|| QuantityError::OutOfRange { quantity: q.to_string() })
 }
 
 /// Rounds up, treating values within a relative 1e-9 of an integer as that integer (the parser works
@@ -21,38 +34,38 @@ fn ceil_exactish(x: f64) -> i64 {
 }
 
 /// `MilliValue()`.
-pub fn milli(q: &str) -> Result<i64, String> {
+pub(crate) fn milli(q: &str) -> Result<i64, QuantityError> {
     let v = as_f64(q)?;
     check_range(v * 1000.0, q)?;
     Ok(ceil_exactish(v * 1000.0))
 }
 
 /// `Value()`.
-pub fn value(q: &str) -> Result<i64, String> {
+pub fn value(q: &str) -> Result<i64, QuantityError> {
     let v = as_f64(q)?;
     check_range(v, q)?;
     Ok(ceil_exactish(v))
 }
 
-fn check_range(v: f64, q: &str) -> Result<(), String> {
+fn check_range(v: f64, q: &str) -> Result<(), QuantityError> {
     if !v.is_finite() || v.abs() > 9.0e18 {
-        return Err(format!("invalid quantity {q:?}: out of range"));
+        return Err(QuantityError::OutOfRange { quantity: q.to_string() });
     }
     Ok(())
 }
 
 /// The amount a resource name is stored in: millicores for cpu, whole units otherwise.
-pub fn amount(name: &str, q: &str) -> Result<i64, String> {
+pub fn amount(name: &str, q: &str) -> Result<i64, QuantityError> {
     if name == CPU { milli(q) } else { value(q) }
 }
 
 /// A `ResourceList` to a resource vector. Errors name the resource.
-pub fn resources<'a>(list: impl IntoIterator<Item = (&'a String, &'a Quantity)>) -> Result<Resources, (String, String)> {
+pub fn resources<'a>(list: impl IntoIterator<Item = (&'a String, &'a Quantity)>) -> Result<Resources, (String, QuantityError)> {
     let mut r = Resources::default();
     for (name, q) in list {
         let v = amount(name, &q.0).map_err(|e| (name.clone(), e))?;
         if v < 0 {
-            return Err((name.clone(), format!("negative quantity {:?}", q.0)));
+            return Err((name.clone(), QuantityError::Negative { quantity: q.0.clone() }));
         }
         r.set(name, v);
     }

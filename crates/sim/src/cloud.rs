@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::scenario::FailOffering;
 use super::time::SimTime;
-use stowage_input::expand::stable_hash;
+use stowage_input::ids::stable_hash;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -41,6 +41,14 @@ impl Instance {
 /// Why a launch failed (the EC2 error code).
 pub const INSUFFICIENT_CAPACITY: &str = "InsufficientInstanceCapacity";
 
+/// A launch the cloud refused. Shown as EC2's error code, which is what the timeline reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchError {
+    /// A `failOfferings` rule of the scenario refuses the offering.
+    #[error("{}", INSUFFICIENT_CAPACITY)]
+    InsufficientCapacity,
+}
+
 pub struct Cloud {
     instances: Vec<Instance>,
     /// Rules and how many more launches each may fail (`None`: every one).
@@ -68,13 +76,13 @@ impl Cloud {
 
     /// Requests an instance (CreateFleet). The answer is immediate, as EC2's is: an instance id that
     /// will be running at `now + boot_time`, or the error code.
-    pub fn launch(&mut self, node: &str, instance_type: &str, zone: &str, capacity_type: &str, price: f64, now: SimTime) -> Result<Instance, String> {
+    pub fn launch(&mut self, node: &str, instance_type: &str, zone: &str, capacity_type: &str, price: f64, now: SimTime) -> Result<Instance, LaunchError> {
         for (rule, left) in &mut self.fail {
             if rule.matches(instance_type, zone, capacity_type) && left.is_none_or(|n| n > 0) {
                 if let Some(n) = left {
                     *n -= 1;
                 }
-                return Err(INSUFFICIENT_CAPACITY.into());
+                return Err(LaunchError::InsufficientCapacity);
             }
         }
         let inst = Instance {
@@ -150,7 +158,7 @@ mod tests {
     fn failing_offerings_fail_the_given_number_of_times() {
         let rule = FailOffering { instance_type: Some("m5.large".into()), zone: None, capacity_type: Some("spot".into()), times: Some(1) };
         let mut c = Cloud::new(&[rule], Duration::from_secs(30), Duration::ZERO);
-        assert_eq!(c.launch("a", "m5.large", "us-east-1a", "spot", 0.03, SimTime(0)).unwrap_err(), INSUFFICIENT_CAPACITY);
+        assert_eq!(c.launch("a", "m5.large", "us-east-1a", "spot", 0.03, SimTime(0)).unwrap_err().to_string(), INSUFFICIENT_CAPACITY);
         assert!(c.launch("b", "m5.large", "us-east-1a", "on-demand", 0.096, SimTime(0)).is_ok());
         let i = c.launch("c", "m5.large", "us-east-1a", "spot", 0.03, SimTime(0)).unwrap();
         assert_eq!(i.running_at, SimTime(30_000));

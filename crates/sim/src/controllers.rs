@@ -27,7 +27,8 @@ use super::events::EventKind;
 use super::world::{World, ident, key_of};
 use stowage_core::domain::Cluster;
 use stowage_core::semantics::daemonsets;
-use stowage_input::expand::{expand_statefulset, stable_hash, stable_uid};
+use stowage_input::expand::expand_statefulset;
+use stowage_input::ids::{stable_hash, stable_uid};
 use stowage_input::objects::Obj;
 
 const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";

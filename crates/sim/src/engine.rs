@@ -21,7 +21,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::PodStatus;
 
 use super::binder;
-use super::cloud::Cloud;
+use super::cloud::{Cloud, Instance};
 use super::controllers::{self, remove_named, suffix};
 use super::disruption::Disruption;
 use super::events::{Event, EventKind, PlanVerdict};
@@ -35,10 +35,12 @@ use super::volumes;
 use super::world::{World, ident, sim_source};
 use stowage_core::check;
 use stowage_core::domain::Cluster;
+use stowage_core::domain::catalog::Catalog;
 use stowage_core::domain::labels::keys;
+use stowage_core::plan::{NewNode, Plan};
 use stowage_decide::batch::{BatchConfig, Batcher};
 use stowage_decide::offerings::Unavailable;
-use stowage_input::expand::stable_hash;
+use stowage_input::ids::stable_hash;
 use stowage_input::objects::Obj;
 
 /// A run that could not go on: the world became invalid (a pod naming a claim that does not exist,
@@ -417,13 +419,21 @@ impl<'a> Engine<'a> {
         let catalog = self.refused.view(&self.sc.settings.catalog, now);
         let plan = match self.planner.plan(&cluster, &catalog, &self.sc.settings.weights) {
             Ok(p) => p,
-            Err(message) => {
-                self.log(EventKind::BatchFailed { batch, pods: pending.len(), message });
+            Err(e) => {
+                self.log(EventKind::BatchFailed { batch, pods: pending.len(), message: e.to_string() });
                 return Ok(());
             }
         };
+        self.log_batch(batch, pending.len(), &cluster, &catalog, &plan);
+        let launched = self.launch(&cluster, &catalog, &plan)?;
+        self.nominate(&cluster, &plan, &launched);
+        Ok(())
+    }
+
+    /// Logs what a batch planned (with the checker's verdict when plans are checked).
+    fn log_batch(&mut self, batch: u32, pods: usize, cluster: &Cluster, catalog: &Catalog, plan: &Plan) {
         let check = self.check_plans.then(|| {
-            let r = check::check(&cluster, &catalog, &plan);
+            let r = check::check(cluster, catalog, plan);
             PlanVerdict { valid: r.valid(), violations: r.violations.iter().map(|v| v.to_string()).collect() }
         });
         if check.as_ref().is_some_and(|c| !c.valid) {
@@ -435,7 +445,7 @@ impl<'a> Engine<'a> {
         let disputed: Vec<String> = plan.placements.iter().filter(|p| registered.contains(p.node.as_str())).map(|p| format!("{} on {}", p.pod, p.node)).collect();
         self.log(EventKind::Batch {
             batch,
-            pods: pending.len(),
+            pods,
             solver: plan.solver.name.clone(),
             status: serde_json::to_value(plan.solver.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
             new_nodes: plan.new_nodes.len(),
@@ -445,8 +455,11 @@ impl<'a> Engine<'a> {
             check,
             disputed,
         });
+    }
 
-        // Launch: one NodeClaim per new node; a refused one marks its offering unavailable.
+    /// Launches one NodeClaim per new node of the plan; a refused one marks its offering unavailable.
+    /// Returns plan node name → the NodeClaim launched for it (`None`: refused).
+    fn launch(&mut self, cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Result<BTreeMap<String, Option<String>>, SimError> {
         let mut launched: BTreeMap<String, Option<String>> = BTreeMap::new();
         let mut any = false;
         for n in &plan.new_nodes {
@@ -462,44 +475,21 @@ impl<'a> Engine<'a> {
                 labels: custom,
                 pods: n.pods.clone(),
             });
-            match self.cloud.launch(&name, &n.instance_type, &n.zone, &n.capacity_type, n.price_per_hour, now) {
+            match self.cloud.launch(&name, &n.instance_type, &n.zone, &n.capacity_type, n.price_per_hour, self.now) {
                 Ok(inst) => {
-                    let pool = cluster.nodepool(&n.node_pool);
-                    let view = match pool.and_then(|p| cluster.nodeclass(&p.node_class)) {
-                        Some(nc) => stowage_core::catalog::for_nodeclass(&catalog, nc),
-                        None => catalog.clone(),
-                    };
-                    let Some(it) = view.get(&n.instance_type) else {
-                        return Err(self.error(format!("the plan launches {}, which the catalog does not have", n.instance_type)));
-                    };
-                    let class_ref = self
-                        .world
-                        .objects
-                        .nodepools
-                        .iter()
-                        .find(|p| p.obj.metadata.name.as_deref() == Some(n.node_pool.as_str()))
-                        .map(|p| p.obj.spec.template.spec.node_class_ref.clone())
-                        .unwrap_or_default();
-                    let claim = provisioner::node_claim(&name, n, class_ref, &it.capacity, &it.allocatable());
-                    self.world.objects.nodeclaims.push(Obj { source: sim_source("provisioner"), obj: claim });
-                    let registers_at = inst.running_at.plus(self.sc.settings.registration_delay);
-                    let expires_at = pool.and_then(|p| p.expire_after).map(|s| now.plus(Duration::from_secs(s)));
-                    self.claims
-                        .insert(name.clone(), Claim { zone: n.zone.clone(), instance: inst.id, running_at: inst.running_at, registers_at, expires_at, running_logged: false, registered: false });
-                    self.since.launches += 1;
-                    self.since.new_nodes.insert(name.clone());
+                    self.claim_launched(cluster, catalog, n, &name, inst)?;
                     launched.insert(n.name.clone(), Some(name));
                     any = true;
                 }
                 Err(reason) => {
-                    let until = now.plus(self.sc.settings.unavailable_offering_ttl);
+                    let until = self.now.plus(self.sc.settings.unavailable_offering_ttl);
                     self.refused.mark((n.instance_type.clone(), n.zone.clone(), n.capacity_type.clone()), until);
                     self.log(EventKind::LaunchFailed {
                         node: name,
                         instance_type: n.instance_type.clone(),
                         zone: n.zone.clone(),
                         capacity_type: n.capacity_type.clone(),
-                        reason,
+                        reason: reason.to_string(),
                         unavailable_until: until,
                     });
                     launched.insert(n.name.clone(), None);
@@ -509,9 +499,35 @@ impl<'a> Engine<'a> {
         if any {
             self.since.launch_batches += 1;
         }
+        Ok(launched)
+    }
 
-        // Nominations: pods meant for a NodeClaim in flight wait for it; pods whose node was refused
-        // go into the next batch at once.
+    /// The cloud started an instance for the plan's node `n`: its NodeClaim `name` enters the world,
+    /// in flight until the instance registers.
+    fn claim_launched(&mut self, cluster: &Cluster, catalog: &Catalog, n: &NewNode, name: &str, inst: Instance) -> Result<(), SimError> {
+        let pool = cluster.nodepool(&n.node_pool);
+        let view = match pool.and_then(|p| cluster.nodeclass(&p.node_class)) {
+            Some(nc) => stowage_core::catalog::for_nodeclass(catalog, nc),
+            None => catalog.clone(),
+        };
+        let Some(it) = view.get(&n.instance_type) else {
+            return Err(self.error(format!("the plan launches {}, which the catalog does not have", n.instance_type)));
+        };
+        let class_ref =
+            self.world.objects.nodepools.iter().find(|p| p.obj.metadata.name.as_deref() == Some(n.node_pool.as_str())).map(|p| p.obj.spec.template.spec.node_class_ref.clone()).unwrap_or_default();
+        let claim = provisioner::node_claim(name, n, class_ref, &it.capacity, &it.allocatable());
+        self.world.objects.nodeclaims.push(Obj { source: sim_source("provisioner"), obj: claim });
+        let registers_at = inst.running_at.plus(self.sc.settings.registration_delay);
+        let expires_at = pool.and_then(|p| p.expire_after).map(|s| self.now.plus(Duration::from_secs(s)));
+        self.claims.insert(name.to_string(), Claim { zone: n.zone.clone(), instance: inst.id, running_at: inst.running_at, registers_at, expires_at, running_logged: false, registered: false });
+        self.since.launches += 1;
+        self.since.new_nodes.insert(name.to_string());
+        Ok(())
+    }
+
+    /// Nominations: pods meant for a NodeClaim in flight wait for it; pods whose node was refused go
+    /// into the next batch at once; pods the plan left unschedulable are meant for nothing.
+    fn nominate(&mut self, cluster: &Cluster, plan: &Plan, launched: &BTreeMap<String, Option<String>>) {
         for pl in &plan.placements {
             let Some(uid) = cluster.find_pod(&pl.pod).map(|id| cluster.pod(id).uid.clone()) else { continue };
             let target = match launched.get(&pl.node) {
@@ -530,7 +546,7 @@ impl<'a> Engine<'a> {
                 None => {
                     self.planned.remove(&uid);
                     self.nominated.remove(&uid);
-                    self.batcher.trigger(&uid, now);
+                    self.batcher.trigger(&uid, self.now);
                 }
             }
         }
@@ -541,7 +557,6 @@ impl<'a> Engine<'a> {
                 self.nominated.remove(uid);
             }
         }
-        Ok(())
     }
 
     /// `<pool>-<5 chars>`, as Karpenter names NodeClaims; the Node gets the same name.

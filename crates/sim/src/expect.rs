@@ -201,22 +201,35 @@ fn domain_counts(o: &Observed, key: &str, selector: &BTreeMap<String, String>, n
     per
 }
 
+/// Why a node's instance type is not among the cheapest its NodePool allows (see [`cheapest`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub(crate) enum NotCheapest {
+    #[error("not a NodePool's node")]
+    NoNodePool,
+    #[error("the node lacks a zone, capacity type or instance type label")]
+    MissingLabels,
+    #[error("{instance_type} has no {capacity_type} offering in {zone} in the catalog")]
+    NoOffering { instance_type: String, capacity_type: String, zone: String },
+    #[error("{instance_type} costs ${own}/h; {cheaper} at ${price}/h also fits")]
+    Cheaper { instance_type: String, own: f64, cheaper: String, price: f64 },
+}
+
 /// Whether `n`'s instance type is among the cheapest that its NodePool allows in its zone and capacity
 /// type (with the values it carries for the pool's open keys) and that hold every pod bound to it.
-pub fn cheapest(o: &Observed, n: &Node) -> Result<(), String> {
-    let pool = n.nodepool.as_deref().and_then(|p| o.cluster.nodepool(p)).ok_or("not a NodePool's node")?;
+pub(crate) fn cheapest(o: &Observed, n: &Node) -> Result<(), NotCheapest> {
+    let pool = n.nodepool.as_deref().and_then(|p| o.cluster.nodepool(p)).ok_or(NotCheapest::NoNodePool)?;
     let view = match o.cluster.nodeclass(&pool.node_class) {
         Some(nc) => stowage_core::catalog::for_nodeclass(o.catalog, nc),
         None => o.catalog.clone(),
     };
     let (Some(zone), Some(ct), Some(it)) = (n.label(keys::ZONE), n.label(keys::CAPACITY_TYPE), n.label(keys::INSTANCE_TYPE)) else {
-        return Err("the node lacks a zone, capacity type or instance type label".into());
+        return Err(NotCheapest::MissingLabels);
     };
-    let own = view
-        .get(it)
-        .and_then(|t| t.offerings.iter().find(|x| x.zone == zone && x.capacity_type == ct))
-        .map(|x| x.price)
-        .ok_or_else(|| format!("{it} has no {ct} offering in {zone} in the catalog"))?;
+    let own = view.get(it).and_then(|t| t.offerings.iter().find(|x| x.zone == zone && x.capacity_type == ct)).map(|x| x.price).ok_or_else(|| NotCheapest::NoOffering {
+        instance_type: it.to_string(),
+        capacity_type: ct.to_string(),
+        zone: zone.to_string(),
+    })?;
     let pods: Vec<&Pod> = o.pods_on(&n.name, true).collect();
     let mut need = Resources::default();
     for p in &pods {
@@ -241,7 +254,7 @@ pub fn cheapest(o: &Observed, n: &Node) -> Result<(), String> {
         }
     }
     match best {
-        Some((p, name)) if own > p + 1e-9 => Err(format!("{it} costs ${own}/h; {name} at ${p}/h also fits")),
+        Some((p, name)) if own > p + 1e-9 => Err(NotCheapest::Cheaper { instance_type: it.to_string(), own, cheaper: name.to_string(), price: p }),
         _ => Ok(()),
     }
 }

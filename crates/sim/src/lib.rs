@@ -42,7 +42,7 @@ pub mod world;
 use std::path::{Path, PathBuf};
 
 pub use engine::SimError;
-pub use planner::{Planner, StowagePlanner};
+pub use planner::{PlanError, Planner, StowagePlanner};
 pub use report::Report;
 pub use scenario::{Disk, Embedded, Scenario, ScenarioError};
 pub use stowage_core::solve::Solver;
@@ -75,7 +75,7 @@ pub fn seed_scenarios() -> Result<Vec<Scenario>, ScenarioError> {
 
 /// Scenario files named on the command line: a file as is; a folder by its `scenario.yaml`, or else
 /// every `*/scenario.yaml` below it, in name order.
-pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ScenarioError> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -84,17 +84,20 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
                 out.push(own);
                 continue;
             }
-            let mut found: Vec<PathBuf> =
-                std::fs::read_dir(p).map_err(|e| format!("{}: cannot list folder: {e}", p.display()))?.filter_map(|e| e.ok().map(|e| e.path().join("scenario.yaml"))).filter(|f| f.is_file()).collect();
+            let mut found: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| ScenarioError::new(p, None, format!("cannot list folder: {e}")))?
+                .filter_map(|e| e.ok().map(|e| e.path().join("scenario.yaml")))
+                .filter(|f| f.is_file())
+                .collect();
             if found.is_empty() {
-                return Err(format!("{}: no scenario.yaml in it or in its subfolders", p.display()));
+                return Err(ScenarioError::new(p, None, "no scenario.yaml in it or in its subfolders"));
             }
             found.sort();
             out.extend(found);
         } else if p.is_file() {
             out.push(p.clone());
         } else {
-            return Err(format!("{}: no such file or folder", p.display()));
+            return Err(ScenarioError::new(p, None, "no such file or folder"));
         }
     }
     Ok(out)

@@ -11,19 +11,32 @@ use stowage_core::domain::catalog::Catalog;
 use stowage_core::plan::Plan;
 use stowage_core::solve;
 use stowage_core::solve::Solver;
+use stowage_core::solve::problem::ProblemError;
 use stowage_core::weights::Weights;
+
+/// Why a planner made no plan for a batch. The batch's pods stay pending and the timeline shows this
+/// message.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// stowage's planners could not build the planning problem from the cluster, catalog and weights.
+    #[error(transparent)]
+    Problem(#[from] ProblemError),
+    /// Another planner's reason (a test's planner, say).
+    #[error("{0}")]
+    Other(String),
+}
 
 pub trait Planner {
     /// Plans one batch: every pending pod of `cluster` appears in the plan, placed or unschedulable.
     /// An error leaves the batch's pods pending until something changes.
-    fn plan(&mut self, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, String>;
+    fn plan(&mut self, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, PlanError>;
 }
 
 impl<F> Planner for F
 where
-    F: FnMut(&Cluster, &Catalog, &Weights) -> Result<Plan, String>,
+    F: FnMut(&Cluster, &Catalog, &Weights) -> Result<Plan, PlanError>,
 {
-    fn plan(&mut self, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, String> {
+    fn plan(&mut self, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, PlanError> {
         self(cluster, catalog, weights)
     }
 }
@@ -38,13 +51,13 @@ pub struct StowagePlanner {
 }
 
 impl Planner for StowagePlanner {
-    fn plan(&mut self, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, String> {
+    fn plan(&mut self, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, PlanError> {
         plan_with(self.solver, self.time_budget, cluster, catalog, weights)
     }
 }
 
 /// Plans a cluster snapshot with one of stowage's solvers (what `stowage plan` does after loading).
-pub fn plan_with(solver: Solver, time_budget: Duration, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, String> {
+pub fn plan_with(solver: Solver, time_budget: Duration, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, PlanError> {
     let planner = solve::Planner { solver, time_budget, ..solve::Planner::default() };
-    solve::plan_cluster(cluster, catalog, weights, planner).map_err(|e| e.to_string())
+    Ok(solve::plan_cluster(cluster, catalog, weights, planner)?)
 }

@@ -36,7 +36,7 @@ pub struct ScenarioError {
 }
 
 impl ScenarioError {
-    fn new(file: &Path, field: Option<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(file: &Path, field: Option<String>, message: impl Into<String>) -> Self {
         ScenarioError { file: file.display().to_string(), field, message: message.into() }
     }
 }
@@ -56,12 +56,25 @@ impl std::error::Error for ScenarioError {}
 // ---------------------------------------------------------------------------------------------------
 // Where files come from.
 
+/// Why a file a scenario names cannot be had. The caller adds the scenario file, the field and the
+/// path.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("cannot read: {0}")]
+    Read(#[from] std::io::Error),
+    #[error("not among the files embedded in stowage (read the scenario from disk instead)")]
+    NotEmbedded,
+    /// A manifest path that is neither a file nor a folder of manifests (the reader's message).
+    #[error("{0}")]
+    Manifests(String),
+}
+
 /// Reads the files a scenario names.
 pub trait Files {
-    fn read(&self, path: &Path) -> Result<String, String>;
+    fn read(&self, path: &Path) -> Result<String, FileError>;
 
     /// The manifest files a path stands for: itself, or for a folder its YAML and JSON files.
-    fn manifests(&self, path: &Path) -> Result<Vec<PathBuf>, String> {
+    fn manifests(&self, path: &Path) -> Result<Vec<PathBuf>, FileError> {
         Ok(vec![path.to_path_buf()])
     }
 }
@@ -70,12 +83,12 @@ pub trait Files {
 pub struct Disk;
 
 impl Files for Disk {
-    fn read(&self, path: &Path) -> Result<String, String> {
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
+    fn read(&self, path: &Path) -> Result<String, FileError> {
+        Ok(std::fs::read_to_string(path)?)
     }
 
-    fn manifests(&self, path: &Path) -> Result<Vec<PathBuf>, String> {
-        read::expand_paths(&[path.to_path_buf()]).map_err(|e| e.message)
+    fn manifests(&self, path: &Path) -> Result<Vec<PathBuf>, FileError> {
+        read::expand_paths(&[path.to_path_buf()]).map_err(|e| FileError::Manifests(e.message))
     }
 }
 
@@ -114,13 +127,9 @@ pub const SEED_SCENARIOS: &[&str] = &[
 ];
 
 impl Files for Embedded {
-    fn read(&self, path: &Path) -> Result<String, String> {
+    fn read(&self, path: &Path) -> Result<String, FileError> {
         let want = normalize(path);
-        EMBEDDED_FILES
-            .iter()
-            .find(|(p, _)| Path::new(p) == want)
-            .map(|(_, text)| text.to_string())
-            .ok_or_else(|| "not among the files embedded in stowage (read the scenario from disk instead)".to_string())
+        EMBEDDED_FILES.iter().find(|(p, _)| Path::new(p) == want).map(|(_, text)| text.to_string()).ok_or(FileError::NotEmbedded)
     }
 }
 
@@ -423,7 +432,7 @@ pub const DEFAULT_SETTLE_MAX: Duration = Duration::from_secs(30 * 60);
 
 /// Loads a scenario file and everything it references.
 pub fn load(path: &Path, files: &dyn Files) -> Result<Scenario, ScenarioError> {
-    let text = files.read(path).map_err(|e| ScenarioError::new(path, None, e))?;
+    let text = files.read(path).map_err(|e| ScenarioError::new(path, None, e.to_string()))?;
     parse(path, &text, files)
 }
 

@@ -26,7 +26,7 @@ use super::events::EventKind;
 use super::world::{World, ident, key_of, sim_source};
 use stowage_core::domain::labels::{Labels, keys};
 use stowage_core::semantics::node_affinity;
-use stowage_input::expand::{stable_hash, stable_uid};
+use stowage_input::ids::{stable_hash, stable_uid};
 use stowage_input::objects::Obj;
 use stowage_input::quantity;
 use stowage_input::volumes::{DEFAULT_CLASS, NO_PROVISIONER};

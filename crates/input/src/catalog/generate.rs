@@ -15,8 +15,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::CatalogError;
 use super::file::{AwsFile, CatalogFile, OfferingFile, OverheadFile, SCHEMA, TypeFile};
-use crate::expand::stable_hash;
+use crate::ids::stable_hash;
 use crate::quantity::format as qfmt;
 use stowage_core::catalog::aws as formulas;
 use stowage_core::domain::catalog::AwsFacts;
@@ -53,126 +54,175 @@ fn map(r: &Resources) -> BTreeMap<String, String> {
 /// Builds the default AWS catalog. `types_json` is `instance-types.json` (an array), `prices_json` is
 /// `ondemand-prices.json`. Returns the catalog and the number of types checked against Karpenter's
 /// published allocatable; errors list every mismatch.
-pub fn aws(types_json: &str, prices_json: &str, region: &str, zones: &[&str]) -> Result<(CatalogFile, usize), String> {
-    let types: Vec<Value> = serde_json::from_str(types_json).map_err(|e| format!("instance-types.json: {e}"))?;
-    let prices: Value = serde_json::from_str(prices_json).map_err(|e| format!("ondemand-prices.json: {e}"))?;
-    let prices = prices.get(region).ok_or_else(|| format!("ondemand-prices.json has no region {region}"))?;
+pub fn aws(types_json: &str, prices_json: &str, region: &str, zones: &[&str]) -> Result<(CatalogFile, usize), CatalogError> {
+    let types: Vec<Value> = serde_json::from_str(types_json).map_err(|e| CatalogError::AwsData { file: "instance-types.json", message: e.to_string() })?;
+    let prices: Value = serde_json::from_str(prices_json).map_err(|e| CatalogError::AwsData { file: "ondemand-prices.json", message: e.to_string() })?;
+    let prices = prices.get(region).ok_or_else(|| CatalogError::NoRegion { region: region.to_string() })?;
     let mut out = Vec::new();
     let mut mismatches = Vec::new();
     let mut checked = 0;
     for t in &types {
-        let Some(name) = s(t, "name") else { continue };
-        let Some(price) = prices.get(&name).and_then(Value::as_f64) else { continue };
-        let (Some(vcpu), Some(memory_mib), Some(arch)) = (i(t, "vcpu"), i(t, "memory_mib"), s(t, "architecture")) else { continue };
-        // a1.* cannot run AL2023 (Karpenter's compatibility filter); the default NodeClass family.
-        if name.starts_with("a1.") {
-            continue;
-        }
-        let facts = AwsFacts {
-            vcpu,
-            memory_mib,
-            arch: arch.clone(),
-            enis_default_card: i(t, "enis_default_card"),
-            ipv4_per_eni: i(t, "ipv4_per_eni"),
-            branch_enis: if t.get("trunking_compatible").and_then(Value::as_bool).unwrap_or(false) { i(t, "branch_enis").unwrap_or(0) } else { 0 },
-            local_nvme_gb: i(t, "local_nvme_gb").unwrap_or(0),
-        };
-        let mut extended = Resources::default();
-        let gpus = i(t, "gpu_count").unwrap_or(0);
-        match s(t, "gpu_manufacturer").as_deref() {
-            Some("nvidia") if gpus > 0 => extended.set("nvidia.com/gpu", gpus),
-            Some("amd") if gpus > 0 => extended.set("amd.com/gpu", gpus),
-            _ => {}
-        }
-        extended.set("aws.amazon.com/neuron", i(t, "neuron_devices").unwrap_or(0));
-        extended.set("aws.amazon.com/neuroncore", i(t, "neuron_cores").unwrap_or(0));
-        extended.set("vpc.amazonaws.com/efa", i(t, "efa_max_interfaces").unwrap_or(0));
-        extended.set("vpc.amazonaws.com/pod-eni", facts.branch_enis);
-        let k = KubeletSettings::default();
-        let mut cap = formulas::capacity(&facts, "AL2023", &k, None, false, &extended);
-        // Karpenter falls back to 110 pods only without ENI data; the published table then gives the
-        // real count, which we take.
-        let published = t.get("karpenter_al2023_allocatable");
-        if facts.enis_default_card.is_none()
-            && let Some(p) = published.and_then(|p| i(p, "pods"))
-        {
-            cap.pods = p;
-        }
-        let over = formulas::overhead(&facts, "AL2023", &k, &cap);
-        let alloc = cap.minus(&over);
-        if let Some(p) = published.filter(|p| !p.is_null()) {
-            checked += 1;
-            let want = (i(p, "cpu_millicores"), i(p, "memory_mib"), i(p, "ephemeral_storage_gib"), i(p, "pods"));
-            let got = (Some(alloc.cpu_m), Some(alloc.memory >> 20), Some(alloc.ephemeral >> 30), Some(alloc.pods));
-            if want != got {
-                mismatches.push(format!("{name}: published {want:?}, computed {got:?}"));
+        let Some(built) = aws_type(t, prices, zones) else { continue };
+        match built.published {
+            Published::Absent => {}
+            Published::Matches => checked += 1,
+            Published::Differs(m) => {
+                checked += 1;
+                mismatches.push(m);
             }
         }
-        let mut labels = BTreeMap::new();
-        let mut put = |k: &str, v: Option<String>| {
-            if let Some(v) = v {
-                labels.insert(k.to_string(), v);
-            }
-        };
-        put("node.kubernetes.io/instance-type", Some(name.clone()));
-        put("kubernetes.io/arch", Some(arch.clone()));
-        put("kubernetes.io/os", Some("linux".into()));
-        put("karpenter.k8s.aws/instance-category", s(t, "category"));
-        put("karpenter.k8s.aws/instance-family", s(t, "family"));
-        put("karpenter.k8s.aws/instance-generation", s(t, "generation"));
-        put("karpenter.k8s.aws/instance-size", s(t, "size"));
-        put("karpenter.k8s.aws/instance-cpu", Some(vcpu.to_string()));
-        put("karpenter.k8s.aws/instance-cpu-manufacturer", s(t, "cpu_manufacturer"));
-        put("karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz", s(t, "cpu_sustained_clock_mhz").or(Some("0".into())));
-        put("karpenter.k8s.aws/instance-memory", Some(memory_mib.to_string()));
-        put("karpenter.k8s.aws/instance-hypervisor", s(t, "hypervisor"));
-        put("karpenter.k8s.aws/instance-encryption-in-transit-supported", s(t, "encryption_in_transit_supported"));
-        put("karpenter.k8s.aws/instance-capability-flex", s(t, "capability_flex"));
-        put("karpenter.k8s.aws/instance-network-bandwidth", s(t, "network_bandwidth_mbps"));
-        put("karpenter.k8s.aws/instance-ebs-bandwidth", s(t, "ebs_max_bandwidth_mbps"));
-        if facts.local_nvme_gb > 0 {
-            put("karpenter.k8s.aws/instance-local-nvme", Some(facts.local_nvme_gb.to_string()));
-        }
-        if gpus > 0 {
-            put("karpenter.k8s.aws/instance-gpu-name", s(t, "gpu_name"));
-            put("karpenter.k8s.aws/instance-gpu-manufacturer", s(t, "gpu_manufacturer"));
-            put("karpenter.k8s.aws/instance-gpu-count", Some(gpus.to_string()));
-            put("karpenter.k8s.aws/instance-gpu-memory", s(t, "gpu_memory_mib"));
-        }
-        if i(t, "accelerator_count").unwrap_or(0) > 0 {
-            put("karpenter.k8s.aws/instance-accelerator-name", s(t, "accelerator_name"));
-            put("karpenter.k8s.aws/instance-accelerator-manufacturer", s(t, "accelerator_manufacturer"));
-            put("karpenter.k8s.aws/instance-accelerator-count", s(t, "accelerator_count"));
-        }
-        let kube_reserved = Resources::new(formulas::kube_reserved_cpu_m(vcpu), over.memory - 100 * (1 << 20), 1 << 30, 0);
-        let eviction = Resources::new(0, 100 << 20, over.ephemeral - (1 << 30), 0);
-        debug_assert_eq!(kube_reserved.plus(&eviction), over);
-        let mut offerings = Vec::new();
-        for z in zones {
-            offerings.push(OfferingFile { zone: z.to_string(), capacity_type: "on-demand".into(), price, available: true, price_source: None });
-            offerings.push(OfferingFile { zone: z.to_string(), capacity_type: "spot".into(), price: synthetic_spot(price, &name, z), available: true, price_source: Some("synthetic".into()) });
-        }
-        out.push(TypeFile {
-            name,
-            labels,
-            capacity: map(&cap),
-            overhead: Some(OverheadFile { kube_reserved: map(&kube_reserved), system_reserved: BTreeMap::new(), eviction_threshold: map(&eviction) }),
-            offerings,
-            aws: Some(AwsFile {
-                vcpu,
-                memory_mib,
-                arch,
-                enis_default_card: facts.enis_default_card,
-                ipv4_per_eni: facts.ipv4_per_eni,
-                branch_enis: facts.branch_enis,
-                local_nvme_gb: facts.local_nvme_gb,
-            }),
-        });
+        out.push(built.file);
     }
     if !mismatches.is_empty() {
-        return Err(format!("{} types differ from Karpenter's published allocatable:\n{}", mismatches.len(), mismatches.join("\n")));
+        return Err(CatalogError::AllocatableMismatch { mismatches });
     }
-    let provenance = vec![
+    Ok((
+        CatalogFile {
+            schema: SCHEMA.into(),
+            name: format!("aws-{region}"),
+            region: Some(region.into()),
+            zones: zones.iter().map(|z| z.to_string()).collect(),
+            provenance: aws_provenance(region, zones),
+            instance_types: out,
+        },
+        checked,
+    ))
+}
+
+/// How a generated type compares with the allocatable Karpenter publishes for it.
+enum Published {
+    /// Karpenter publishes none for this type.
+    Absent,
+    Matches,
+    /// `<type>: published .., computed ..`.
+    Differs(String),
+}
+
+/// One entry of `instance-types.json` as a catalog type.
+struct AwsType {
+    file: TypeFile,
+    published: Published,
+}
+
+/// The catalog type of one entry of `instance-types.json`, or `None` for an entry the catalog leaves
+/// out (no price in the region, missing hardware facts, a1.*).
+fn aws_type(t: &Value, prices: &Value, zones: &[&str]) -> Option<AwsType> {
+    let name = s(t, "name")?;
+    let price = prices.get(&name).and_then(Value::as_f64)?;
+    let (Some(vcpu), Some(memory_mib), Some(arch)) = (i(t, "vcpu"), i(t, "memory_mib"), s(t, "architecture")) else { return None };
+    // a1.* cannot run AL2023 (Karpenter's compatibility filter); the default NodeClass family.
+    if name.starts_with("a1.") {
+        return None;
+    }
+    let facts = AwsFacts {
+        vcpu,
+        memory_mib,
+        arch: arch.clone(),
+        enis_default_card: i(t, "enis_default_card"),
+        ipv4_per_eni: i(t, "ipv4_per_eni"),
+        branch_enis: if t.get("trunking_compatible").and_then(Value::as_bool).unwrap_or(false) { i(t, "branch_enis").unwrap_or(0) } else { 0 },
+        local_nvme_gb: i(t, "local_nvme_gb").unwrap_or(0),
+    };
+    let gpus = i(t, "gpu_count").unwrap_or(0);
+    let k = KubeletSettings::default();
+    let mut cap = formulas::capacity(&facts, "AL2023", &k, None, false, &extended_resources(t, &facts, gpus));
+    // Karpenter falls back to 110 pods only without ENI data; the published table then gives the
+    // real count, which we take.
+    let published = t.get("karpenter_al2023_allocatable");
+    if facts.enis_default_card.is_none()
+        && let Some(p) = published.and_then(|p| i(p, "pods"))
+    {
+        cap.pods = p;
+    }
+    let over = formulas::overhead(&facts, "AL2023", &k, &cap);
+    let alloc = cap.minus(&over);
+    let published = match published.filter(|p| !p.is_null()) {
+        None => Published::Absent,
+        Some(p) => {
+            let want = (i(p, "cpu_millicores"), i(p, "memory_mib"), i(p, "ephemeral_storage_gib"), i(p, "pods"));
+            let got = (Some(alloc.cpu_m), Some(alloc.memory >> 20), Some(alloc.ephemeral >> 30), Some(alloc.pods));
+            if want != got { Published::Differs(format!("{name}: published {want:?}, computed {got:?}")) } else { Published::Matches }
+        }
+    };
+    let labels = aws_labels(t, &name, &facts, gpus);
+    let kube_reserved = Resources::new(formulas::kube_reserved_cpu_m(vcpu), over.memory - 100 * (1 << 20), 1 << 30, 0);
+    let eviction = Resources::new(0, 100 << 20, over.ephemeral - (1 << 30), 0);
+    debug_assert_eq!(kube_reserved.plus(&eviction), over);
+    let mut offerings = Vec::new();
+    for z in zones {
+        offerings.push(OfferingFile { zone: z.to_string(), capacity_type: "on-demand".into(), price, available: true, price_source: None });
+        offerings.push(OfferingFile { zone: z.to_string(), capacity_type: "spot".into(), price: synthetic_spot(price, &name, z), available: true, price_source: Some("synthetic".into()) });
+    }
+    let file = TypeFile {
+        name,
+        labels,
+        capacity: map(&cap),
+        overhead: Some(OverheadFile { kube_reserved: map(&kube_reserved), system_reserved: BTreeMap::new(), eviction_threshold: map(&eviction) }),
+        offerings,
+        aws: Some(AwsFile { vcpu, memory_mib, arch, enis_default_card: facts.enis_default_card, ipv4_per_eni: facts.ipv4_per_eni, branch_enis: facts.branch_enis, local_nvme_gb: facts.local_nvme_gb }),
+    };
+    Some(AwsType { file, published })
+}
+
+/// The extended resources a type offers (GPUs, Neuron devices, EFA interfaces, branch ENIs).
+fn extended_resources(t: &Value, facts: &AwsFacts, gpus: i64) -> Resources {
+    let mut extended = Resources::default();
+    match s(t, "gpu_manufacturer").as_deref() {
+        Some("nvidia") if gpus > 0 => extended.set("nvidia.com/gpu", gpus),
+        Some("amd") if gpus > 0 => extended.set("amd.com/gpu", gpus),
+        _ => {}
+    }
+    extended.set("aws.amazon.com/neuron", i(t, "neuron_devices").unwrap_or(0));
+    extended.set("aws.amazon.com/neuroncore", i(t, "neuron_cores").unwrap_or(0));
+    extended.set("vpc.amazonaws.com/efa", i(t, "efa_max_interfaces").unwrap_or(0));
+    extended.set("vpc.amazonaws.com/pod-eni", facts.branch_enis);
+    extended
+}
+
+/// The well-known labels Karpenter puts on a node of the type.
+fn aws_labels(t: &Value, name: &str, facts: &AwsFacts, gpus: i64) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    let mut put = |k: &str, v: Option<String>| {
+        if let Some(v) = v {
+            labels.insert(k.to_string(), v);
+        }
+    };
+    put("node.kubernetes.io/instance-type", Some(name.to_string()));
+    put("kubernetes.io/arch", Some(facts.arch.clone()));
+    put("kubernetes.io/os", Some("linux".into()));
+    put("karpenter.k8s.aws/instance-category", s(t, "category"));
+    put("karpenter.k8s.aws/instance-family", s(t, "family"));
+    put("karpenter.k8s.aws/instance-generation", s(t, "generation"));
+    put("karpenter.k8s.aws/instance-size", s(t, "size"));
+    put("karpenter.k8s.aws/instance-cpu", Some(facts.vcpu.to_string()));
+    put("karpenter.k8s.aws/instance-cpu-manufacturer", s(t, "cpu_manufacturer"));
+    put("karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz", s(t, "cpu_sustained_clock_mhz").or(Some("0".into())));
+    put("karpenter.k8s.aws/instance-memory", Some(facts.memory_mib.to_string()));
+    put("karpenter.k8s.aws/instance-hypervisor", s(t, "hypervisor"));
+    put("karpenter.k8s.aws/instance-encryption-in-transit-supported", s(t, "encryption_in_transit_supported"));
+    put("karpenter.k8s.aws/instance-capability-flex", s(t, "capability_flex"));
+    put("karpenter.k8s.aws/instance-network-bandwidth", s(t, "network_bandwidth_mbps"));
+    put("karpenter.k8s.aws/instance-ebs-bandwidth", s(t, "ebs_max_bandwidth_mbps"));
+    if facts.local_nvme_gb > 0 {
+        put("karpenter.k8s.aws/instance-local-nvme", Some(facts.local_nvme_gb.to_string()));
+    }
+    if gpus > 0 {
+        put("karpenter.k8s.aws/instance-gpu-name", s(t, "gpu_name"));
+        put("karpenter.k8s.aws/instance-gpu-manufacturer", s(t, "gpu_manufacturer"));
+        put("karpenter.k8s.aws/instance-gpu-count", Some(gpus.to_string()));
+        put("karpenter.k8s.aws/instance-gpu-memory", s(t, "gpu_memory_mib"));
+    }
+    if i(t, "accelerator_count").unwrap_or(0) > 0 {
+        put("karpenter.k8s.aws/instance-accelerator-name", s(t, "accelerator_name"));
+        put("karpenter.k8s.aws/instance-accelerator-manufacturer", s(t, "accelerator_manufacturer"));
+        put("karpenter.k8s.aws/instance-accelerator-count", s(t, "accelerator_count"));
+    }
+    labels
+}
+
+/// Where the generated catalog's numbers come from (written into the file).
+fn aws_provenance(region: &str, zones: &[&str]) -> Vec<String> {
+    vec![
         "Instance facts: models/aws/instance-types.json, extracted from aws/karpenter-provider-aws at 1d927085dd81a9df9301e613f371dac5b4d16bfe (Apache-2.0); see models/aws/README.md.".to_string(),
         format!("On-demand prices: models/aws/ondemand-prices.json ({region}, AWS Pricing API via Karpenter's generated table of 2026-07-20), USD per hour, Linux, shared tenancy."),
         "Capacity and overhead: Karpenter's AL2023 formulas (docs in src/catalog/aws.rs), checked against Karpenter's published allocatable for every type.".to_string(),
@@ -182,11 +232,7 @@ pub fn aws(types_json: &str, prices_json: &str, region: &str, zones: &[&str]) ->
             zones.join(", ")
         ),
         "Excluded: types without hardware facts or without a price in the region, and a1.* (not compatible with AL2023).".to_string(),
-    ];
-    Ok((
-        CatalogFile { schema: SCHEMA.into(), name: format!("aws-{region}"), region: Some(region.into()), zones: zones.iter().map(|z| z.to_string()).collect(), provenance, instance_types: out },
-        checked,
-    ))
+    ]
 }
 
 /// Karpenter's scheduling-benchmark instance types (see module docs).

@@ -21,6 +21,15 @@ pub const DEFAULT_JSON: &str = include_str!("../../../../models/catalog/aws-us-e
 pub enum CatalogError {
     #[error("{file}: {message}")]
     Invalid { file: String, message: String },
+    /// A file of the offline AWS data (`models/aws/`) that `catalog::generate::aws` cannot read.
+    #[error("{file}: {message}")]
+    AwsData { file: &'static str, message: String },
+    #[error("ondemand-prices.json has no region {region} (choose a region the file lists)")]
+    NoRegion { region: String },
+    /// Types whose computed allocatable is not what Karpenter publishes: the formulas or the data are
+    /// out of date.
+    #[error("{} types differ from Karpenter's published allocatable:\n{}", mismatches.len(), mismatches.join("\n"))]
+    AllocatableMismatch { mismatches: Vec<String> },
 }
 
 fn invalid(file: &str, message: impl Into<String>) -> CatalogError {
