@@ -9,7 +9,7 @@ use stowage_bench::corpus::{self, CatalogRef, Entry};
 use stowage_bench::{Options, Profile};
 use stowage_core::solve::Solver;
 
-use super::SolverArg;
+use super::{MilpArgs, SolverArg};
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum PeerName {
@@ -35,15 +35,8 @@ pub struct BenchArgs {
     /// Also run this peer on every workload and judge its plans with the same checker.
     #[arg(long, value_enum)]
     pub peer: Option<PeerName>,
-    /// MILP time budget per batch.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    pub time_budget: std::time::Duration,
-    /// Target relative optimality gap of the MILP.
-    #[arg(long, default_value_t = 0.01)]
-    pub gap: f64,
-    /// HiGHS threads per solve (one value for the whole process: HiGHS's pool is global).
-    #[arg(long, default_value_t = 1)]
-    pub threads: u32,
+    #[command(flatten)]
+    pub milp: MilpArgs,
     /// Workloads planned in parallel (default: one per core).
     #[arg(long, default_value_t = 0)]
     pub jobs: usize,
@@ -59,10 +52,6 @@ pub struct BenchArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
-}
-
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 1s, 500ms)"))
 }
 
 #[derive(Subcommand, Clone, Debug)]
@@ -180,7 +169,7 @@ pub fn bench(a: BenchArgs) -> ExitCode {
     if profiles.is_empty() {
         profiles.push(Profile::default_profile());
     }
-    if !(a.gap >= 0.0 && a.gap.is_finite()) || a.threads == 0 {
+    if !(a.milp.gap >= 0.0 && a.milp.gap.is_finite()) || a.milp.threads == 0 {
         eprintln!("error: --gap must be a non-negative number and --threads at least 1");
         return ExitCode::from(2);
     }
@@ -199,9 +188,9 @@ pub fn bench(a: BenchArgs) -> ExitCode {
         solvers: if a.solvers.is_empty() { vec![Solver::Greedy, Solver::Milp] } else { a.solvers.iter().map(|&s| Solver::from(s)).collect() },
         profiles,
         peer,
-        time_budget: a.time_budget,
-        gap: a.gap,
-        threads: a.threads,
+        time_budget: a.milp.time_budget,
+        gap: a.milp.gap,
+        threads: a.milp.threads,
         scratch: out.join("peer-inputs"),
         progress: !a.quiet,
         jobs: a.jobs,

@@ -189,7 +189,7 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     assert_eq!(a.connect.cluster_dns, vec!["172.20.0.10", "169.254.20.10"]);
     assert_eq!(a.weights.as_deref(), Some(std::path::Path::new("/etc/stowage/weights.yaml")), "where the ConfigMap is mounted");
     assert_eq!(a.solve.solver, super::SolverArg::Greedy);
-    assert_eq!(a.solve.threads, 2);
+    assert_eq!(a.solve.milp.threads, 2);
     assert_eq!(a.metrics_addr.port(), 9090);
     assert!(deployment.contains("mountPath: /etc/stowage") && chart("templates/weights.yaml").contains("weights.yaml: |"));
 }

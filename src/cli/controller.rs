@@ -14,14 +14,10 @@ use stowage_controller::provisioner::PlannerSettings;
 use stowage_controller::registration::Timeouts;
 use stowage_decide::batch::BatchConfig;
 
-use super::SolveArgs;
+use super::{SolveArgs, parse_duration};
 use stowage_aws::{AwsOptions, AwsProvider, ClusterInfo};
 use stowage_core::weights::Weights;
 use stowage_decide::cloud::CloudProvider;
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 1s, 500ms, 5m)"))
-}
 
 /// How to reach the cluster and the cloud (shared by both commands).
 #[derive(clap::Args, Clone, Debug)]

@@ -54,30 +54,43 @@ impl From<SolverArg> for Solver {
     }
 }
 
-/// Solver settings shared by every command that plans.
+/// The MILP's settings, shared by every command that plans (`stowage plan`, `controller`, `bench`).
 #[derive(clap::Args, Clone, Debug)]
-pub struct SolveArgs {
-    #[arg(long, value_enum, default_value = "milp")]
-    pub solver: SolverArg,
-    /// Time budget of the MILP solver, e.g. 1s, 500ms, 10s.
+pub struct MilpArgs {
+    /// Time budget of the MILP solver per batch, e.g. 1s, 500ms, 10s.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub time_budget: std::time::Duration,
     /// Target relative optimality gap of the MILP solver.
     #[arg(long, default_value_t = 0.01)]
     pub gap: f64,
-    /// HiGHS threads (one value per process).
+    /// HiGHS threads per solve (one value per process: HiGHS's thread pool is global).
     #[arg(long, default_value_t = 1)]
     pub threads: u32,
 }
 
+impl MilpArgs {
+    pub fn planner(&self, solver: Solver) -> Planner {
+        Planner { solver, time_budget: self.time_budget, gap: self.gap, threads: self.threads }
+    }
+}
+
+/// Solver settings of a command that plans with one planner.
+#[derive(clap::Args, Clone, Debug)]
+pub struct SolveArgs {
+    #[arg(long, value_enum, default_value = "milp")]
+    pub solver: SolverArg,
+    #[command(flatten)]
+    pub milp: MilpArgs,
+}
+
 impl SolveArgs {
     pub fn planner(&self) -> Planner {
-        Planner { solver: self.solver.into(), time_budget: self.time_budget, gap: self.gap, threads: self.threads }
+        self.milp.planner(self.solver.into())
     }
 }
 
 pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 1s, 500ms)"))
+    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 1s, 500ms, 5m)"))
 }
 
 #[derive(Subcommand)]
