@@ -87,7 +87,7 @@ impl Resolved {
         self.subnets.iter().map(|s| s.zone.clone()).collect()
     }
 
-    pub fn ami_for_arch(&self, arch: &str) -> Option<&Ami> {
+    pub(crate) fn ami_for_arch(&self, arch: &str) -> Option<&Ami> {
         self.amis.iter().find(|a| a.arch == arch)
     }
 

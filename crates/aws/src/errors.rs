@@ -23,7 +23,7 @@ use stowage_decide::cloud::CloudError;
 
 /// CreateFleet `Errors[].ErrorCode` values that mean "no capacity for this offering now" (Karpenter's
 /// `unfulfillableCapacityErrorCodes`): the offering goes into the ICE cache.
-pub const CAPACITY_ERROR_CODES: &[&str] = &[
+pub(crate) const CAPACITY_ERROR_CODES: &[&str] = &[
     "InsufficientInstanceCapacity",
     "MaxSpotInstanceCountExceeded",
     "VcpuLimitExceeded",
@@ -55,14 +55,14 @@ const TRANSIENT_CODES: &[&str] = &["InternalError", "InternalFailure", "ServiceU
 
 const NOT_FOUND_CODES: &[&str] = &["InvalidInstanceID.NotFound", "InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound"];
 
-pub const LAUNCH_TEMPLATE_NOT_FOUND: &str = "InvalidLaunchTemplateName.NotFoundException";
-pub const LAUNCH_TEMPLATE_ALREADY_EXISTS: &str = "InvalidLaunchTemplateName.AlreadyExistsException";
+pub(crate) const LAUNCH_TEMPLATE_NOT_FOUND: &str = "InvalidLaunchTemplateName.NotFoundException";
+pub(crate) const LAUNCH_TEMPLATE_ALREADY_EXISTS: &str = "InvalidLaunchTemplateName.AlreadyExistsException";
 
-pub fn is_capacity_error(code: &str) -> bool {
+pub(crate) fn is_capacity_error(code: &str) -> bool {
     CAPACITY_ERROR_CODES.contains(&code)
 }
 
-pub fn is_throttle_code(code: &str) -> bool {
+pub(crate) fn is_throttle_code(code: &str) -> bool {
     THROTTLE_CODES.contains(&code)
 }
 
@@ -106,7 +106,7 @@ impl fmt::Display for AwsError {
 
 impl std::error::Error for AwsError {}
 
-pub fn classify(code: Option<&str>, status: Option<u16>) -> Class {
+pub(crate) fn classify(code: Option<&str>, status: Option<u16>) -> Class {
     match code {
         Some(c) if THROTTLE_CODES.contains(&c) => Class::Throttled,
         Some(c) if TRANSIENT_CODES.contains(&c) => Class::Transient,
@@ -122,7 +122,7 @@ pub fn classify(code: Option<&str>, status: Option<u16>) -> Class {
 
 impl AwsError {
     /// Classifies an SDK error of operation `op`.
-    pub fn from_sdk<E>(op: &'static str, err: SdkError<E, HttpResponse>) -> AwsError
+    pub(crate) fn from_sdk<E>(op: &'static str, err: SdkError<E, HttpResponse>) -> AwsError
     where
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
@@ -145,12 +145,12 @@ impl AwsError {
         AwsError { op, code, message, status, class }
     }
 
-    pub fn has_code(&self, code: &str) -> bool {
+    pub(crate) fn has_code(&self, code: &str) -> bool {
         self.code.as_deref() == Some(code)
     }
 
     /// An error the provider makes up (an unusable response), classified `Fatal`.
-    pub fn invalid_response(op: &'static str, message: impl Into<String>) -> AwsError {
+    pub(crate) fn invalid_response(op: &'static str, message: impl Into<String>) -> AwsError {
         AwsError { op, code: None, message: message.into(), status: None, class: Class::Fatal }
     }
 }

@@ -59,7 +59,7 @@ pub struct FleetRequest {
 }
 
 /// `stowage-` + 32 hex digits (EC2 allows 64 characters).
-pub fn client_token(cluster: &str, nodeclaim: &str, overrides: &[Override]) -> String {
+pub(crate) fn client_token(cluster: &str, nodeclaim: &str, overrides: &[Override]) -> String {
     let mut s = format!("{cluster}\n{nodeclaim}\n");
     for o in overrides {
         s += &format!("{}|{}|{}|{}|{}\n", o.offering.instance_type, o.offering.zone, o.subnet_id, o.template, o.priority);

@@ -13,14 +13,14 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Karpenter's `UnavailableOfferingsTTL`.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(180);
+pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(180);
 
 /// `<capacityType>:<instanceType>:<zone>`, Karpenter's key.
-pub fn offering_key(capacity_type: &str, instance_type: &str, zone: &str) -> String {
+pub(crate) fn offering_key(capacity_type: &str, instance_type: &str, zone: &str) -> String {
     format!("{capacity_type}:{instance_type}:{zone}")
 }
 
-pub fn subnet_key(subnet_id: &str) -> String {
+pub(crate) fn subnet_key(subnet_id: &str) -> String {
     format!("subnet:{subnet_id}")
 }
 
@@ -57,7 +57,7 @@ impl IceCache {
         self.mark_at(key, reason, Instant::now());
     }
 
-    pub fn mark_at(&self, key: &str, reason: &str, now: Instant) {
+    pub(crate) fn mark_at(&self, key: &str, reason: &str, now: Instant) {
         self.lock().insert(key.to_string(), (now + self.ttl, reason.to_string()));
     }
 
@@ -65,7 +65,7 @@ impl IceCache {
         self.contains_at(key, Instant::now())
     }
 
-    pub fn contains_at(&self, key: &str, now: Instant) -> bool {
+    pub(crate) fn contains_at(&self, key: &str, now: Instant) -> bool {
         let mut m = self.lock();
         match m.get(key) {
             Some((until, _)) if *until > now => true,
@@ -77,7 +77,7 @@ impl IceCache {
         }
     }
 
-    pub fn offering_unavailable(&self, capacity_type: &str, instance_type: &str, zone: &str) -> bool {
+    pub(crate) fn offering_unavailable(&self, capacity_type: &str, instance_type: &str, zone: &str) -> bool {
         self.contains(&offering_key(capacity_type, instance_type, zone))
     }
 
@@ -86,7 +86,7 @@ impl IceCache {
         self.entries_at(Instant::now())
     }
 
-    pub fn entries_at(&self, now: Instant) -> Vec<IceEntry> {
+    pub(crate) fn entries_at(&self, now: Instant) -> Vec<IceEntry> {
         let mut m = self.lock();
         m.retain(|_, (until, _)| *until > now);
         m.iter().map(|(k, (until, reason))| IceEntry { key: k.clone(), reason: reason.clone(), expires_in: *until - now }).collect()

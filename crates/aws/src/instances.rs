@@ -14,9 +14,9 @@ use super::{Ec2, TAG_EKS_CLUSTER, TAG_NODECLAIM, TAG_NODECLASS, TAG_NODEPOOL};
 use stowage_decide::cloud::{CloudError, Instance};
 
 /// States `list` reports (Karpenter's list filter): everything but terminated.
-pub const LISTED_STATES: [&str; 5] = ["pending", "running", "stopping", "stopped", "shutting-down"];
+pub(crate) const LISTED_STATES: [&str; 5] = ["pending", "running", "stopping", "stopped", "shutting-down"];
 /// States in which an instance still counts as the NodeClaim's (a relaunch returns it).
-pub const LIVE_STATES: [&str; 4] = ["pending", "running", "stopping", "stopped"];
+pub(crate) const LIVE_STATES: [&str; 4] = ["pending", "running", "stopping", "stopped"];
 
 /// `aws:///<zone>/<instance-id>` → instance id. Also accepts a bare instance id.
 pub fn instance_id(provider_id: &str) -> Result<String, CloudError> {
@@ -39,7 +39,7 @@ fn filter(name: &str, values: &[&str]) -> Filter {
     Filter::builder().name(name).set_values(Some(values.iter().map(|v| v.to_string()).collect())).build()
 }
 
-pub fn to_instance(i: &aws_sdk_ec2::types::Instance) -> Option<Instance> {
+pub(crate) fn to_instance(i: &aws_sdk_ec2::types::Instance) -> Option<Instance> {
     let id = i.instance_id()?.to_string();
     let zone = i.placement().and_then(|p| p.availability_zone()).unwrap_or_default().to_string();
     let tag = |k: &str| i.tags().iter().find(|t| t.key() == Some(k)).and_then(|t| t.value()).map(str::to_string);
@@ -78,7 +78,7 @@ pub async fn list(ec2: &Ec2, cluster: &str) -> Result<Vec<Instance>, AwsError> {
 }
 
 /// The live instance launched for this NodeClaim, if any (the oldest if a past bug made several).
-pub async fn find_by_nodeclaim(ec2: &Ec2, cluster: &str, nodeclaim: &str) -> Result<Option<Instance>, AwsError> {
+pub(crate) async fn find_by_nodeclaim(ec2: &Ec2, cluster: &str, nodeclaim: &str) -> Result<Option<Instance>, AwsError> {
     let found = describe(ec2, vec![filter(&format!("tag:{TAG_NODECLAIM}"), &[nodeclaim]), filter(&format!("tag:{TAG_EKS_CLUSTER}"), &[cluster]), filter("instance-state-name", &LIVE_STATES)]).await?;
     if found.len() > 1 {
         tracing::warn!(nodeclaim, instances = ?found.iter().map(|i| &i.id).collect::<Vec<_>>(), "several live instances carry this NodeClaim's tag");

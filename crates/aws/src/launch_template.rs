@@ -41,8 +41,8 @@ use super::errors::{AwsError, LAUNCH_TEMPLATE_ALREADY_EXISTS, LAUNCH_TEMPLATE_NO
 use stowage_input::api::EC2NodeClass;
 
 /// How long a template the provider created or saw is assumed to still exist.
-pub const TEMPLATE_CACHE_TTL: Duration = Duration::from_secs(300);
-pub const NAME_PREFIX: &str = "stowage/";
+pub(crate) const TEMPLATE_CACHE_TTL: Duration = Duration::from_secs(300);
+pub(crate) const NAME_PREFIX: &str = "stowage/";
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BlockDevice {
@@ -67,7 +67,7 @@ pub struct Metadata {
 
 /// Everything in one launch template. Its JSON is what the name hashes.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TemplateSpec {
+pub(crate) struct TemplateSpec {
     pub image_id: String,
     /// Plain text; base64-encoded in the request.
     pub user_data: String,
@@ -82,7 +82,7 @@ pub struct TemplateSpec {
 
 /// FNV-1a over the bytes with two different offset bases: 128 bits, stable across Rust and stowage
 /// versions (unlike `std`'s hasher), which is what a resource name needs.
-pub fn hash128(s: &str) -> String {
+pub(crate) fn hash128(s: &str) -> String {
     let fnv = |mut h: u64| {
         for b in s.bytes() {
             h ^= u64::from(b);
@@ -147,7 +147,7 @@ pub fn tags(m: &BTreeMap<String, String>) -> Vec<Tag> {
 }
 
 /// The NodeClass's block devices, or the AL2023 default root volume. Errors name the field.
-pub fn block_devices(nc: &EC2NodeClass, family: &str) -> Result<Vec<BlockDevice>, String> {
+pub(crate) fn block_devices(nc: &EC2NodeClass, family: &str) -> Result<Vec<BlockDevice>, String> {
     let Some(bdms) = nc.spec.block_device_mappings.as_ref().filter(|b| !b.is_empty()) else {
         if family == "Custom" {
             return Ok(Vec::new()); // the AMI's own mappings
@@ -204,7 +204,7 @@ pub fn metadata(nc: &EC2NodeClass) -> Metadata {
 }
 
 /// Makes sure the template exists (module docs). Throttling is retried by `ec2.call`.
-pub async fn ensure(ec2: &Ec2, spec: &TemplateSpec, name: &str) -> Result<(), AwsError> {
+pub(crate) async fn ensure(ec2: &Ec2, spec: &TemplateSpec, name: &str) -> Result<(), AwsError> {
     let describe = ec2.client.describe_launch_templates().launch_template_names(name);
     match ec2.call("DescribeLaunchTemplates", || describe.clone().send()).await {
         Ok(out) if !out.launch_templates().is_empty() => return Ok(()),

@@ -96,13 +96,13 @@ use stowage_decide::cloud::{CloudError, CloudProvider, Instance, LaunchRequest, 
 use stowage_input::api::EC2NodeClass;
 use stowage_input::api::ec2nodeclass::EC2NodeClassStatus;
 
-pub const TAG_NODEPOOL: &str = "karpenter.sh/nodepool";
-pub const TAG_NODECLAIM: &str = "karpenter.sh/nodeclaim";
-pub const TAG_NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
-pub const TAG_EKS_CLUSTER: &str = "eks:eks-cluster-name";
+pub(crate) const TAG_NODEPOOL: &str = "karpenter.sh/nodepool";
+pub(crate) const TAG_NODECLAIM: &str = "karpenter.sh/nodeclaim";
+pub(crate) const TAG_NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
+pub(crate) const TAG_EKS_CLUSTER: &str = "eks:eks-cluster-name";
 
 /// `kubernetes.io/cluster/<cluster>`, value `owned`.
-pub fn cluster_tag(cluster: &str) -> String {
+pub(crate) fn cluster_tag(cluster: &str) -> String {
     format!("kubernetes.io/cluster/{cluster}")
 }
 
@@ -203,7 +203,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// cloud provider set, nothing type- or zone-specific (one launch template serves several types and
 /// zones), and in the `kubernetes.io` / `k8s.io` namespaces only `kubelet.` and `node.` subdomains.
 /// The controller puts the rest on the Node at registration.
-pub fn kubelet_settable_label(key: &str) -> bool {
+pub(crate) fn kubelet_settable_label(key: &str) -> bool {
     let Some((ns, name)) = key.split_once('/') else { return true };
     if ns == "karpenter.k8s.aws" && name.starts_with("instance-") {
         return false;
@@ -260,7 +260,7 @@ impl AwsProvider {
     }
 
     /// Marks an offering unavailable for the ICE TTL (e.g. after a spot interruption warning).
-    pub fn mark_unavailable(&self, o: &OfferingRef, reason: &str) {
+    pub(crate) fn mark_unavailable(&self, o: &OfferingRef, reason: &str) {
         self.ice.mark(&offering_key(&o.capacity_type, &o.instance_type, &o.zone), reason);
     }
 

@@ -38,7 +38,7 @@ pub struct SpotQuotes {
     pub prices: BTreeMap<(String, String), f64>,
 }
 
-pub async fn fetch_spot(ec2: &Ec2) -> Result<SpotQuotes, AwsError> {
+pub(crate) async fn fetch_spot(ec2: &Ec2) -> Result<SpotQuotes, AwsError> {
     let now = aws_sdk_ec2::primitives::DateTime::from(std::time::SystemTime::now());
     let mut newest: BTreeMap<(String, String), (i64, f64)> = BTreeMap::new();
     let mut token: Option<String> = None;

@@ -32,7 +32,7 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// The un-jittered delay before retry `n` (1-based).
-    pub fn ceiling(&self, n: u32) -> Duration {
+    pub(crate) fn ceiling(&self, n: u32) -> Duration {
         let factor = 1u32.checked_shl(n.saturating_sub(1).min(30)).unwrap_or(u32::MAX);
         self.base_delay.saturating_mul(factor).min(self.max_delay)
     }
@@ -56,7 +56,7 @@ fn jitter() -> f64 {
 
 /// Runs `call` until it succeeds, fails with an error that is not retryable, or `policy.max_attempts`
 /// attempts have failed. The last error of an exhausted run says how many attempts were made.
-pub async fn with_retries<T, F, Fut>(policy: &RetryPolicy, mut call: F) -> Result<T, AwsError>
+pub(crate) async fn with_retries<T, F, Fut>(policy: &RetryPolicy, mut call: F) -> Result<T, AwsError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, AwsError>>,

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use stowage_core::domain::taints::{Effect, Taint};
 use stowage_input::api::ec2nodeclass::KubeletConfiguration;
 
-pub const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
+pub(crate) const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
 const BOUNDARY: &str = "//";
 
 /// Cluster facts nodeadm needs to join (`AwsOptions::cluster`).
@@ -64,12 +64,12 @@ fn flow_map(m: &BTreeMap<String, String>) -> String {
 }
 
 /// `key=value:Effect` (or `key:Effect`), kubelet's `--register-with-taints` syntax.
-pub fn taint_arg(t: &Taint) -> String {
+pub(crate) fn taint_arg(t: &Taint) -> String {
     if t.value.is_empty() { format!("{}:{}", t.key, t.effect.as_str()) } else { format!("{}={}:{}", t.key, t.value, t.effect.as_str()) }
 }
 
 /// The request's taints plus the unregistered taint, deduplicated and sorted.
-pub fn registration_taints(taints: &[Taint]) -> Vec<Taint> {
+pub(crate) fn registration_taints(taints: &[Taint]) -> Vec<Taint> {
     let mut v: Vec<Taint> = taints.to_vec();
     v.push(Taint::new(UNREGISTERED_TAINT, "", Effect::NoExecute));
     v.sort();
@@ -77,7 +77,7 @@ pub fn registration_taints(taints: &[Taint]) -> Vec<Taint> {
     v
 }
 
-pub fn node_config(i: &NodeadmInput) -> String {
+pub(crate) fn node_config(i: &NodeadmInput) -> String {
     let mut s = String::from("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n");
     s += &format!("    name: {}\n", q(i.cluster_name));
     if !i.cluster.endpoint.is_empty() {
@@ -120,7 +120,7 @@ pub fn node_config(i: &NodeadmInput) -> String {
 
 /// Splits a user-supplied user data into MIME parts (each with its own headers). A document that is not
 /// MIME becomes one part, typed as a NodeConfig if it looks like one, else as a shell script.
-pub fn mime_parts(user_data: &str) -> Vec<String> {
+pub(crate) fn mime_parts(user_data: &str) -> Vec<String> {
     let text = user_data.replace("\r\n", "\n");
     if text.trim().is_empty() {
         return Vec::new();
@@ -168,7 +168,7 @@ pub fn al2023(i: &NodeadmInput) -> String {
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /// Standard base64 with padding (EC2 wants the launch template's user data base64-encoded).
-pub fn base64_encode(data: &[u8]) -> String {
+pub(crate) fn base64_encode(data: &[u8]) -> String {
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
         let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];

@@ -170,7 +170,7 @@ pub fn load_index(path: &Path) -> Result<Corpus, String> {
     parse_index(path, &text)
 }
 
-pub fn parse_index(path: &Path, text: &str) -> Result<Corpus, String> {
+pub(crate) fn parse_index(path: &Path, text: &str) -> Result<Corpus, String> {
     let f: IndexFile = serde_saphyr::from_str(text).map_err(|e| format!("{}: {e}", path.display()))?;
     if f.schema != SCHEMA {
         return Err(format!("{}: schema: expected {SCHEMA:?}, got {:?}", path.display(), f.schema));

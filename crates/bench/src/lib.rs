@@ -383,7 +383,7 @@ fn peer_row(bin: &Path, e: &Entry, catalogs: &Catalogs, opts: &Options) -> Row {
 /// per-node and spot terms, NodePool-weight deficit) and the penalty per pod left pending. Soft terms
 /// (preferences) are not counted. Used for the peer, whose plans carry no objective, so that its plans
 /// compare with stowage's lower bound in the same units.
-pub fn objective_of(cluster: &stowage_core::domain::Cluster, plan: &Plan, weights: &Weights) -> f64 {
+pub(crate) fn objective_of(cluster: &stowage_core::domain::Cluster, plan: &Plan, weights: &Weights) -> f64 {
     let max_weight = cluster.nodepools.iter().map(|p| p.weight).max().unwrap_or(0);
     let nodes: f64 = plan
         .new_nodes
@@ -399,7 +399,7 @@ pub fn objective_of(cluster: &stowage_core::domain::Cluster, plan: &Plan, weight
 /// Whether the objective under `weights` is the price of the new nodes (plus the tie-break): price
 /// weight 1, no per-node or spot terms, and no NodePool-weight term (all pools of equal weight, or the
 /// term switched off).
-pub fn price_only(cluster: &stowage_core::domain::Cluster, weights: &Weights) -> bool {
+pub(crate) fn price_only(cluster: &stowage_core::domain::Cluster, weights: &Weights) -> bool {
     let equal_pools = cluster.nodepools.windows(2).all(|w| w[0].weight == w[1].weight);
     (weights.price - 1.0).abs() < 1e-12
         && weights.per_node == 0.0
@@ -415,7 +415,7 @@ pub fn price_only(cluster: &stowage_core::domain::Cluster, weights: &Weights) ->
 /// configuration f costs price_f ≥ (its share of r) × min_g price_g / room_g(r). Weak when constraints
 /// (anti-affinity, spreads, selectors) rather than volume decide the node count, but never wrong,
 /// which the MILP's own bound is not guaranteed to make useful (it can be negative).
-pub fn volume_bound(cluster: &stowage_core::domain::Cluster, catalog: &Catalog, weights: &Weights) -> Option<f64> {
+pub(crate) fn volume_bound(cluster: &stowage_core::domain::Cluster, catalog: &Catalog, weights: &Weights) -> Option<f64> {
     use std::collections::BTreeMap;
     let p = stowage_core::solve::Problem::new(cluster, catalog, weights).ok()?;
     let mut demand: BTreeMap<String, i64> = BTreeMap::new();

@@ -42,12 +42,12 @@ use serde_json::{Value, json};
 
 /// Trace GPU model → EC2 `karpenter.k8s.aws/instance-gpu-name` values (see the module docs for why).
 /// An empty list means any NVIDIA GPU.
-pub const GPU_MODELS: &[(&str, &[&str])] =
+pub(crate) const GPU_MODELS: &[(&str, &[&str])] =
     &[("V100M16", &["v100", "a10g"]), ("V100M32", &["v100", "l40s", "a100"]), ("P100", &["t4", "a10g"]), ("T4", &["t4"]), ("A10", &["a10g"]), ("G1", &[]), ("G2", &[]), ("G3", &[])];
 
-pub const NAMESPACE: &str = "openb";
-pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
-pub const GPU_NAME_LABEL: &str = "karpenter.k8s.aws/instance-gpu-name";
+pub(crate) const NAMESPACE: &str = "openb";
+pub(crate) const GPU_RESOURCE: &str = "nvidia.com/gpu";
+pub(crate) const GPU_NAME_LABEL: &str = "karpenter.k8s.aws/instance-gpu-name";
 
 /// One row of an openb pod list.
 #[derive(Clone, Debug, PartialEq)]
@@ -115,7 +115,7 @@ pub fn parse_trace(text: &str) -> Result<Vec<TracePod>, String> {
 
 /// The EC2 GPU names a row may run on; `None` = any NVIDIA GPU. Unknown models are an error, so that a
 /// new trace cannot silently widen or narrow the mapping.
-pub fn gpu_names(spec: &[String]) -> Result<Option<Vec<String>>, String> {
+pub(crate) fn gpu_names(spec: &[String]) -> Result<Option<Vec<String>>, String> {
     let mut names = BTreeSet::new();
     for m in spec {
         let (_, ec2) = GPU_MODELS.iter().find(|(t, _)| t == m).ok_or_else(|| format!("GPU model {m:?} has no EC2 mapping (src/bench/openb.rs GPU_MODELS)"))?;
@@ -129,7 +129,7 @@ pub fn gpu_names(spec: &[String]) -> Result<Option<Vec<String>>, String> {
 
 /// The Pod object of a row: pending, requests only (plus GPU limits, which Kubernetes requires for
 /// extended resources).
-pub fn pod_object(p: &TracePod) -> Result<Value, String> {
+pub(crate) fn pod_object(p: &TracePod) -> Result<Value, String> {
     let mut requests = serde_json::Map::new();
     requests.insert("cpu".into(), json!(format!("{}m", p.cpu_milli)));
     requests.insert("memory".into(), json!(format!("{}Mi", p.memory_mib)));

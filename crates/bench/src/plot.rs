@@ -44,7 +44,7 @@ fn err<E: std::fmt::Display>(e: E) -> String {
     format!("cannot draw the figure: {e}")
 }
 
-pub fn cost_vs_bound(res: &Results) -> Result<String, String> {
+pub(crate) fn cost_vs_bound(res: &Results) -> Result<String, String> {
     let mut workloads: Vec<String> = Vec::new();
     for r in &res.rows {
         if r.vs_bound.is_some() && !workloads.contains(&r.workload) {
@@ -115,7 +115,7 @@ pub fn cost_vs_bound(res: &Results) -> Result<String, String> {
     Ok(svg)
 }
 
-pub fn time_vs_pods(res: &Results) -> Result<String, String> {
+pub(crate) fn time_vs_pods(res: &Results) -> Result<String, String> {
     let profiles = res.settings.weights.len();
     let pts: Vec<(&str, &str, f64, f64)> =
         res.rows.iter().filter(|r| r.error.is_none() && r.pods > 0).filter_map(|r| Some((r.planner.as_str(), r.weights.as_str(), r.pods as f64, r.time_ms?.max(0.01)))).collect();

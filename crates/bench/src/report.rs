@@ -41,7 +41,7 @@ fn one_line(s: &str, max: usize) -> String {
 }
 
 /// Every row: cost, nodes, unschedulable pods, time, lower bound, gap, and the ratios.
-pub fn main_table(res: &Results) -> String {
+pub(crate) fn main_table(res: &Results) -> String {
     let mut s = String::new();
     s.push_str("| workload | pods | planner | weights | $/h | nodes | unsched | time ms | MILP bound | gap | status | $/h bound | ×greedy | ×bound | check |\n");
     s.push_str("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|\n");
@@ -107,7 +107,7 @@ pub fn peer_table(res: &Results) -> String {
     s
 }
 
-pub fn replay_table(res: &Results) -> String {
+pub(crate) fn replay_table(res: &Results) -> String {
     if res.replays.is_empty() {
         return String::new();
     }
@@ -212,7 +212,7 @@ pub fn csv(res: &Results) -> String {
     s
 }
 
-pub fn replay_csv(res: &Results) -> String {
+pub(crate) fn replay_csv(res: &Results) -> String {
     let mut s = String::from("replay,planner,pods,windows,batches,total_cost,node_hours,nodes_launched,peak_nodes,never_placed,invalid_plans,fallbacks,plan_ms,error\n");
     for r in &res.replays {
         let _ = writeln!(

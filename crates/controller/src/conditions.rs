@@ -6,10 +6,10 @@
 use k8s_openapi::jiff::Timestamp;
 use stowage_input::api::{Condition, EC2NodeClass, NodeClaim};
 
-pub const CONDITION_LAUNCHED: &str = "Launched";
-pub const CONDITION_REGISTERED: &str = "Registered";
-pub const CONDITION_INITIALIZED: &str = "Initialized";
-pub const CONDITION_READY: &str = "Ready";
+pub(crate) const CONDITION_LAUNCHED: &str = "Launched";
+pub(crate) const CONDITION_REGISTERED: &str = "Registered";
+pub(crate) const CONDITION_INITIALIZED: &str = "Initialized";
+pub(crate) const CONDITION_READY: &str = "Ready";
 
 /// `now` as a condition timestamp.
 pub fn timestamp(now: Timestamp) -> String {
@@ -17,11 +17,11 @@ pub fn timestamp(now: Timestamp) -> String {
 }
 
 /// Sets a condition, keeping its transition time when the status does not change.
-pub fn set_condition(conditions: &mut Vec<Condition>, type_: &str, status: &str, reason: &str, message: &str) {
+pub(crate) fn set_condition(conditions: &mut Vec<Condition>, type_: &str, status: &str, reason: &str, message: &str) {
     set_condition_at(conditions, type_, status, reason, message, Timestamp::now());
 }
 
-pub fn set_condition_at(conditions: &mut Vec<Condition>, type_: &str, status: &str, reason: &str, message: &str, now: Timestamp) {
+pub(crate) fn set_condition_at(conditions: &mut Vec<Condition>, type_: &str, status: &str, reason: &str, message: &str, now: Timestamp) {
     let transition = conditions.iter().find(|c| c.type_ == type_ && c.status == status).and_then(|c| c.last_transition_time.clone()).unwrap_or_else(|| timestamp(now));
     conditions.retain(|c| c.type_ != type_);
     conditions.push(Condition {
@@ -41,6 +41,6 @@ pub fn condition<'a>(claim: &'a NodeClaim, type_: &str) -> Option<&'a Condition>
 
 /// True if the NodeClass says it is not ready (no condition at all counts as ready: files written by
 /// hand or by `stowage record` of a cluster without a controller).
-pub fn nodeclass_not_ready(nc: &EC2NodeClass) -> bool {
+pub(crate) fn nodeclass_not_ready(nc: &EC2NodeClass) -> bool {
     nc.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == CONDITION_READY && c.status == "False")
 }

@@ -17,7 +17,7 @@ use stowage_input::api::NodeClaim;
 
 /// The events stowage emits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reason {
+pub(crate) enum Reason {
     Nominated,
     FailedScheduling,
     Launched,
@@ -75,7 +75,7 @@ struct Queued {
 
 /// The event sink. Cheap to clone.
 #[derive(Clone)]
-pub struct Events {
+pub(crate) struct Events {
     tx: mpsc::Sender<Queued>,
     metrics: Metrics,
 }

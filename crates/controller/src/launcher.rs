@@ -61,7 +61,7 @@ pub enum LaunchError {
 /// `node.kubernetes.io/instance-type In` requirement lists them (the planner's choice first), else by
 /// price; within a type, its zones and capacity types in requirement order. An offering qualifies when
 /// every requirement holds for the labels a node of it would have.
-pub fn offerings_for(claim: &NodeClaim, catalog: &Catalog, unavailable: &Unavailable, now: Instant) -> Result<Vec<OfferingRef>, String> {
+pub(crate) fn offerings_for(claim: &NodeClaim, catalog: &Catalog, unavailable: &Unavailable, now: Instant) -> Result<Vec<OfferingRef>, String> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let src = stowage_input::Source { file: "<cluster>".into(), doc: 0, item: None };
     let ctx = stowage_input::convert::Ctx { source: &src, object: format!("NodeClaim {name}") };
@@ -119,7 +119,7 @@ fn domain_taints(ts: Option<&Vec<KubeTaint>>) -> Vec<Taint> {
 }
 
 /// The launch request for a NodeClaim.
-pub fn launch_request(claim: &NodeClaim, catalog: &Catalog, nodeclass: Option<&EC2NodeClass>, unavailable: &Unavailable, now: Instant) -> Result<LaunchRequest, LaunchError> {
+pub(crate) fn launch_request(claim: &NodeClaim, catalog: &Catalog, nodeclass: Option<&EC2NodeClass>, unavailable: &Unavailable, now: Instant) -> Result<LaunchRequest, LaunchError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let offerings = offerings_for(claim, catalog, unavailable, now).map_err(|message| LaunchError::InvalidClaim { claim: name.clone(), message })?;
     if offerings.is_empty() {
@@ -145,7 +145,7 @@ pub fn launch_request(claim: &NodeClaim, catalog: &Catalog, nodeclass: Option<&E
 
 /// The labels a launched instance gives its NodeClaim (and so its Node): the type's catalog labels, its
 /// zone, capacity type and type.
-pub fn instance_labels(instance: &Instance, catalog: &Catalog) -> BTreeMap<String, String> {
+pub(crate) fn instance_labels(instance: &Instance, catalog: &Catalog) -> BTreeMap<String, String> {
     let mut l: BTreeMap<String, String> = catalog.get(&instance.instance_type).map(|t| t.labels.clone()).unwrap_or_default();
     l.insert(keys::INSTANCE_TYPE.into(), instance.instance_type.clone());
     l.insert(keys::ZONE.into(), instance.zone.clone());

@@ -69,7 +69,7 @@ fn holder(lease: &Lease) -> Option<&str> {
 }
 
 /// The Lease record as change detection sees it.
-pub fn record_key(lease: &Lease) -> String {
+pub(crate) fn record_key(lease: &Lease) -> String {
     let spec = lease.spec.clone().unwrap_or_default();
     format!("{:?}/{:?}/{:?}", spec.holder_identity, spec.renew_time.map(|t| t.0.to_string()), spec.lease_duration_seconds)
 }
@@ -102,7 +102,7 @@ fn held(mut lease: Lease, cfg: &LeaderConfig, transition: bool) -> Lease {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum LeaderError {
+pub(crate) enum LeaderError {
     /// Reading or writing the Lease failed; the round is retried after `retry_period`. A leader keeps
     /// leading until `renew_deadline` passes without a renewal.
     #[error("Lease {namespace}/{name}: {error}")]

@@ -180,7 +180,7 @@ impl Metrics {
         self.pods.get_or_create(&StateLabel { state: "unschedulable" }).set(unschedulable as i64);
     }
 
-    pub fn nodeclaim_created(&self, nodepool: &str, price: f64) {
+    pub(crate) fn nodeclaim_created(&self, nodepool: &str, price: f64) {
         self.nodeclaims_created.get_or_create(&PoolLabel { nodepool: nodepool.to_string() }).inc();
         self.planned_cost.inc_by(price);
     }
@@ -210,11 +210,11 @@ impl Metrics {
         self.errors.get_or_create(&StageLabel { stage: stage.as_str() }).inc();
     }
 
-    pub fn set_leader(&self, leading: bool) {
+    pub(crate) fn set_leader(&self, leading: bool) {
         self.leader.set(leading as i64);
     }
 
-    pub fn set_synced(&self, synced: bool) {
+    pub(crate) fn set_synced(&self, synced: bool) {
         self.synced.set(synced as i64);
     }
 
@@ -260,7 +260,7 @@ pub async fn serve(addr: SocketAddr, metrics: Metrics, health: watch::Receiver<H
 }
 
 /// The response to one request line.
-pub fn route(path: &str, metrics: &Metrics, health: &Health) -> (u16, &'static str, String) {
+pub(crate) fn route(path: &str, metrics: &Metrics, health: &Health) -> (u16, &'static str, String) {
     match path {
         "/metrics" => (200, "text/plain; version=0.0.4; charset=utf-8", metrics.render()),
         "/healthz" if health.live => (200, "text/plain", "ok\n".into()),

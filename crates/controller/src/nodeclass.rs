@@ -15,7 +15,7 @@ use stowage_input::api::EC2NodeClass;
 use stowage_input::api::ec2nodeclass::EC2NodeClassStatus;
 
 /// The status a resolution gives a NodeClass (conditions keep their transition times).
-pub fn status_for(current: Option<&EC2NodeClassStatus>, resolved: Result<EC2NodeClassStatus, &CloudError>, now: Timestamp) -> EC2NodeClassStatus {
+pub(crate) fn status_for(current: Option<&EC2NodeClassStatus>, resolved: Result<EC2NodeClassStatus, &CloudError>, now: Timestamp) -> EC2NodeClassStatus {
     let mut conditions = current.and_then(|s| s.conditions.clone()).unwrap_or_default();
     match resolved {
         Ok(mut s) => {
@@ -48,7 +48,7 @@ fn differs(a: Option<&EC2NodeClassStatus>, b: &EC2NodeClassStatus) -> bool {
 
 /// Resolves every NodeClass and, as leader, writes the statuses that changed. Throttling and API errors of the
 /// cloud leave the status as it is (the provider keeps the last good resolution).
-pub async fn reconcile_all<P: CloudProvider>(ctx: &Ctx<P>) {
+pub(crate) async fn reconcile_all<P: CloudProvider>(ctx: &Ctx<P>) {
     let classes: Vec<EC2NodeClass> = super::lock(&ctx.state).nodeclasses.iter().filter(|c| c.metadata.deletion_timestamp.is_none()).cloned().collect();
     let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
     for nc in classes {

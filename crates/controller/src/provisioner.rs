@@ -100,7 +100,7 @@ pub struct Decision {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ProvisionError {
+pub(crate) enum ProvisionError {
     /// The snapshot cannot be planned (a NodePool's node class is missing, or the weights make leaving a
     /// pod pending cheaper than a node). Fix the named object or the weights; the batch is retried on the
     /// next change.
@@ -115,7 +115,7 @@ fn pod_ref(cluster: &Cluster, id: PodId) -> PodRef {
 
 /// Plans a batch. `objects` are the snapshot's objects (the NodePools' owner references and templates
 /// come from them); `catalog` already has the offerings the cloud refused marked unavailable.
-pub fn plan_batch(cluster: &Cluster, objects: &Objects, catalog: &Catalog, weights: &Weights, settings: &PlannerSettings, batch_id: &str) -> Result<Decision, ProvisionError> {
+pub(crate) fn plan_batch(cluster: &Cluster, objects: &Objects, catalog: &Catalog, weights: &Weights, settings: &PlannerSettings, batch_id: &str) -> Result<Decision, ProvisionError> {
     let (problem, outcome, report) = solve::driver::build_and_plan(cluster, catalog, weights, settings.planner)?;
     let plan = solve::to_plan(&problem, &outcome, report);
 

@@ -92,7 +92,7 @@ fn quantities(r: &Resources) -> BTreeMap<String, String> {
 }
 
 /// A catalog as a file that loads back into the same catalog.
-pub fn catalog_file(c: &Catalog) -> CatalogFile {
+pub(crate) fn catalog_file(c: &Catalog) -> CatalogFile {
     CatalogFile {
         schema: SCHEMA.into(),
         name: c.name.clone(),

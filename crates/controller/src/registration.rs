@@ -100,7 +100,7 @@ fn node_taints(n: &Node) -> &[Taint] {
 }
 
 /// The Node carries everything registration gives it, and the NodeClaim says so.
-pub fn is_registered(claim: &NodeClaim, node: &Node) -> bool {
+pub(crate) fn is_registered(claim: &NodeClaim, node: &Node) -> bool {
     let name = node.metadata.name.as_deref();
     node_labels(node).get(REGISTERED_LABEL).is_some_and(|v| v == "true")
         && !node_taints(node).iter().any(|t| t.key == well_known::KARPENTER_UNREGISTERED)
@@ -110,7 +110,7 @@ pub fn is_registered(claim: &NodeClaim, node: &Node) -> bool {
 }
 
 /// Ready, and none of the NodeClaim's startup taints (nor a not-ready taint) left.
-pub fn is_ready_for_pods(claim: &NodeClaim, node: &Node) -> bool {
+pub(crate) fn is_ready_for_pods(claim: &NodeClaim, node: &Node) -> bool {
     let ready = node.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True");
     let startup: Vec<&str> = claim.spec.startup_taints.iter().flatten().map(|t| t.key.as_str()).collect();
     let blocked = node_taints(node)
@@ -119,7 +119,7 @@ pub fn is_ready_for_pods(claim: &NodeClaim, node: &Node) -> bool {
     ready && !blocked
 }
 
-pub fn is_initialized(claim: &NodeClaim, node: &Node) -> bool {
+pub(crate) fn is_initialized(claim: &NodeClaim, node: &Node) -> bool {
     is_true(claim, CONDITION_INITIALIZED) && node_labels(node).get(INITIALIZED_LABEL).is_some_and(|v| v == "true")
 }
 
@@ -154,7 +154,7 @@ pub fn step(claim: &NodeClaim, node: Option<&Node>, now: Timestamp, timeouts: &T
 
 /// The merge patch that adopts a Node: labels, finalizer, owner reference, taints; with the resource
 /// version it was computed from.
-pub fn registration_patch(claim: &NodeClaim, node: &Node) -> serde_json::Value {
+pub(crate) fn registration_patch(claim: &NodeClaim, node: &Node) -> serde_json::Value {
     let mut labels = claim_labels(claim);
     labels.remove(keys::HOSTNAME);
     labels.insert(REGISTERED_LABEL.into(), "true".into());
@@ -201,7 +201,7 @@ pub enum RegistrationError {
 impl RegistrationError {
     /// Someone changed the object since it was read (the kubelet's first status updates, usually):
     /// expected, and retried with a fresh copy on the next tick.
-    pub fn is_conflict(&self) -> bool {
+    pub(crate) fn is_conflict(&self) -> bool {
         let RegistrationError::Kube { error, .. } = self;
         kube_status(error) == Some(409)
     }

@@ -45,13 +45,13 @@ use stowage_input::objects::{Obj, Objects};
 use stowage_input::{self, InputError, Source, quantity};
 
 /// Label Karpenter puts on a Node once the controller has adopted it.
-pub const REGISTERED_LABEL: &str = "karpenter.sh/registered";
+pub(crate) const REGISTERED_LABEL: &str = "karpenter.sh/registered";
 /// Label Karpenter puts on a Node once it is ready for pods.
-pub const INITIALIZED_LABEL: &str = "karpenter.sh/initialized";
+pub(crate) const INITIALIZED_LABEL: &str = "karpenter.sh/initialized";
 /// Finalizer on Nodes and NodeClaims the controller terminates.
-pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
+pub(crate) const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 /// Annotation that keeps a node (or a pod's node) from being disrupted voluntarily.
-pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+pub(crate) const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 
 /// The kinds the controller watches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -95,7 +95,7 @@ impl std::fmt::Display for Kind {
 }
 
 /// `(namespace or "", name)`.
-pub type Key = (String, String);
+pub(crate) type Key = (String, String);
 
 /// The objects of one kind, and the list in progress while the kind re-lists.
 #[derive(Clone, Debug)]
@@ -269,14 +269,14 @@ impl ClusterState {
     }
 
     /// An object of the list in progress.
-    pub fn init_apply<T: StateObject>(&mut self, obj: T) {
+    pub(crate) fn init_apply<T: StateObject>(&mut self, obj: T) {
         let index = T::index_mut(self);
         let key = key_of(&obj);
         index.relisting.get_or_insert_with(BTreeMap::new).insert(key, obj);
     }
 
     /// The list is complete: it replaces the kind's objects, and the kind is synced.
-    pub fn init_done<T: StateObject>(&mut self) {
+    pub(crate) fn init_done<T: StateObject>(&mut self) {
         let index = T::index_mut(self);
         if let Some(list) = index.relisting.take() {
             index.objects = list;
@@ -285,7 +285,7 @@ impl ClusterState {
     }
 
     /// Feeds one watcher event.
-    pub fn on_event<T: StateObject>(&mut self, ev: watcher::Event<T>) {
+    pub(crate) fn on_event<T: StateObject>(&mut self, ev: watcher::Event<T>) {
         match ev {
             watcher::Event::Apply(o) => self.apply(o),
             watcher::Event::Delete(o) => self.delete(&o),
@@ -295,7 +295,7 @@ impl ClusterState {
         }
     }
 
-    pub fn kind_synced(&self, kind: Kind) -> bool {
+    pub(crate) fn kind_synced(&self, kind: Kind) -> bool {
         match kind {
             Kind::Pod => self.pods.synced(),
             Kind::Node => self.nodes.synced(),
@@ -311,12 +311,13 @@ impl ClusterState {
     }
 
     /// Every kind has a complete list: planning and cleanup decisions may be made.
-    pub fn synced(&self) -> bool {
+    pub(crate) fn synced(&self) -> bool {
         Kind::ALL.iter().all(|&k| self.kind_synced(k))
     }
 
-    /// Kinds still listing (for `/readyz` and logs).
-    pub fn unsynced(&self) -> Vec<Kind> {
+    /// Kinds still listing (the tests' view of `synced`).
+    #[cfg(test)]
+    fn unsynced(&self) -> Vec<Kind> {
         Kind::ALL.iter().copied().filter(|&k| !self.kind_synced(k)).collect()
     }
 
@@ -329,7 +330,7 @@ impl ClusterState {
     }
 
     /// The Node registered for a provider id.
-    pub fn node_by_provider_id(&self, provider_id: &str) -> Option<&Node> {
+    pub(crate) fn node_by_provider_id(&self, provider_id: &str) -> Option<&Node> {
         self.nodes.iter().find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
     }
 
@@ -345,7 +346,7 @@ impl ClusterState {
     }
 
     /// The NodeClaim of a Node, by provider id.
-    pub fn nodeclaim_of(&self, node: &Node) -> Option<&NodeClaim> {
+    pub(crate) fn nodeclaim_of(&self, node: &Node) -> Option<&NodeClaim> {
         let pid = node.spec.as_ref()?.provider_id.as_deref()?;
         self.nodeclaims.iter().find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(pid))
     }
@@ -355,14 +356,15 @@ impl ClusterState {
         self.pods.iter().filter(move |p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
     }
 
-    /// Pods waiting for capacity: what the batcher triggers on and the planner plans.
-    pub fn provisionable_pods(&self) -> impl Iterator<Item = &Pod> {
+    /// Pods waiting for capacity (the tests' view of `is_provisionable` over the index).
+    #[cfg(test)]
+    fn provisionable_pods(&self) -> impl Iterator<Item = &Pod> {
         self.pods.iter().filter(|p| is_provisionable(p))
     }
 
     /// The objects the planner reads (see the module invariants). `catalog` sizes NodeClaims that have
     /// not launched yet.
-    pub fn planning_objects(&self, catalog: &Catalog) -> Objects {
+    pub(crate) fn planning_objects(&self, catalog: &Catalog) -> Objects {
         // NodePools being deleted, or whose EC2NodeClass is not ready, launch nothing.
         let class_not_ready = |p: &NodePool| self.nodeclasses.get("", &p.spec.template.spec.node_class_ref.name).is_some_and(super::conditions::nodeclass_not_ready);
         let mut views: BTreeMap<String, Option<Catalog>> = BTreeMap::new();
@@ -512,11 +514,11 @@ pub fn is_terminal(p: &Pod) -> bool {
 }
 
 /// The controlling owner's kind, if any.
-pub fn owner_kind(p: &Pod) -> Option<&str> {
+pub(crate) fn owner_kind(p: &Pod) -> Option<&str> {
     p.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true)).map(|o| o.kind.as_str())
 }
 
-pub fn is_daemon_pod(p: &Pod) -> bool {
+pub(crate) fn is_daemon_pod(p: &Pod) -> bool {
     owner_kind(p) == Some("DaemonSet")
 }
 
@@ -539,12 +541,12 @@ pub fn is_provisionable(p: &Pod) -> bool {
 }
 
 /// Values of a NodeClaim requirement `key In [...]`, in the order written.
-pub fn requirement_values<'a>(claim: &'a NodeClaim, key: &str) -> Vec<&'a str> {
+pub(crate) fn requirement_values<'a>(claim: &'a NodeClaim, key: &str) -> Vec<&'a str> {
     claim.spec.requirements.iter().filter(|r| r.key == key && r.operator == "In").flat_map(|r| r.values.iter().map(String::as_str)).collect()
 }
 
 /// Labels a NodeClaim gives its node: its labels plus every single-valued `In` requirement.
-pub fn claim_labels(claim: &NodeClaim) -> Labels {
+pub(crate) fn claim_labels(claim: &NodeClaim) -> Labels {
     let mut labels: Labels = claim.metadata.labels.clone().unwrap_or_default();
     for r in &claim.spec.requirements {
         if r.operator == "In"
@@ -560,7 +562,7 @@ pub fn claim_labels(claim: &NodeClaim) -> Labels {
 /// capacity and allocatable of the smallest instance type they allow (per resource) and the labels all
 /// those types share. Every type a NodeClaim allows fits the pods it was created for, so counting the
 /// minimum never makes a later batch launch again for them.
-pub fn sized_nodeclaim(claim: &NodeClaim, catalog: &Catalog) -> NodeClaim {
+pub(crate) fn sized_nodeclaim(claim: &NodeClaim, catalog: &Catalog) -> NodeClaim {
     let launched = claim.status.as_ref().and_then(|s| s.allocatable.as_ref()).is_some_and(|a| !a.is_empty());
     if launched {
         return claim.clone();

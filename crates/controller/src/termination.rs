@@ -46,7 +46,7 @@ pub enum Progress {
 }
 
 /// Pods a drain evicts: bound to the node, alive, not DaemonSet or static (mirror) pods.
-pub fn evictable(pod: &Pod) -> bool {
+pub(crate) fn evictable(pod: &Pod) -> bool {
     !is_terminal(pod) && !is_daemon_pod(pod) && owner_kind(pod) != Some("Node")
 }
 
@@ -151,7 +151,7 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, name: &str) -> Result<Pro
 }
 
 /// Removes our finalizer from a Node (fresh read, resource version precondition).
-pub async fn remove_node_finalizer<P: CloudProvider>(ctx: &Ctx<P>, node_name: &str) -> Result<(), kube::Error> {
+pub(crate) async fn remove_node_finalizer<P: CloudProvider>(ctx: &Ctx<P>, node_name: &str) -> Result<(), kube::Error> {
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let Some(n) = nodes.get_opt(node_name).await? else { return Ok(()) };
     let current: Vec<String> = n.metadata.finalizers.clone().unwrap_or_default();
@@ -177,7 +177,7 @@ pub async fn remove_node_finalizer<P: CloudProvider>(ctx: &Ctx<P>, node_name: &s
 
 /// A Node deleted directly while it carries our finalizer: delete its NodeClaim (whose termination
 /// removes the finalizer), or, if it has none, just let the Node go.
-pub async fn node_deleted<P: CloudProvider>(ctx: &Ctx<P>, node_name: &str) -> Result<(), kube::Error> {
+pub(crate) async fn node_deleted<P: CloudProvider>(ctx: &Ctx<P>, node_name: &str) -> Result<(), kube::Error> {
     let claim = {
         let s = super::lock(&ctx.state);
         s.node(node_name).and_then(|n| s.nodeclaim_of(n)).cloned()

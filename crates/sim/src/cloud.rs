@@ -32,14 +32,14 @@ pub struct Instance {
 
 impl Instance {
     /// USD billed up to `now`.
-    pub fn billed(&self, now: SimTime) -> f64 {
+    pub(crate) fn billed(&self, now: SimTime) -> f64 {
         let end = self.terminated_at.unwrap_or(now).min(now);
         self.price_per_hour * end.hours_since(self.running_at)
     }
 }
 
 /// Why a launch failed (the EC2 error code).
-pub const INSUFFICIENT_CAPACITY: &str = "InsufficientInstanceCapacity";
+pub(crate) const INSUFFICIENT_CAPACITY: &str = "InsufficientInstanceCapacity";
 
 /// A launch the cloud refused. Shown as EC2's error code, which is what the timeline reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -69,7 +69,7 @@ impl Cloud {
     }
 
     /// How long the instance for `node` takes from the request to running.
-    pub fn boot_time(&self, node: &str) -> Duration {
+    pub(crate) fn boot_time(&self, node: &str) -> Duration {
         let share = (stable_hash(&[node, "boot"]) % 1001) as f64 / 1000.0;
         self.launch_delay + self.launch_jitter.mul_f64(share)
     }

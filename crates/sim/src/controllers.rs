@@ -392,7 +392,7 @@ fn jobs(world: &mut World, ev: &mut Vec<EventKind>) {
 /// Deletes an object and what it controls (background cascading deletion): a Deployment its
 /// ReplicaSets and their pods, a ReplicaSet, StatefulSet, DaemonSet or Job its pods. StatefulSet
 /// claims stay. Returns false if there is no such object.
-pub fn delete_workload(world: &mut World, kind: &str, ns: &str, name: &str, ev: &mut Vec<EventKind>) -> bool {
+pub(crate) fn delete_workload(world: &mut World, kind: &str, ns: &str, name: &str, ev: &mut Vec<EventKind>) -> bool {
     let id = (ns.to_string(), name.to_string());
     let found = match kind {
         "Deployment" => {
@@ -423,7 +423,7 @@ pub fn delete_workload(world: &mut World, kind: &str, ns: &str, name: &str, ev: 
 }
 
 /// Removes the object with this `(namespace, name)`; returns whether there was one.
-pub fn remove_named<K: kube::Resource>(list: &mut Vec<Obj<K>>, id: &(String, String)) -> bool {
+pub(crate) fn remove_named<K: kube::Resource>(list: &mut Vec<Obj<K>>, id: &(String, String)) -> bool {
     let before = list.len();
     list.retain(|o| &ident(&o.obj) != id);
     list.len() != before

@@ -91,7 +91,7 @@ impl Disruption {
             .collect()
     }
 
-    pub fn forget(&mut self, node: &str) {
+    pub(crate) fn forget(&mut self, node: &str) {
         self.candidates.retain(|c| c.nodeclaim != node);
     }
 }

@@ -28,7 +28,7 @@ pub struct Check {
 }
 
 /// Everything an expectation may look at.
-pub struct Observed<'a> {
+pub(crate) struct Observed<'a> {
     pub world: &'a World,
     pub cluster: &'a Cluster,
     pub cloud: &'a Cloud,
@@ -56,7 +56,7 @@ fn count(step: usize, what: String, want: usize, got: usize) -> Check {
     Check { step, expectation: format!("{what} = {want}"), held: want == got, observed: got.to_string() }
 }
 
-pub fn evaluate(step: usize, e: &Expect, o: &Observed) -> Vec<Check> {
+pub(crate) fn evaluate(step: usize, e: &Expect, o: &Observed) -> Vec<Check> {
     let mut out = Vec::new();
     if let Some(want) = e.pending_pods {
         let pending: Vec<String> = o.cluster.pending().into_iter().map(|id| o.cluster.pod(id).key()).collect();

@@ -34,7 +34,7 @@ fn plan_taints(n: &NewNode) -> Vec<Taint> {
 /// The NodeClaim for a plan's new node: the plan's labels (hostname = the claim's name), the
 /// NodePool's taints, and the instance type's capacity already in its status, so that later batches
 /// count it as capacity in flight (`input::karpenter::in_flight`).
-pub fn node_claim(name: &str, n: &NewNode, node_class: stowage_input::api::NodeClassReference, capacity: &Resources, allocatable: &Resources) -> NodeClaim {
+pub(crate) fn node_claim(name: &str, n: &NewNode, node_class: stowage_input::api::NodeClassReference, capacity: &Resources, allocatable: &Resources) -> NodeClaim {
     let mut labels = n.labels.clone();
     labels.insert(keys::HOSTNAME.into(), name.to_string());
     let mut c = NodeClaim::new(
@@ -56,7 +56,7 @@ pub fn node_claim(name: &str, n: &NewNode, node_class: stowage_input::api::NodeC
 
 /// The Node a NodeClaim's instance registers: its labels plus Karpenter's registration labels, its
 /// taints (startup taints are assumed gone by the time pods schedule), its capacity.
-pub fn registered_node(claim: &NodeClaim, provider_id: &str) -> Node {
+pub(crate) fn registered_node(claim: &NodeClaim, provider_id: &str) -> Node {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let mut labels = claim.metadata.labels.clone().unwrap_or_default();
     labels.insert(keys::HOSTNAME.into(), name.clone());

@@ -79,7 +79,7 @@ impl Report {
 
 /// Label keys worth showing: not Kubernetes', Karpenter's or AWS's well-known ones (those are the
 /// table's columns or follow from the instance type).
-pub fn is_custom_label(key: &str) -> bool {
+pub(crate) fn is_custom_label(key: &str) -> bool {
     const WELL_KNOWN: [&str; 9] = [
         "kubernetes.io/",
         "node.kubernetes.io/",

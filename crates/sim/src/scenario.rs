@@ -100,7 +100,7 @@ macro_rules! embed {
 }
 
 /// Repository-relative path → contents.
-pub const EMBEDDED_FILES: &[(&str, &str)] = embed![
+pub(crate) const EMBEDDED_FILES: &[(&str, &str)] = embed![
     "scenarios/common-ec2nodeclass.yaml",
     "scenarios/seed-1-statefulset-capacity-spread/scenario.yaml",
     "scenarios/seed-1-statefulset-capacity-spread/nodepools.yaml",
@@ -119,7 +119,7 @@ pub const EMBEDDED_FILES: &[(&str, &str)] = embed![
 ];
 
 /// The scenarios `stowage simulate` runs without arguments, in order.
-pub const SEED_SCENARIOS: &[&str] = &[
+pub(crate) const SEED_SCENARIOS: &[&str] = &[
     "scenarios/seed-1-statefulset-capacity-spread/scenario.yaml",
     "scenarios/seed-1b-statefulset-zonal-rescale/scenario.yaml",
     "scenarios/seed-1c-stuck-on-existing-nodes/scenario.yaml",
@@ -134,7 +134,7 @@ impl Files for Embedded {
 }
 
 /// Removes `.` and folds `a/..` lexically (the embedded table has no symlinks to respect).
-pub fn normalize(p: &Path) -> PathBuf {
+pub(crate) fn normalize(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {
@@ -428,7 +428,7 @@ pub struct Scenario {
     pub warnings: Vec<String>,
 }
 
-pub const DEFAULT_SETTLE_MAX: Duration = Duration::from_secs(30 * 60);
+pub(crate) const DEFAULT_SETTLE_MAX: Duration = Duration::from_secs(30 * 60);
 
 /// Loads a scenario file and everything it references.
 pub fn load(path: &Path, files: &dyn Files) -> Result<Scenario, ScenarioError> {
@@ -520,8 +520,8 @@ pub fn parse(path: &Path, text: &str, files: &dyn Files) -> Result<Scenario, Sce
 }
 
 /// Kinds a `delete` step may name, and those a `scale` step may.
-pub const DELETABLE: &[&str] = &["Pod", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "Node", "NodePool", "PersistentVolumeClaim", "PersistentVolume", "StorageClass"];
-pub const SCALABLE: &[&str] = &["Deployment", "ReplicaSet", "StatefulSet"];
+pub(crate) const DELETABLE: &[&str] = &["Pod", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "Node", "NodePool", "PersistentVolumeClaim", "PersistentVolume", "StorageClass"];
+pub(crate) const SCALABLE: &[&str] = &["Deployment", "ReplicaSet", "StatefulSet"];
 
 fn check_kind(path: &Path, field: &str, kind: &str, allowed: &[&str]) -> Result<(), ScenarioError> {
     if allowed.contains(&kind) { Ok(()) } else { Err(ScenarioError::new(path, Some(field.into()), format!("unsupported kind {kind:?} ({})", allowed.join(", ")))) }

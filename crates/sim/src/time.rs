@@ -22,7 +22,7 @@ impl SimTime {
         Duration::from_millis(self.0.saturating_sub(earlier.0))
     }
 
-    pub fn hours_since(self, earlier: SimTime) -> f64 {
+    pub(crate) fn hours_since(self, earlier: SimTime) -> f64 {
         self.0.saturating_sub(earlier.0) as f64 / 3_600_000.0
     }
 }
@@ -65,7 +65,7 @@ impl Serialize for SimTime {
 
 /// A duration as a scenario file writes it: `30s`, `10m`, `1h30m`, `500ms` (humantime syntax).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Dur(pub Duration);
+pub(crate) struct Dur(pub Duration);
 
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

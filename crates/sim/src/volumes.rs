@@ -74,7 +74,7 @@ fn allowed_zones(c: &StorageClass) -> Vec<String> {
 }
 
 /// Provisions every unbound Immediate claim. `zones` are the cluster's zones (from the catalog).
-pub fn provision_immediate(world: &mut World, zones: &[String]) -> Vec<EventKind> {
+pub(crate) fn provision_immediate(world: &mut World, zones: &[String]) -> Vec<EventKind> {
     let mut ev = Vec::new();
     for ci in 0..world.objects.pvcs.len() {
         let claim = world.objects.pvcs[ci].obj.clone();
@@ -108,7 +108,7 @@ pub fn provision_immediate(world: &mut World, zones: &[String]) -> Vec<EventKind
 
 /// Gives the claims of a pod just bound to `node` their volumes (WaitForFirstConsumer, and the
 /// claims of generic ephemeral volumes).
-pub fn bind_for_pod(world: &mut World, pod: &Pod, node_name: &str, node_labels: &Labels) -> Vec<EventKind> {
+pub(crate) fn bind_for_pod(world: &mut World, pod: &Pod, node_name: &str, node_labels: &Labels) -> Vec<EventKind> {
     let mut ev = Vec::new();
     let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
     let pod_name = pod.metadata.name.clone().unwrap_or_default();

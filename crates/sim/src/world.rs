@@ -36,7 +36,7 @@ pub fn key_of<K: Resource>(o: &K) -> String {
 }
 
 /// Where objects the simulator creates come from, for error messages.
-pub fn sim_source(what: &str) -> Source {
+pub(crate) fn sim_source(what: &str) -> Source {
     Source { file: format!("<simulated {what}>").into(), doc: 1, item: None }
 }
 
@@ -68,12 +68,12 @@ impl World {
     }
 
     /// Marks a change kube-scheduler would see.
-    pub fn touch(&mut self) {
+    pub(crate) fn touch(&mut self) {
         self.generation += 1;
     }
 
     /// A fresh number for generated names and uids.
-    pub fn next_serial(&mut self) -> u64 {
+    pub(crate) fn next_serial(&mut self) -> u64 {
         self.serial += 1;
         self.serial
     }
@@ -126,12 +126,12 @@ impl World {
         stowage_input::build(&self.objects).map_err(LoadError)
     }
 
-    pub fn pod_index(&self, namespace: &str, name: &str) -> Option<usize> {
+    pub(crate) fn pod_index(&self, namespace: &str, name: &str) -> Option<usize> {
         self.objects.pods.iter().position(|p| ident(&p.obj) == (namespace.to_string(), name.to_string()))
     }
 
     /// Removes pods matching `pred`; returns their keys.
-    pub fn remove_pods(&mut self, mut pred: impl FnMut(&k8s_openapi::api::core::v1::Pod) -> bool) -> Vec<String> {
+    pub(crate) fn remove_pods(&mut self, mut pred: impl FnMut(&k8s_openapi::api::core::v1::Pod) -> bool) -> Vec<String> {
         let mut removed = Vec::new();
         self.objects.pods.retain(|p| {
             if pred(&p.obj) {
