@@ -65,10 +65,6 @@ impl<T: Copy + Ord + Add<Duration, Output = T>> Batcher<T> {
         }
     }
 
-    pub fn is_open(&self) -> bool {
-        self.window.is_some()
-    }
-
     /// When the open window closes (`None`: no window).
     pub fn deadline(&self) -> Option<T> {
         self.window.as_ref().map(|w| (w.last_new + self.config.idle).min(w.opened + self.config.max))
@@ -112,7 +108,7 @@ mod tests {
         }
         assert_eq!(b.deadline(), Some(Ms(10_000)), "the max timer bounds the window");
         assert_eq!(b.close_if_due(Ms(10_000)), Some(22));
-        assert!(!b.is_open());
+        assert_eq!(b.deadline(), None, "closed");
         // The next trigger opens a fresh window.
         b.trigger("a", Ms(20_000));
         assert_eq!(b.deadline(), Some(Ms(21_000)));

@@ -106,7 +106,7 @@ pub fn pool_policy(p: &NodePool) -> PoolPolicy {
 
 /// Nodes a pool may have disrupting at once under its budgets (the smallest budget wins; percentages of
 /// `total` round up; unparsable budgets allow nothing).
-pub fn allowed_disruptions(budgets: &[String], total: usize) -> usize {
+pub(crate) fn allowed_disruptions(budgets: &[String], total: usize) -> usize {
     budgets
         .iter()
         .map(|b| match b.strip_suffix('%') {
@@ -188,11 +188,6 @@ impl<T: Moment> Disruption<T> {
                 Some(since + after)
             })
             .min()
-    }
-
-    /// Since when a NodeClaim has been empty, if it is.
-    pub fn empty_since(&self, nodeclaim: &str) -> Option<T> {
-        self.empty_since.get(nodeclaim).copied()
     }
 }
 

@@ -14,10 +14,10 @@ use super::{InputError, quantity};
 use stowage_core::domain::labels::{NodeRequirement, NodeSelectorTerm, keys};
 use stowage_core::domain::pod::VolumeNeeds;
 
-pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+pub(crate) const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 pub const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
 pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
-pub const IMMEDIATE_UNBOUND: &str = "pod has unbound immediate PersistentVolumeClaims";
+pub(crate) const IMMEDIATE_UNBOUND: &str = "pod has unbound immediate PersistentVolumeClaims";
 
 pub struct Storage<'a> {
     pvcs: BTreeMap<(String, String), &'a Obj<core::PersistentVolumeClaim>>,

@@ -23,8 +23,8 @@ use crate::domain::catalog::AwsFacts;
 use crate::domain::nodepool::{EvictionValue, KubeletSettings};
 use crate::domain::resources::Resources;
 
-pub const VM_MEMORY_OVERHEAD: f64 = 0.075;
-pub const DEFAULT_ROOT_VOLUME: i64 = 20 << 30;
+pub(crate) const VM_MEMORY_OVERHEAD: f64 = 0.075;
+pub(crate) const DEFAULT_ROOT_VOLUME: i64 = 20 << 30;
 const MIB: i64 = 1 << 20;
 const GIB: i64 = 1 << 30;
 
@@ -38,7 +38,7 @@ fn is_windows(family: &str) -> bool {
 }
 
 /// ENI-limited pods (reserved ENIs 0).
-pub fn eni_limited_pods(f: &AwsFacts) -> Option<i64> {
+pub(crate) fn eni_limited_pods(f: &AwsFacts) -> Option<i64> {
     match (f.enis_default_card, f.ipv4_per_eni) {
         (Some(e), Some(ip)) if e > 0 => Some(e * (ip - 1) + 2),
         (Some(_), Some(_)) => Some(0),
@@ -76,7 +76,7 @@ pub fn kube_reserved_cpu_m(vcpu: i64) -> i64 {
         .sum()
 }
 
-pub fn memory_capacity_mib(f: &AwsFacts) -> i64 {
+pub(crate) fn memory_capacity_mib(f: &AwsFacts) -> i64 {
     let m = f.memory_mib - if f.arch == "arm64" { 64 } else { 0 };
     m - (m as f64 * VM_MEMORY_OVERHEAD).ceil() as i64
 }

@@ -3,7 +3,6 @@
 use super::labels::Labels;
 use super::resources::Resources;
 
-pub const ON_DEMAND: &str = "on-demand";
 pub const SPOT: &str = "spot";
 pub const RESERVED: &str = "reserved";
 

@@ -32,7 +32,7 @@ impl Cluster {
         &self.pods[id.ix()]
     }
 
-    pub fn pod_ids(&self) -> impl Iterator<Item = PodId> + '_ {
+    pub(crate) fn pod_ids(&self) -> impl Iterator<Item = PodId> + '_ {
         (0..self.pods.len() as u32).map(PodId)
     }
 

@@ -13,14 +13,10 @@ pub mod keys {
     pub const ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
     pub const REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
     pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
-    pub const INSTANCE_TYPE_BETA: &str = "beta.kubernetes.io/instance-type";
-    pub const ARCH: &str = "kubernetes.io/arch";
-    pub const OS: &str = "kubernetes.io/os";
     pub const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
     pub const NODEPOOL: &str = "karpenter.sh/nodepool";
     pub const NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
     pub const NAMESPACE_NAME: &str = "kubernetes.io/metadata.name";
-    pub const WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
 }
 
 /// Operators of node selector requirements (`NodeSelectorOperator`).
@@ -83,7 +79,7 @@ impl NodeRequirement {
         Self::new(key, NodeOp::In, values)
     }
 
-    pub fn has_value(&self, v: &str) -> bool {
+    pub(crate) fn has_value(&self, v: &str) -> bool {
         self.values.binary_search_by(|x| x.as_str().cmp(v)).is_ok()
     }
 }
@@ -168,7 +164,8 @@ impl LabelSelector {
         LabelSelector::default()
     }
 
-    pub fn from_labels<'a>(labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn from_labels<'a>(labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
         let mut requirements: Vec<SelectorRequirement> = labels.into_iter().map(|(k, v)| SelectorRequirement::new(k, SelectorOp::In, [v])).collect();
         requirements.sort();
         LabelSelector { requirements }

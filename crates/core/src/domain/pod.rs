@@ -44,7 +44,7 @@ pub struct SpreadConstraint {
 }
 
 impl SpreadConstraint {
-    pub fn is_hard(&self) -> bool {
+    pub(crate) fn is_hard(&self) -> bool {
         self.when == WhenUnsatisfiable::DoNotSchedule
     }
 }
@@ -163,7 +163,7 @@ impl Pod {
     }
 
     /// A pod waiting for a node: unbound, alive, not a DaemonSet pod (those follow their nodes).
-    pub fn is_pending(&self) -> bool {
+    pub(crate) fn is_pending(&self) -> bool {
         self.node_name.is_none() && !self.is_terminal() && !self.terminating && !self.is_daemon()
     }
 }

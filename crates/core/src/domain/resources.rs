@@ -11,8 +11,8 @@
 use std::fmt;
 
 pub const CPU: &str = "cpu";
-pub const MEMORY: &str = "memory";
-pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+pub(crate) const MEMORY: &str = "memory";
+pub(crate) const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
 pub const PODS: &str = "pods";
 
 /// A resource amount vector. The four common resources have fields; extended resources
@@ -112,7 +112,7 @@ impl Resources {
     }
 
     /// Component-wise maximum.
-    pub fn max_each(&self, other: &Resources) -> Resources {
+    pub(crate) fn max_each(&self, other: &Resources) -> Resources {
         let mut r = Resources::new(self.cpu_m.max(other.cpu_m), self.memory.max(other.memory), self.ephemeral.max(other.ephemeral), self.pods.max(other.pods));
         for (n, _) in self.extended.iter().chain(other.extended.iter()) {
             r.set(n, self.get(n).max(other.get(n)));
@@ -137,7 +137,7 @@ impl Resources {
 
     /// The first resource (in Kubernetes' order: cpu, memory, ephemeral-storage, pods, extended) whose
     /// request exceeds what is free.
-    pub fn first_shortage(&self, free: &Resources) -> Option<&str> {
+    pub(crate) fn first_shortage(&self, free: &Resources) -> Option<&str> {
         if self.cpu_m > 0 && self.cpu_m > free.cpu_m {
             return Some(CPU);
         }
@@ -154,7 +154,7 @@ impl Resources {
     }
 
     /// How many copies of `self` fit into `free` (u32::MAX if `self` requests nothing).
-    pub fn copies_in(&self, free: &Resources) -> u32 {
+    pub(crate) fn copies_in(&self, free: &Resources) -> u32 {
         let mut k = i64::MAX;
         for (n, v) in self.iter() {
             if v > 0 {
@@ -162,10 +162,6 @@ impl Resources {
             }
         }
         k.min(u32::MAX as i64) as u32
-    }
-
-    pub fn is_nonnegative(&self) -> bool {
-        self.cpu_m >= 0 && self.memory >= 0 && self.ephemeral >= 0 && self.pods >= 0 && self.extended.iter().all(|(_, v)| *v >= 0)
     }
 
     /// Names of all resources with a non-zero amount in either vector.

@@ -75,13 +75,13 @@ impl Toleration {
 
 /// Well-known taints.
 pub mod well_known {
-    pub const UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
+    pub(crate) const UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
     pub const NOT_READY: &str = "node.kubernetes.io/not-ready";
     pub const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
-    pub const DISK_PRESSURE: &str = "node.kubernetes.io/disk-pressure";
-    pub const MEMORY_PRESSURE: &str = "node.kubernetes.io/memory-pressure";
-    pub const PID_PRESSURE: &str = "node.kubernetes.io/pid-pressure";
-    pub const NETWORK_UNAVAILABLE: &str = "node.kubernetes.io/network-unavailable";
+    pub(crate) const DISK_PRESSURE: &str = "node.kubernetes.io/disk-pressure";
+    pub(crate) const MEMORY_PRESSURE: &str = "node.kubernetes.io/memory-pressure";
+    pub(crate) const PID_PRESSURE: &str = "node.kubernetes.io/pid-pressure";
+    pub(crate) const NETWORK_UNAVAILABLE: &str = "node.kubernetes.io/network-unavailable";
     pub const KARPENTER_UNREGISTERED: &str = "karpenter.sh/unregistered";
     pub const KARPENTER_DISRUPTED: &str = "karpenter.sh/disrupted";
 }

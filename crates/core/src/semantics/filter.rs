@@ -184,13 +184,13 @@ impl<'a> FilterState<'a> {
         &self.nodes
     }
 
-    pub fn node_index(&self, name: &str) -> Option<usize> {
+    pub(crate) fn node_index(&self, name: &str) -> Option<usize> {
         self.node_ix.get(name).copied()
     }
 
     /// Adds a node with the pods already on it. Caches are extended, not dropped, so `Prepared`
     /// values stay valid.
-    pub fn add_node(&mut self, mut node: SimNode<'a>) -> usize {
+    pub(crate) fn add_node(&mut self, mut node: SimNode<'a>) -> usize {
         let pods = std::mem::take(&mut node.pods);
         node.requested = Resources::default();
         node.ports.clear();
@@ -212,7 +212,7 @@ impl<'a> FilterState<'a> {
 
     /// Gives a node another allocatable: a planned node grown to a larger instance type whose labels
     /// agree on everything a constraint reads (the planners' configuration groups).
-    pub fn set_allocatable(&mut self, node: usize, allocatable: Resources) {
+    pub(crate) fn set_allocatable(&mut self, node: usize, allocatable: Resources) {
         self.nodes[node].allocatable = allocatable;
     }
 
@@ -410,7 +410,7 @@ impl<'a> FilterState<'a> {
 
     /// Runs every Filter plugin for `pod` on a node that is not in the state yet, as if it were added
     /// (empty apart from the pods it carries): what kube-scheduler would say once the node exists.
-    pub fn filter_new(&self, prep: &Prepared, pod: &Pod, node: &SimNode<'_>) -> Result<(), Reject> {
+    pub(crate) fn filter_new(&self, prep: &Prepared, pod: &Pod, node: &SimNode<'_>) -> Result<(), Reject> {
         self.filter_node(prep, pod, node, false)
     }
 
@@ -493,13 +493,13 @@ impl<'a> FilterState<'a> {
 
     /// For the pod's `k`-th hard spread constraint (in `Prepared` order): the index of the constraint in
     /// `pod.spread`, the per-domain counts over eligible nodes, and the smallest count.
-    pub fn spread_view(&self, prep: &Prepared, k: usize) -> (usize, &FxHashMap<String, i64>, Option<i64>) {
+    pub(crate) fn spread_view(&self, prep: &Prepared, k: usize) -> (usize, &FxHashMap<String, i64>, Option<i64>) {
         let (sci, ci) = prep.spread[k];
         let sc = &self.spread[sci];
         (ci, &sc.counts, sc.min())
     }
 
-    pub fn spread_len(prep: &Prepared) -> usize {
+    pub(crate) fn spread_len(prep: &Prepared) -> usize {
         prep.spread.len()
     }
 

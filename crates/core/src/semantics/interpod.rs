@@ -27,22 +27,22 @@ pub fn term_matches(term: &PodAffinityTerm, pod: &Pod) -> bool {
 }
 
 /// `podMatchesAllAffinityTerms`: false for an empty term list.
-pub fn matches_all(terms: &[PodAffinityTerm], pod: &Pod) -> bool {
+pub(crate) fn matches_all(terms: &[PodAffinityTerm], pod: &Pod) -> bool {
     !terms.is_empty() && terms.iter().all(|t| term_matches(t, pod))
 }
 
-pub fn reject_affinity() -> Reject {
+pub(crate) fn reject_affinity() -> Reject {
     Reject::new(Plugin::InterPodAffinity, "node(s) didn't match pod affinity rules")
 }
 
-pub fn reject_affinity_missing_key() -> Reject {
+pub(crate) fn reject_affinity_missing_key() -> Reject {
     Reject::unresolvable(Plugin::InterPodAffinity, "node(s) didn't match pod affinity rules")
 }
 
-pub fn reject_anti_affinity() -> Reject {
+pub(crate) fn reject_anti_affinity() -> Reject {
     Reject::new(Plugin::InterPodAffinity, "node(s) didn't match pod anti-affinity rules")
 }
 
-pub fn reject_existing_anti_affinity() -> Reject {
+pub(crate) fn reject_existing_anti_affinity() -> Reject {
     Reject::new(Plugin::InterPodAffinity, "node(s) didn't satisfy existing pods anti-affinity rules")
 }

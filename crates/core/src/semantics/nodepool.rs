@@ -19,14 +19,14 @@ use crate::domain::nodepool::NodePool;
 use super::node_affinity;
 
 /// Label keys set by the offering or the node, never by the instance type or the pool template.
-pub fn is_offering_or_node_key(key: &str) -> bool {
+pub(crate) fn is_offering_or_node_key(key: &str) -> bool {
     matches!(key, keys::ZONE | keys::CAPACITY_TYPE | keys::REGION | keys::HOSTNAME | keys::NODEPOOL | keys::NODECLASS | "topology.k8s.aws/zone-id")
 }
 
 /// Whether a requirement of `pool` on a label that `itype` alone fixes (not an offering or node key, not
 /// overridden by the template) fails: then no node of that type from the pool is allowed, whatever its
 /// offering, and its label sets need not be built.
-pub fn type_ruled_out(pool: &NodePool, itype: &InstanceType) -> bool {
+pub(crate) fn type_ruled_out(pool: &NodePool, itype: &InstanceType) -> bool {
     let fixed_by_type = |k: &str| itype.labels.contains_key(k) && !pool.labels.contains_key(k) && !is_offering_or_node_key(k);
     pool.requirements.iter().any(|r| fixed_by_type(&r.req.key) && !node_affinity::requirement_matches(&r.req, &itype.labels))
 }
@@ -50,7 +50,7 @@ pub fn base_labels(pool: &NodePool, itype: &InstanceType, zone: &str, capacity_t
 
 /// A key the pool leaves open, with the values a node may take for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OpenKey {
+pub(crate) struct OpenKey {
     pub key: String,
     /// Sorted candidates.
     pub values: Vec<String>,
@@ -60,7 +60,7 @@ pub struct OpenKey {
 
 /// The pool's open keys given the labels fixed by type, offering and template. `wanted(key)` lists
 /// values pods ask for on a key (used when the pool's requirement is not an `In` list).
-pub fn open_keys(pool: &NodePool, fixed: &Labels, wanted: &dyn Fn(&str) -> Vec<String>) -> Vec<OpenKey> {
+pub(crate) fn open_keys(pool: &NodePool, fixed: &Labels, wanted: &dyn Fn(&str) -> Vec<String>) -> Vec<OpenKey> {
     let mut keys: Vec<&str> = pool.requirements.iter().map(|r| r.req.key.as_str()).collect();
     keys.sort();
     keys.dedup();
@@ -99,13 +99,6 @@ pub fn open_keys(pool: &NodePool, fixed: &Labels, wanted: &dyn Fn(&str) -> Vec<S
 /// The first pool requirement the labels violate, if any.
 pub fn violated<'a>(pool: &'a NodePool, labels: &Labels) -> Option<&'a crate::domain::labels::NodeRequirement> {
     pool.requirements.iter().map(|r| &r.req).find(|r| !node_affinity::requirement_matches(r, labels))
-}
-
-/// NodePools in Karpenter's order: weight descending, then name descending.
-pub fn karpenter_order(pools: &[NodePool]) -> Vec<usize> {
-    let mut ix: Vec<usize> = (0..pools.len()).collect();
-    ix.sort_by(|&a, &b| pools[b].weight.cmp(&pools[a].weight).then_with(|| pools[b].name.cmp(&pools[a].name)));
-    ix
 }
 
 #[cfg(test)]

@@ -31,13 +31,8 @@ pub fn hard(pod: &Pod) -> impl Iterator<Item = &SpreadConstraint> {
     pod.spread.iter().filter(|c| c.is_hard())
 }
 
-/// `nodeLabelsMatchSpreadConstraints`: the node carries every key of the pod's hard constraints.
-pub fn has_all_keys(pod: &Pod, labels: &Labels) -> bool {
-    hard(pod).all(|c| labels.contains_key(&c.key))
-}
-
 /// `matchNodeInclusionPolicies` for one constraint.
-pub fn node_included(c: &SpreadConstraint, pod: &Pod, labels: &Labels, node_taints: &[Taint], node_name: Option<&str>) -> bool {
+pub(crate) fn node_included(c: &SpreadConstraint, pod: &Pod, labels: &Labels, node_taints: &[Taint], node_name: Option<&str>) -> bool {
     if c.node_affinity_policy == InclusionPolicy::Honor && !node_affinity::matcher_matches(&pod.node_matcher, labels, node_name) {
         return false;
     }
@@ -53,25 +48,25 @@ pub fn counts(c: &SpreadConstraint, incoming_namespace: &str, other: &Pod) -> bo
     !other.terminating && other.namespace == incoming_namespace && selectors::opt_matches(c.selector.as_ref(), &other.labels)
 }
 
-pub fn self_match(c: &SpreadConstraint, pod: &Pod) -> i64 {
+pub(crate) fn self_match(c: &SpreadConstraint, pod: &Pod) -> i64 {
     selectors::opt_matches(c.selector.as_ref(), &pod.labels) as i64
 }
 
 /// globalMin: 0 when fewer eligible domains exist than minDomains, else the smallest domain count.
-pub fn global_min(min_count: Option<i64>, eligible_domains: usize, min_domains: i32) -> i64 {
+pub(crate) fn global_min(min_count: Option<i64>, eligible_domains: usize, min_domains: i32) -> i64 {
     if (eligible_domains as i64) < min_domains.max(1) as i64 { 0 } else { min_count.unwrap_or(0) }
 }
 
 /// The skew inequality.
-pub fn skew_ok(match_num: i64, self_match: i64, global_min: i64, max_skew: i32) -> bool {
+pub(crate) fn skew_ok(match_num: i64, self_match: i64, global_min: i64, max_skew: i32) -> bool {
     match_num + self_match - global_min <= max_skew as i64
 }
 
-pub fn reject_missing_label() -> Reject {
+pub(crate) fn reject_missing_label() -> Reject {
     Reject::unresolvable(Plugin::PodTopologySpread, "node(s) didn't match pod topology spread constraints (missing required label)")
 }
 
-pub fn reject_skew() -> Reject {
+pub(crate) fn reject_skew() -> Reject {
     Reject::new(Plugin::PodTopologySpread, "node(s) didn't match pod topology spread constraints")
 }
 

@@ -31,7 +31,7 @@ pub fn tolerated(tols: &[Toleration], taint: &Taint) -> bool {
 }
 
 /// The first NoSchedule/NoExecute taint the tolerations do not tolerate.
-pub fn first_untolerated<'a>(taints: &'a [Taint], tols: &[Toleration]) -> Option<&'a Taint> {
+pub(crate) fn first_untolerated<'a>(taints: &'a [Taint], tols: &[Toleration]) -> Option<&'a Taint> {
     taints.iter().filter(|t| matches!(t.effect, Effect::NoSchedule | Effect::NoExecute)).find(|t| !tolerated(tols, t))
 }
 
@@ -51,7 +51,7 @@ pub fn filter(taints: &[Taint], unschedulable: bool, tols: &[Toleration]) -> Res
 
 /// Tolerations the DaemonSet controller adds to every DaemonSet pod
 /// (`pkg/controller/daemon/util` `AddOrUpdateDaemonPodTolerations`).
-pub fn daemonset_tolerations() -> Vec<Toleration> {
+pub(crate) fn daemonset_tolerations() -> Vec<Toleration> {
     let mut v = vec![
         Toleration::exists(well_known::NOT_READY, Some(Effect::NoExecute)),
         Toleration::exists(well_known::UNREACHABLE, Some(Effect::NoExecute)),

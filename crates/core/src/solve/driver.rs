@@ -121,7 +121,7 @@ pub fn build_and_plan<'a>(cluster: &'a Cluster, catalog: &Catalog, weights: &'a 
 }
 
 /// The greedy planner alone, with the report every command shows.
-pub fn plan_greedy(p: &Problem) -> (Outcome, SolverReport) {
+pub(crate) fn plan_greedy(p: &Problem) -> (Outcome, SolverReport) {
     let t = Instant::now();
     let o = greedy::plan(p);
     let time_ms = ms(t.elapsed());

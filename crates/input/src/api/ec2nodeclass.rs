@@ -187,6 +187,3 @@ pub struct AmiStatus {
     #[serde(default)]
     pub requirements: Vec<k8s_openapi::api::core::v1::NodeSelectorRequirement>,
 }
-
-/// Quantity helper re-export so callers need not depend on k8s-openapi paths.
-pub type QuantityMap = BTreeMap<String, Quantity>;

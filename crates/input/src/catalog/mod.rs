@@ -83,7 +83,7 @@ fn res(file: &str, what: &str, m: &std::collections::BTreeMap<String, String>) -
     Ok(r)
 }
 
-pub fn from_file(file: &str, f: CatalogFile) -> Result<Catalog, CatalogError> {
+pub(crate) fn from_file(file: &str, f: CatalogFile) -> Result<Catalog, CatalogError> {
     if f.schema != SCHEMA {
         return Err(invalid(file, format!("schema: expected {SCHEMA:?}, got {:?}", f.schema)));
     }

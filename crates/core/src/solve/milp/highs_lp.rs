@@ -83,24 +83,14 @@ pub struct Options {
     pub seed: i32,
 }
 
-pub struct Solved {
+pub(crate) struct Solved {
     pub status: MipStatus,
     pub objective: f64,
     pub columns: Vec<f64>,
     pub row_duals: Vec<f64>,
-    pub col_duals: Vec<f64>,
     /// MIP only: HiGHS's dual bound (over the columns it was given).
     pub dual_bound: Option<f64>,
     pub has_solution: bool,
-    /// The LP's duals are feasible (interior-point runs without crossover end `Unknown` but feasible).
-    pub dual_feasible: bool,
-}
-
-impl Solved {
-    /// An LP solution whose duals can price columns and bound the optimum.
-    pub fn usable_lp(&self) -> bool {
-        self.status == MipStatus::Optimal || (self.status == MipStatus::Unknown && self.has_solution)
-    }
 }
 
 fn base(m: &Master, integer: bool, from: usize, rows_out: &mut Vec<Row>) -> ColProblem {
@@ -133,23 +123,13 @@ pub(super) fn configure(model: &mut Model, o: &Options, time_limit: Duration) {
 fn extract(solved: &highs::SolvedModel, mip: bool) -> Solved {
     let status = MipStatus::of(solved.status());
     let has_solution = matches!(solved.primal_solution_status(), highs::HighsSolutionStatus::Feasible);
-    let dual_feasible = solved.int_info_value(c"dual_solution_status").is_ok_and(|v| v == 2);
     let sol = solved.get_solution();
     let dual_bound = if mip { solved.double_info_value(c"mip_dual_bound").ok() } else { None };
-    Solved {
-        status,
-        objective: solved.objective_value(),
-        columns: sol.columns().to_vec(),
-        row_duals: if mip { Vec::new() } else { sol.dual_rows().to_vec() },
-        col_duals: if mip { Vec::new() } else { sol.dual_columns().to_vec() },
-        dual_bound,
-        has_solution,
-        dual_feasible,
-    }
+    Solved { status, objective: solved.objective_value(), columns: sol.columns().to_vec(), row_duals: if mip { Vec::new() } else { sol.dual_rows().to_vec() }, dual_bound, has_solution }
 }
 
 /// The LP relaxation, kept alive across column generation rounds (HiGHS re-solves warm).
-pub struct Lp {
+pub(crate) struct Lp {
     model: Option<Model>,
     rows: Vec<Row>,
     cols: usize,
@@ -181,7 +161,7 @@ impl Lp {
 }
 
 /// Solves a master's LP relaxation once (every column continuous).
-pub fn solve_lp(m: &Master, options: Options, time_limit: Duration) -> Result<Solved, SolveError> {
+pub(crate) fn solve_lp(m: &Master, options: Options, time_limit: Duration) -> Result<Solved, SolveError> {
     let mut rows = Vec::new();
     let pb = base(m, false, m.cols.len(), &mut rows);
     let mut model = pb.optimise(Sense::Minimise);
@@ -191,7 +171,7 @@ pub fn solve_lp(m: &Master, options: Options, time_limit: Duration) -> Result<So
 }
 
 /// The integer master over the generated columns, started from `start` (a full column vector).
-pub fn solve_mip(m: &Master, options: Options, time_limit: Duration, rel_gap: f64, start: Option<&[f64]>) -> Result<Solved, SolveError> {
+pub(crate) fn solve_mip(m: &Master, options: Options, time_limit: Duration, rel_gap: f64, start: Option<&[f64]>) -> Result<Solved, SolveError> {
     let mut rows = Vec::new();
     let pb = base(m, true, m.cols.len(), &mut rows);
     let mut model = pb.optimise(Sense::Minimise);

@@ -456,7 +456,7 @@ impl<'p, 'a> Master<'p, 'a> {
     }
 
     /// An upper bound on the number of new nodes any sensible plan uses.
-    pub fn big_nodes(&self) -> f64 {
+    pub(crate) fn big_nodes(&self) -> f64 {
         self.s.n.iter().map(|&n| n as f64).sum::<f64>().max(1.0)
     }
 
@@ -709,13 +709,13 @@ impl<'p, 'a> Master<'p, 'a> {
         self.unit_entries(c, None, Some(t), labels)
     }
 
-    pub fn unit_entries_group(&self, c: usize, g: usize) -> Vec<(usize, f64)> {
+    pub(crate) fn unit_entries_group(&self, c: usize, g: usize) -> Vec<(usize, f64)> {
         let labels = &self.p.configs[self.p.groups[g][0] as usize].labels;
         self.unit_entries(c, Some(g), None, labels)
     }
 
     /// Row coefficients of a new node of configuration `f` itself (pool limits and node count).
-    pub fn node_entries(&self, f: usize) -> Vec<(usize, f64)> {
+    pub(crate) fn node_entries(&self, f: usize) -> Vec<(usize, f64)> {
         let cfg = &self.p.configs[f];
         let mut e = Vec::new();
         for (name, r) in &self.rows.pool_limit[cfg.pool] {
@@ -730,13 +730,13 @@ impl<'p, 'a> Master<'p, 'a> {
         e
     }
 
-    pub fn pattern_cost(&self, pat: &Pattern) -> f64 {
+    pub(crate) fn pattern_cost(&self, pat: &Pattern) -> f64 {
         let cfg = &self.p.configs[pat.config];
         let soft: f64 = pat.counts.iter().map(|&(c, k)| k as f64 * self.s.soft_group[c].get(&cfg.group).copied().unwrap_or(0.0)).sum();
         cfg.cost + soft
     }
 
-    pub fn pattern_entries(&self, pat: &Pattern) -> Vec<(usize, f64)> {
+    pub(crate) fn pattern_entries(&self, pat: &Pattern) -> Vec<(usize, f64)> {
         let g = self.p.configs[pat.config].group;
         let mut acc: FxHashMap<usize, f64> = FxHashMap::default();
         for &(c, k) in &pat.counts {
@@ -768,7 +768,7 @@ impl<'p, 'a> Master<'p, 'a> {
     }
 
     /// Adds a pattern column (once). Returns its column index.
-    pub fn add_pattern(&mut self, pat: Pattern) -> usize {
+    pub(crate) fn add_pattern(&mut self, pat: Pattern) -> usize {
         if let Some(&i) = self.pattern_ix.get(&pat) {
             return i;
         }

@@ -40,7 +40,7 @@ pub fn complete(m: &Master, config: usize, counts: Vec<(usize, u32)>) -> Option<
 /// The per-node rule a pattern breaks. The pattern cannot be a column: a caller that wanted it (the
 /// greedy start) must leave that node out of the model or give up the start.
 #[derive(Debug, thiserror::Error)]
-pub enum InvalidPattern {
+pub(crate) enum InvalidPattern {
     #[error("class {class} may not use configuration group {group}: leave the class off this configuration")]
     GroupNotAllowed { class: usize, group: usize },
     #[error("class {class} at most once per node, {count} given: split its pods over more nodes")]
@@ -56,7 +56,7 @@ pub enum InvalidPattern {
 }
 
 /// Like [`complete`], with the rule a pattern breaks.
-pub fn validate(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Result<Pattern, InvalidPattern> {
+pub(crate) fn validate(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Result<Pattern, InvalidPattern> {
     counts.retain(|&(_, k)| k > 0);
     counts.sort();
     let p = m.p;
@@ -122,7 +122,7 @@ pub fn validate(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Res
 }
 
 /// Node-level dual value of a configuration (pool limits, node count).
-pub fn node_value(m: &Master, y: &[f64], f: usize) -> f64 {
+pub(crate) fn node_value(m: &Master, y: &[f64], f: usize) -> f64 {
     m.node_entries(f).iter().map(|&(r, a)| y[r] * a).sum()
 }
 

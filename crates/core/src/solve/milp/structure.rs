@@ -20,7 +20,7 @@ type SpreadKey = (String, Option<LabelSelector>, String, Eligibility, i32, i32, 
 
 /// Nodes a constraint counts: the node must carry `all_keys` and pass the inclusion policies.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Eligibility {
+pub(crate) struct Eligibility {
     pub all_keys: Vec<String>,
     pub matcher: Option<NodeMatcher>,
     pub tolerations: Option<Vec<Toleration>>,
@@ -39,7 +39,7 @@ impl Eligibility {
     }
 
     /// `labels` must already carry the hostname for existing nodes; new nodes always have one.
-    pub fn admits(&self, labels: &Labels, node_taints: &[Taint], name: Option<&str>) -> bool {
+    pub(crate) fn admits(&self, labels: &Labels, node_taints: &[Taint], name: Option<&str>) -> bool {
         self.all_keys.iter().all(|k| k == keys::HOSTNAME || labels.contains_key(k))
             && self.matcher.as_ref().is_none_or(|m| node_affinity::matcher_matches(m, labels, name))
             && self.tolerations.as_ref().is_none_or(|t| taints::first_untolerated(node_taints, t).is_none())
@@ -163,7 +163,7 @@ fn matches_selector(sel: Option<&LabelSelector>, ns: &str, pod: &Pod) -> bool {
 impl Structure {
     /// Cliques of classes no two pods of which may share a node: the classes carrying one hostname
     /// anti-affinity term and matching it themselves (each clique listed once, in class order).
-    pub fn hostname_cliques(&self, p: &Problem) -> Vec<Vec<usize>> {
+    pub(crate) fn hostname_cliques(&self, p: &Problem) -> Vec<Vec<usize>> {
         let mut cliques: Vec<Vec<usize>> = Vec::new();
         for c in 0..self.n.len() {
             let pod = p.pod(p.classes[c].rep);
