@@ -311,7 +311,7 @@ fn repair(p: &Problem, o: &Outcome, ordered: &Placements) -> Option<Outcome> {
     verify(p, &merged).is_empty().then_some(merged)
 }
 
-/// STOWAGE_DEBUG_MILP: why a MILP plan did not replay (each failure, and for the first one the spread
+/// At DEBUG (RUST_LOG=stowage_core=debug): why a MILP plan did not replay (each failure, and for the first one the spread
 /// counts of the pods ordered so far).
 fn debug_replay_failures(p: &Problem, o: &Outcome, ordered: &Placements, failures: &[(crate::domain::pod::PodId, crate::semantics::Reject)]) {
     let (id, _) = &failures[0];
