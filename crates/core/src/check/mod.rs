@@ -281,24 +281,7 @@ fn node_taints(n: &NewNode, pool: &NodePool, out: &mut Vec<Violation>) -> Vec<Ta
 
 /// The cluster's nodes with the pods bound to them, then the plan's new nodes.
 fn replay_state<'a>(cluster: &'a Cluster, sims: Vec<SimNode<'a>>) -> FilterState<'a> {
-    let mut base: Vec<SimNode> = cluster
-        .nodes
-        .iter()
-        .map(|n| {
-            let mut s = SimNode::new(n.name.clone(), n.labels.clone(), n.taints.clone(), n.allocatable.clone());
-            s.unschedulable = n.unschedulable;
-            s
-        })
-        .collect();
-    let index: BTreeMap<&str, usize> = cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
-    for pod in &cluster.pods {
-        if let Some(n) = pod.node_name.as_deref()
-            && !pod.is_terminal()
-            && let Some(&i) = index.get(n)
-        {
-            base[i].seat(pod);
-        }
-    }
+    let base = crate::semantics::filter::bound_nodes(cluster);
     let mut fs = FilterState::new(base);
     for s in sims {
         fs.add_node(s);

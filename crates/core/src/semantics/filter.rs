@@ -35,6 +35,30 @@ pub struct SimNode<'a> {
     pub pods: Vec<&'a Pod>,
 }
 
+/// The snapshot's nodes as kube-scheduler sees them: each with the pods bound to it (terminal pods
+/// free their resources). Both the planners' replay and the independent checker start from it.
+pub fn bound_nodes(cluster: &crate::domain::Cluster) -> Vec<SimNode<'_>> {
+    let mut nodes: Vec<SimNode> = cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut s = SimNode::new(n.name.clone(), n.labels.clone(), n.taints.clone(), n.allocatable.clone());
+            s.unschedulable = n.unschedulable;
+            s
+        })
+        .collect();
+    let index: std::collections::BTreeMap<&str, usize> = cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+    for pod in &cluster.pods {
+        if let Some(n) = pod.node_name.as_deref()
+            && !pod.is_terminal()
+            && let Some(&i) = index.get(n)
+        {
+            nodes[i].seat(pod);
+        }
+    }
+    nodes
+}
+
 impl<'a> SimNode<'a> {
     pub fn new(name: impl Into<String>, labels: Labels, taints: Vec<Taint>, allocatable: Resources) -> Self {
         SimNode { name: name.into(), labels, taints, unschedulable: false, allocatable, requested: Resources::default(), ports: Vec::new(), pods: Vec::new() }

@@ -93,24 +93,7 @@ pub fn objective(p: &Problem, o: &Outcome) -> Objective {
 /// their DaemonSet pods. Returns the state and the index of each new node.
 pub fn scheduler_state<'a>(p: &Problem<'a>, new_nodes: &[usize]) -> (FilterState<'a>, Vec<usize>) {
     let cluster = p.cluster;
-    let mut sims: Vec<SimNode<'a>> = cluster
-        .nodes
-        .iter()
-        .map(|n| {
-            let mut s = SimNode::new(n.name.clone(), n.labels.clone(), n.taints.clone(), n.allocatable.clone());
-            s.unschedulable = n.unschedulable;
-            s
-        })
-        .collect();
-    let index: BTreeMap<&str, usize> = cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
-    for pod in &cluster.pods {
-        if let Some(n) = pod.node_name.as_deref()
-            && !pod.is_terminal()
-            && let Some(&i) = index.get(n)
-        {
-            sims[i].seat(pod);
-        }
-    }
+    let mut sims = crate::semantics::filter::bound_nodes(cluster);
     // DaemonSet pods the node will get before anything of this batch lands (the planners' view only).
     for (i, n) in cluster.nodes.iter().enumerate() {
         if n.deleting {
