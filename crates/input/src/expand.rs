@@ -144,14 +144,7 @@ pub(crate) fn expand(o: &mut Objects) {
     for job in &o.jobs {
         let md = &job.obj.metadata;
         let (ns, name) = (ns_of(md), md.name.clone().unwrap_or_default());
-        let Some(spec) = &job.obj.spec else { continue };
-        if spec.suspend == Some(true) {
-            continue;
-        }
-        let parallelism = spec.parallelism.unwrap_or(1).max(0);
-        let succeeded = job.obj.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0);
-        let remaining = spec.completions.map(|c| (c - succeeded).max(0)).unwrap_or(parallelism);
-        let want = parallelism.min(remaining) as usize;
+        let Some((spec, want)) = job_pods_wanted(&job.obj) else { continue };
         let have = o.pods.iter().filter(|p| ns_of(&p.obj.metadata) == ns && owned_by(&p.obj.metadata, "Job", &name, md.uid.as_deref()) && live(&p.obj)).count();
         for i in have..want {
             let pod_name = format!("{name}-{}", suffix(stable_hash(&[&ns, &name, &i.to_string()]), 5));
@@ -224,4 +217,18 @@ pub fn expand_statefulset(sts: &Obj<StatefulSet>, pods: &[Obj<Pod>], pvcs: &[Obj
         out_pods.push(Obj { source: sts.source.clone(), obj: p });
     }
     (out_pods, out_pvcs)
+}
+
+/// A Job's spec and how many pods it runs at once (the Job controller's
+/// `min(parallelism, completions - succeeded)`); `None` for a Job without a spec or suspended. The
+/// simulator's Job controller uses it too.
+pub fn job_pods_wanted(job: &k8s_openapi::api::batch::v1::Job) -> Option<(&k8s_openapi::api::batch::v1::JobSpec, usize)> {
+    let spec = job.spec.as_ref()?;
+    if spec.suspend == Some(true) {
+        return None;
+    }
+    let parallelism = spec.parallelism.unwrap_or(1).max(0);
+    let succeeded = job.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0);
+    let remaining = spec.completions.map(|c| (c - succeeded).max(0)).unwrap_or(parallelism);
+    Some((spec, parallelism.min(remaining) as usize))
 }

@@ -369,14 +369,7 @@ fn jobs(world: &mut World, ev: &mut Vec<EventKind>) {
     for job in jobs {
         let md = &job.obj.metadata;
         let (ns, name) = (ns_of(md), md.name.clone().unwrap_or_default());
-        let Some(spec) = &job.obj.spec else { continue };
-        if spec.suspend == Some(true) {
-            continue;
-        }
-        let parallelism = spec.parallelism.unwrap_or(1).max(0);
-        let succeeded = job.obj.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0);
-        let remaining = spec.completions.map(|c| (c - succeeded).max(0)).unwrap_or(parallelism);
-        let want = parallelism.min(remaining) as usize;
+        let Some((spec, want)) = stowage_input::expand::job_pods_wanted(&job.obj) else { continue };
         let have = world.objects.pods.iter().filter(|p| owned_by(&p.obj.metadata, "Job", &ns, &name) && alive(&p.obj)).count();
         for _ in have..want {
             let serial = world.next_serial();
