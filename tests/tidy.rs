@@ -1099,7 +1099,7 @@ mod tests {
         let findings = cycles_in(&[
             ("src/lib.rs", "mod x;\nmod y;\n"),
             ("src/x/mod.rs", "mod deep;\npub struct X;\n"),
-            ("src/x/deep.rs", "fn f() -> crate::y::inner::Y { todo!() }\n"),
+            ("src/x/deep.rs", "fn f() -> crate::y::inner::Y { crate::y::inner::Y }\n"),
             ("src/y.rs", "pub mod inner { pub struct Y; use crate::x::X; }\n"),
         ]);
         assert_eq!(findings, ["crate fixture: x -> y -> x (src/x/deep.rs:1 `crate::y::inner::Y`, src/y.rs:1 `use crate::x::X`)"]);
