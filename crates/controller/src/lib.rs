@@ -530,6 +530,7 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
         stowage_core::plan::Status::TimeLimit => "timeLimit",
         stowage_core::plan::Status::Heuristic => "heuristic",
         stowage_core::plan::Status::Fallback => "fallback",
+        stowage_core::plan::Status::Infeasible => "infeasible",
     };
     ctx.metrics.batch(pending, status, solver.time_ms / 1000.0, solver.gap, decision.plan.cost_per_hour);
     ctx.metrics.pods(pending, decision.nominations.len(), decision.unschedulable.len());

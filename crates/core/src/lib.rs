@@ -9,6 +9,7 @@
 pub mod catalog;
 pub mod check;
 pub mod domain;
+pub mod json;
 pub mod plan;
 pub mod semantics;
 pub mod solve;

@@ -372,3 +372,193 @@ fn invalid_plans_name_the_field() {
         assert_mentions(what, &msg, &[part]);
     }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Hostile input (issue 20): bounded memory, duplicates, Kubernetes' and Karpenter's validation,
+// readers that neither lose nor invent data. Each test is one bullet of the issue.
+
+/// The error of loading one file under `limits`.
+#[track_caller]
+fn load_error_with(file: &str, text: &str, limits: &stowage_input::Limits) -> String {
+    match stowage_input::load_texts_with([(Path::new(file), text)], limits) {
+        Ok(_) => panic!("{file} loads, an error was expected"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn deployment(name: &str, replicas: &str) -> String {
+    format!(
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec: {{containers: [{{name: c, image: pause, resources: {{requests: {{cpu: 100m}}}}}}]}}\n"
+    )
+}
+
+/// A YAML alias bomb: one anchored 1 MiB string aliased 200,000 times (a 1.6 MB file that would expand
+/// to 200 GB) is refused by the parser's budget, not expanded.
+#[test]
+fn yaml_alias_bomb_is_refused() {
+    let mut text = format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: bomb}}\ndata:\n  a: &big \"{}\"\n  list:\n", "x".repeat(1 << 20));
+    for _ in 0..200_000 {
+        text.push_str("  - *big\n");
+    }
+    let msg = load_error(&[("bomb.yaml", &text)]);
+    assert_mentions("an alias bomb", &msg, &["bomb.yaml", "invalid YAML"]);
+    assert!(msg.to_lowercase().contains("alias") || msg.to_lowercase().contains("budget"), "the error says which budget: {msg}");
+}
+
+/// Controllers whose counts would allocate billions of pods fail on the field, before any allocation.
+#[test]
+fn huge_controller_counts_are_refused_on_their_field() {
+    let job = "---\napiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: default}\nspec:\n  parallelism: 2147483647\n  completions: 2147483647\n  template:\n    spec: {restartPolicy: Never, containers: [{name: c, image: pause}]}\n";
+    let sts = "---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: s, namespace: default}\nspec:\n  replicas: 1000000\n  serviceName: s\n  selector: {matchLabels: {app: s}}\n  template:\n    metadata: {labels: {app: s}}\n    spec: {containers: [{name: c, image: pause}]}\n";
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        ("a Deployment of 2,000,000,000 replicas", deployment("web", "2000000000"), vec!["Deployment default/web", "spec.replicas", "limit of 150000 pods", "--max-pods"]),
+        ("a Job of parallelism 2^31-1", job.into(), vec!["Job default/j", "spec.parallelism", "--max-pods"]),
+        ("a StatefulSet of a million replicas", sts.into(), vec!["StatefulSet default/s", "spec.replicas", "--max-pods"]),
+        ("replicas: -5", deployment("web", "-5"), vec!["Deployment default/web", "spec.replicas", "must be at least 0, got -5"]),
+        ("a negative StatefulSet ordinal start", sts.replace("replicas: 1000000", "replicas: 1\n  ordinals: {start: -3}"), vec!["StatefulSet default/s", "spec.ordinals.start", "at least 0"]),
+    ];
+    for (what, text, parts) in cases {
+        let msg = load_error(&[("controllers.yaml", &text)]);
+        assert_mentions(what, &msg, &[&["controllers.yaml"][..], &parts].concat());
+    }
+}
+
+/// The pods of a batch are capped (listed and created together), with a message that says what to do.
+#[test]
+fn pods_per_batch_are_capped() {
+    let limits = stowage_input::Limits { max_pods: 10, ..Default::default() };
+    let msg = load_error_with("two.yaml", &format!("{}{}", deployment("a", "6"), deployment("b", "6")), &limits);
+    assert_mentions("two Deployments past the limit together", &msg, &["two.yaml", "Deployment default/b", "spec.replicas", "limit of 10 pods per batch", "--max-pods"]);
+    let msg = load_error_with("pods.yaml", &common::pods(11, "p", "", "100m", ""), &limits);
+    assert_mentions("listed pods past the limit", &msg, &["pods.yaml", "11 pods, more than the limit of 10", "smaller batches", "--max-pods"]);
+    let w = stowage_input::load_texts_with([(Path::new("ten.yaml"), deployment("a", "10").as_str())], &limits).expect("exactly the limit loads");
+    assert_eq!(w.cluster.pods.len(), 10);
+}
+
+/// The same object twice is an error at its second copy (the API server holds one object per name);
+/// so is the same file named twice.
+#[test]
+fn duplicate_objects_are_named_at_the_second_copy() {
+    let pool = pool_full("default", "", "", "", "");
+    let cases: Vec<(&str, Vec<(&str, String)>, Vec<&str>)> = vec![
+        ("the same Pod twice", vec![("a.yaml", format!("{}{}", pod("p", "", "1", ""), pod("p", "", "2", "")))], vec!["a.yaml (document 2)", "Pod default/p", "duplicate", "already defined in a.yaml"]),
+        ("the same Node twice", vec![("a.yaml", node("n1", "zone-a", "2", "", "")), ("b.yaml", node("n1", "zone-b", "4", "", ""))], vec!["b.yaml", "Node n1", "already defined in a.yaml"]),
+        ("the same NodePool twice", vec![("a.yaml", format!("{NODECLASS}{pool}{pool}"))], vec!["a.yaml (document 3)", "NodePool default", "already defined in a.yaml (document 2)"]),
+        ("the same file twice", vec![("same.yaml", pod("p", "", "1", "")), ("same.yaml", pod("p", "", "1", ""))], vec!["same.yaml", "Pod default/p", "duplicate"]),
+    ];
+    for (what, files, parts) in cases {
+        let files: Vec<(&str, &str)> = files.iter().map(|(f, t)| (*f, t.as_str())).collect();
+        let msg = load_error(&files);
+        assert_mentions(what, &msg, &parts);
+    }
+    // The same name in two namespaces is two objects.
+    let w = stowage_input::load_texts([(Path::new("ns.yaml"), format!("{}{}", pod("a/p", "", "1", ""), pod("b/p", "", "1", "")).as_str())]).expect("loads");
+    assert_eq!(w.cluster.pods.len(), 2);
+}
+
+/// Kubernetes' and Karpenter's validation: weight, ports, protocols, containers, quantities, versions.
+#[test]
+fn api_validation_as_the_api_server_and_karpenter_do_it() {
+    let weighted = |w: &str| format!("{NODECLASS}{}", pool_full("default", "", "", "", &format!("weight: {w}")));
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        ("NodePool weight -1", weighted("-1"), vec!["NodePool default", "spec.weight", "1-100", "got -1"]),
+        ("NodePool weight 0", weighted("0"), vec!["NodePool default", "spec.weight", "got 0"]),
+        ("NodePool weight 2147483647", weighted("2147483647"), vec!["NodePool default", "spec.weight", "got 2147483647"]),
+        ("hostPort 70000", p("").replace("image: pause", "image: pause, ports: [{containerPort: 80, hostPort: 70000}]"), vec!["Pod default/p", "spec.containers[0].ports[0].hostPort", "1-65535"]),
+        ("containerPort 0", p("").replace("image: pause", "image: pause, ports: [{containerPort: 0}]"), vec!["spec.containers[0].ports[0].containerPort", "got 0"]),
+        (
+            "protocol SCTPX",
+            p("").replace("image: pause", "image: pause, ports: [{containerPort: 80, hostPort: 80, protocol: SCTPX}]"),
+            vec!["spec.containers[0].ports[0].protocol", "\"SCTPX\"", "TCP, UDP, SCTP"],
+        ),
+        ("a pod without containers", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n".into(), vec!["Pod default/p", "spec.containers", "at least one container"]),
+        ("a pod without a spec", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n".into(), vec!["Pod default/p", "spec.containers", "at least one container"]),
+        ("half a GPU", p("").replace("requests: {cpu: 100m}", "requests: {cpu: 100m, nvidia.com/gpu: 500m}"), vec!["spec.containers[0].resources.requests.nvidia.com/gpu", "not a whole number"]),
+        (
+            "a karpenter.sh/v1beta1 NodePool",
+            format!("{NODECLASS}{}", pool_full("default", "", "", "", "").replace("karpenter.sh/v1", "karpenter.sh/v1beta1")),
+            vec!["NodePool default", "apiVersion", "karpenter.sh/v1beta1 is not supported", "karpenter.sh/v1"],
+        ),
+        ("an empty workload", "# nothing here\n".into(), vec!["case.yaml", "no Kubernetes objects"]),
+    ];
+    for (what, text, parts) in cases {
+        let msg = load_error(&[("case.yaml", &text)]);
+        assert_mentions(what, &msg, &[&["case.yaml"][..], &parts].concat());
+    }
+    // Every valid Kubernetes quantity is accepted: 1Ei of memory is 2^60 bytes.
+    let w = stowage_input::load_texts([(Path::new("ei.yaml"), p("").replace("requests: {cpu: 100m}", "requests: {cpu: 100m, memory: 1Ei}").as_str())]).expect("1Ei loads");
+    assert_eq!(w.cluster.pods[0].requests.memory, 1 << 60);
+    // Weight 1 and 100 are Karpenter's bounds, both accepted.
+    for w in ["1", "100"] {
+        stowage_input::load_texts([(Path::new("w.yaml"), weighted(w).as_str())]).unwrap_or_else(|e| panic!("weight {w}: {e}"));
+    }
+}
+
+/// JSON workloads and plans: one document, no key twice, as the YAML readers already require.
+#[test]
+fn json_is_strict() {
+    let pod_json = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"pause"}]}}"#;
+    stowage_input::load_texts([(Path::new("p.json"), pod_json)]).expect("the pod loads");
+    let cases = [
+        ("a second document", format!("{pod_json}\n{}", pod_json.replace("\"p\"", "\"q\"")), "trailing characters"),
+        ("trailing garbage", format!("{pod_json} garbage"), "trailing characters"),
+        ("a duplicate key", pod_json.replace(r#""app":"a""#, r#""app":"a","app":"b""#), "duplicate key \"app\""),
+    ];
+    for (what, text, part) in &cases {
+        let msg = load_error(&[("p.json", text)]);
+        assert_mentions(what, &msg, &["p.json", "invalid JSON", part]);
+    }
+    let plan = r#"{"schema":"stowage.dev/plan/v1","solver":{"name":"g","status":"heuristic","timeMs":1},"costPerHour":0.1,"placements":[{"pod":"default/x","node":"a"}]}"#;
+    assert!(Plan::from_json(plan).is_ok());
+    for (what, text, part) in [
+        ("a second plan", format!("{plan}\n{plan}"), "trailing characters"),
+        ("trailing garbage", format!("{plan}}}"), "trailing characters"),
+        ("a duplicate key", plan.replace(r#""costPerHour":0.1"#, r#""costPerHour":0.1,"costPerHour":5"#), "duplicate key \"costPerHour\""),
+    ] {
+        let msg = Plan::from_json(&text).map(|_| ()).expect_err(what).to_string();
+        assert_mentions(what, &msg, &[part]);
+    }
+    // The status docs/formats.md lists is accepted.
+    assert_eq!(Plan::from_json(&plan.replace("heuristic", "infeasible")).expect("infeasible is a documented status").solver.status, stowage_core::plan::Status::Infeasible);
+}
+
+/// An empty catalog is an error that says so, not a plan that leaves every pod pending.
+#[test]
+fn an_empty_catalog_is_an_error() {
+    let msg = stowage_input::catalog::parse("cat.yaml", &catalog("").replace("instanceTypes:\n", "instanceTypes: []\n")).map(|_| ()).expect_err("empty").to_string();
+    assert_mentions("an empty catalog", &msg, &["cat.yaml", "instanceTypes: empty"]);
+}
+
+/// An existing Node named like a planned one (`stowage-0`) does not collide with the plan's nodes, and
+/// the plan stays valid.
+#[test]
+fn planned_node_names_never_collide_with_existing_nodes() {
+    use stowage_core::solve::{Solver, plan_cluster};
+    let cat = common::small_catalog();
+    let text = format!(
+        "{NODECLASS}{}{}{}",
+        common::default_pool(),
+        node("stowage-0", "zone-a", "100m", "", ""),
+        common::pods(
+            3,
+            "p",
+            "{app: a}",
+            "900m",
+            "affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {matchLabels: {app: a}}, topologyKey: kubernetes.io/hostname}]}}"
+        )
+    );
+    let w = stowage_input::load_texts([(Path::new("names.yaml"), text.as_str())]).expect("loads");
+    for solver in common::planners() {
+        let plan = plan_cluster(&w.cluster, cat, &Weights::default(), solver).expect("plans");
+        assert_eq!(plan.new_nodes.len(), 3, "{solver:?}: one node per pod (hostname anti-affinity)");
+        for n in &plan.new_nodes {
+            assert!(n.name.starts_with("stowage-new-"), "{solver:?}: {} shares the name form of the existing stowage-0", n.name);
+        }
+        let report = stowage_core::check::check(&w.cluster, cat, &plan);
+        assert!(report.valid(), "{solver:?}: {:?}", report.violations);
+    }
+    // Without an existing `stowage-<n>` the names stay as they were.
+    let plain = stowage_input::load_texts([(Path::new("plain.yaml"), format!("{NODECLASS}{}{}", common::default_pool(), pod("p", "", "100m", "")).as_str())]).expect("loads");
+    let plan = plan_cluster(&plain.cluster, cat, &Weights::default(), Solver::Greedy).expect("plans");
+    assert_eq!(plan.new_nodes[0].name, "stowage-0");
+}

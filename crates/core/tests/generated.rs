@@ -305,10 +305,15 @@ fn render(g: &GWorkload) -> String {
             Some((k, v, e)) => format!("taints: [{{key: {k}, value: \"{v}\", effect: {e}}}]"),
             None => String::new(),
         };
-        let mut spec = format!("weight: {}", p.weight);
-        if let Some(l) = p.limit_cpu {
-            spec.push_str(&format!("\n  limits: {{cpu: \"{l}\"}}"));
+        // Karpenter's weights are 1-100; 0 stands for an unset weight (ranked below every weighted pool).
+        let mut spec: Vec<String> = Vec::new();
+        if p.weight > 0 {
+            spec.push(format!("weight: {}", p.weight));
         }
+        if let Some(l) = p.limit_cpu {
+            spec.push(format!("limits: {{cpu: \"{l}\"}}"));
+        }
+        let spec = spec.join("\n  ");
         s.push_str(&pool_full(&format!("pool-{i}"), &format!("[{}]", reqs.join(", ")), "", &taints, &spec));
     }
     for (i, n) in g.nodes.iter().enumerate() {

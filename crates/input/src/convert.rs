@@ -255,18 +255,30 @@ fn container_requests(ctx: &Ctx, field: &str, c: &core::Container) -> Result<Res
     Ok(r)
 }
 
-fn host_ports(c: &core::Container, out: &mut Vec<HostPort>) {
-    for p in c.ports.iter().flatten() {
+/// A container's ports, validated as the API server does (ports 1-65535, protocol TCP, UDP or SCTP);
+/// the host ports it claims go to `out`.
+fn host_ports(ctx: &Ctx, field: &str, c: &core::Container, out: &mut Vec<HostPort>) -> Result<(), InputError> {
+    for (i, p) in c.ports.iter().flatten().enumerate() {
+        let f = format!("{field}.ports[{i}]");
+        if !(1..=65535).contains(&p.container_port) {
+            return Err(ctx.err(format!("{f}.containerPort"), format!("must be 1-65535, got {}", p.container_port)));
+        }
+        if let Some(hp) = p.host_port
+            && !(0..=65535).contains(&hp)
+        {
+            return Err(ctx.err(format!("{f}.hostPort"), format!("must be 1-65535 (or 0 for none), got {hp}")));
+        }
+        let protocol = p.protocol.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "TCP".into());
+        if !matches!(protocol.as_str(), "TCP" | "UDP" | "SCTP") {
+            return Err(ctx.err(format!("{f}.protocol"), format!("unknown protocol {protocol:?} (TCP, UDP, SCTP)")));
+        }
         if let Some(hp) = p.host_port
             && hp > 0
         {
-            out.push(HostPort {
-                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
-                ip: p.host_ip.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| stowage_core::semantics::ports::ANY_IP.into()),
-                port: hp,
-            });
+            out.push(HostPort { protocol, ip: p.host_ip.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| stowage_core::semantics::ports::ANY_IP.into()), port: hp });
         }
     }
+    Ok(())
 }
 
 /// A pod's requests (kube-scheduler's effective request: containers, init containers and sidecars,
@@ -274,16 +286,19 @@ fn host_ports(c: &core::Container, out: &mut Vec<HostPort>) {
 fn requests_and_ports(ctx: &Ctx, spec: &core::PodSpec) -> Result<(Resources, Vec<HostPort>), InputError> {
     let mut containers = Vec::new();
     let mut ports = Vec::new();
+    if spec.containers.is_empty() {
+        return Err(ctx.err("spec.containers", "a pod needs at least one container"));
+    }
     for (i, c) in spec.containers.iter().enumerate() {
         containers.push(container_requests(ctx, &format!("spec.containers[{i}]"), c)?);
-        host_ports(c, &mut ports);
+        host_ports(ctx, &format!("spec.containers[{i}]"), c, &mut ports)?;
     }
     let mut init = Vec::new();
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
         let sidecar = c.restart_policy.as_deref() == Some("Always");
         init.push(InitContainer { requests: container_requests(ctx, &format!("spec.initContainers[{i}]"), c)?, sidecar });
         if sidecar {
-            host_ports(c, &mut ports);
+            host_ports(ctx, &format!("spec.initContainers[{i}]"), c, &mut ports)?;
         }
     }
     let overhead = resources(ctx, "spec.overhead", spec.overhead.as_ref())?;

@@ -10,8 +10,10 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodStatus, PodTemplateSpec, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use super::InputError;
 use super::ids::{stable_hash, stable_uid};
 use super::objects::{Obj, Objects};
+use super::read::Source;
 
 const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
@@ -83,10 +85,68 @@ fn live(p: &Pod) -> bool {
     !matches!(phase, Some("Succeeded" | "Failed")) && p.metadata.deletion_timestamp.is_none()
 }
 
-/// Expands controllers in `o`, appending created pods and claims.
-pub(crate) fn expand(o: &mut Objects) {
+/// A controller's count field (`spec.replicas`, `spec.parallelism`, ...) as the API server validates
+/// it: not negative.
+fn count(source: &Source, what: &str, field: &str, v: Option<i32>, default: i32) -> Result<i32, InputError> {
+    let v = v.unwrap_or(default);
+    if v < 0 {
+        return Err(InputError::at(source, Some(what.to_string()), Some(field), format!("must be at least 0, got {v}")));
+    }
+    Ok(v)
+}
+
+/// Room for `new` more pods in a batch of `total` pods under the limit `max_pods`, or an error at the
+/// controller field that asks for them.
+fn room(source: &Source, what: &str, field: &str, new: usize, total: usize, max_pods: usize) -> Result<(), InputError> {
+    if total.saturating_add(new) > max_pods {
+        return Err(InputError::at(
+            source,
+            Some(what.to_string()),
+            Some(field),
+            format!("{new} more pods would take the batch past the limit of {max_pods} pods per batch; lower {field}, plan in smaller batches, or raise the limit with --max-pods"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the counts of every controller before anything is expanded: none negative (the API server
+/// refuses them), none alone above `max_pods` (so that `replicas: 2000000000` fails before any
+/// allocation), StatefulSet ordinals in range.
+fn check_counts(o: &Objects, max_pods: usize) -> Result<(), InputError> {
+    let what = |kind: &str, md: &ObjectMeta| format!("{kind} {}/{}", ns_of(md), md.name.as_deref().unwrap_or(""));
+    for d in &o.deployments {
+        let w = what("Deployment", &d.obj.metadata);
+        let n = count(&d.source, &w, "spec.replicas", d.obj.spec.as_ref().and_then(|s| s.replicas), 1)?;
+        room(&d.source, &w, "spec.replicas", n as usize, 0, max_pods)?;
+    }
+    for r in &o.replicasets {
+        let w = what("ReplicaSet", &r.obj.metadata);
+        let n = count(&r.source, &w, "spec.replicas", r.obj.spec.as_ref().and_then(|s| s.replicas), 1)?;
+        room(&r.source, &w, "spec.replicas", n as usize, 0, max_pods)?;
+    }
+    for s in &o.statefulsets {
+        let w = what("StatefulSet", &s.obj.metadata);
+        let n = count(&s.source, &w, "spec.replicas", s.obj.spec.as_ref().and_then(|s| s.replicas), 1)?;
+        room(&s.source, &w, "spec.replicas", n as usize, 0, max_pods)?;
+        count(&s.source, &w, "spec.ordinals.start", s.obj.spec.as_ref().and_then(|s| s.ordinals.as_ref()).and_then(|o| o.start), 0)?;
+    }
+    for j in &o.jobs {
+        let w = what("Job", &j.obj.metadata);
+        let spec = j.obj.spec.as_ref();
+        let p = count(&j.source, &w, "spec.parallelism", spec.and_then(|s| s.parallelism), 1)?;
+        count(&j.source, &w, "spec.completions", spec.and_then(|s| s.completions), 0)?;
+        room(&j.source, &w, "spec.parallelism", p as usize, 0, max_pods)?;
+    }
+    Ok(())
+}
+
+/// Expands controllers in `o`, appending created pods and claims. At most `max_pods` pods in all: the
+/// controller whose pods would pass it is named in the error.
+pub(crate) fn expand(o: &mut Objects, max_pods: usize) -> Result<(), InputError> {
+    check_counts(o, max_pods)?;
     // Deployments without a ReplicaSet in the input get one, as the Deployment controller would.
-    let mut synthetic_rs = Vec::new();
+    let mut all_rs: Vec<(Obj<ReplicaSet>, String)> =
+        o.replicasets.iter().map(|rs| (rs.clone(), format!("ReplicaSet {}/{}", ns_of(&rs.obj.metadata), rs.obj.metadata.name.as_deref().unwrap_or("")))).collect();
     for d in &o.deployments {
         let md = &d.obj.metadata;
         let (ns, name) = (ns_of(md), md.name.clone().unwrap_or_default());
@@ -114,19 +174,18 @@ pub(crate) fn expand(o: &mut Objects) {
             spec: Some(ReplicaSetSpec { replicas: Some((spec.replicas.unwrap_or(1) - have).max(0)), selector: spec.selector.clone(), template: Some(template), min_ready_seconds: None }),
             status: None,
         };
-        synthetic_rs.push(Obj { source: d.source.clone(), obj: rs });
+        all_rs.push((Obj { source: d.source.clone(), obj: rs }, format!("Deployment {ns}/{name}")));
     }
-    let mut all_rs: Vec<Obj<ReplicaSet>> = o.replicasets.clone();
-    all_rs.extend(synthetic_rs);
 
     let mut new_pods = Vec::new();
-    for rs in &all_rs {
+    for (rs, what) in &all_rs {
         let md = &rs.obj.metadata;
         let (ns, name) = (ns_of(md), md.name.clone().unwrap_or_default());
         let Some(spec) = &rs.obj.spec else { continue };
         let Some(template) = &spec.template else { continue };
         let replicas = spec.replicas.unwrap_or(1).max(0) as usize;
         let have = o.pods.iter().filter(|p| ns_of(&p.obj.metadata) == ns && owned_by(&p.obj.metadata, "ReplicaSet", &name, md.uid.as_deref()) && live(&p.obj)).count();
+        room(&rs.source, what, "spec.replicas", replicas.saturating_sub(have), o.pods.len() + new_pods.len(), max_pods)?;
         for i in have..replicas {
             let pod_name = format!("{name}-{}", suffix(stable_hash(&[&ns, &name, &i.to_string()]), 5));
             let p = new_pod(pod_name, &ns, template, &[], owner("ReplicaSet", "apps/v1", md));
@@ -137,6 +196,8 @@ pub(crate) fn expand(o: &mut Objects) {
     let mut new_pvcs = Vec::new();
     for sts in &o.statefulsets {
         let (pods, pvcs) = expand_statefulset(sts, &o.pods, &o.pvcs);
+        let what = format!("StatefulSet {}/{}", ns_of(&sts.obj.metadata), sts.obj.metadata.name.as_deref().unwrap_or(""));
+        room(&sts.source, &what, "spec.replicas", pods.len(), o.pods.len() + new_pods.len(), max_pods)?;
         new_pods.extend(pods);
         new_pvcs.extend(pvcs);
     }
@@ -146,6 +207,7 @@ pub(crate) fn expand(o: &mut Objects) {
         let (ns, name) = (ns_of(md), md.name.clone().unwrap_or_default());
         let Some((spec, want)) = job_pods_wanted(&job.obj) else { continue };
         let have = o.pods.iter().filter(|p| ns_of(&p.obj.metadata) == ns && owned_by(&p.obj.metadata, "Job", &name, md.uid.as_deref()) && live(&p.obj)).count();
+        room(&job.source, &format!("Job {ns}/{name}"), "spec.parallelism", want.saturating_sub(have), o.pods.len() + new_pods.len(), max_pods)?;
         for i in have..want {
             let pod_name = format!("{name}-{}", suffix(stable_hash(&[&ns, &name, &i.to_string()]), 5));
             let extra = [("job-name".to_string(), name.clone()), ("batch.kubernetes.io/job-name".to_string(), name.clone())];
@@ -156,6 +218,7 @@ pub(crate) fn expand(o: &mut Objects) {
 
     o.pods.extend(new_pods);
     o.pvcs.extend(new_pvcs);
+    Ok(())
 }
 
 /// The pods and claims a StatefulSet's controller creates for the ordinals that have none yet.
@@ -165,18 +228,20 @@ pub fn expand_statefulset(sts: &Obj<StatefulSet>, pods: &[Obj<Pod>], pvcs: &[Obj
     let mut out_pods = Vec::new();
     let mut out_pvcs = Vec::new();
     let Some(spec) = &sts.obj.spec else { return (out_pods, out_pvcs) };
-    let replicas = spec.replicas.unwrap_or(1).max(0);
-    let start = spec.ordinals.as_ref().and_then(|o| o.start).unwrap_or(0);
+    let replicas = i64::from(spec.replicas.unwrap_or(1).max(0));
+    let start = i64::from(spec.ordinals.as_ref().and_then(|o| o.start).unwrap_or(0).max(0));
+    // Sets, not scans: a StatefulSet of n replicas costs O(n), not O(n × pods).
+    let pod_names: std::collections::HashSet<&str> = pods.iter().filter(|p| ns_of(&p.obj.metadata) == ns).filter_map(|p| p.obj.metadata.name.as_deref()).collect();
+    let claim_names: std::collections::HashSet<&str> = pvcs.iter().filter(|c| ns_of(&c.obj.metadata) == ns).filter_map(|c| c.obj.metadata.name.as_deref()).collect();
+    let mut new_claims: std::collections::HashSet<String> = std::collections::HashSet::new();
     for i in start..start + replicas {
         let pod_name = format!("{name}-{i}");
-        let exists = pods.iter().any(|p| ns_of(&p.obj.metadata) == ns && p.obj.metadata.name.as_deref() == Some(&pod_name));
+        let exists = pod_names.contains(pod_name.as_str());
         let mut volumes = spec.template.spec.as_ref().and_then(|s| s.volumes.clone()).unwrap_or_default();
         for t in spec.volume_claim_templates.iter().flatten() {
             let tname = t.metadata.name.clone().unwrap_or_default();
             let claim = format!("{tname}-{name}-{i}");
-            if !pvcs.iter().any(|c| ns_of(&c.obj.metadata) == ns && c.obj.metadata.name.as_deref() == Some(&claim))
-                && !out_pvcs.iter().any(|c: &Obj<PersistentVolumeClaim>| c.obj.metadata.name.as_deref() == Some(&claim))
-            {
+            if !claim_names.contains(claim.as_str()) && new_claims.insert(claim.clone()) {
                 let mut labels = t.metadata.labels.clone().unwrap_or_default();
                 if let Some(sel) = spec.selector.match_labels.as_ref() {
                     for (k, v) in sel {
@@ -227,8 +292,8 @@ pub fn job_pods_wanted(job: &k8s_openapi::api::batch::v1::Job) -> Option<(&k8s_o
     if spec.suspend == Some(true) {
         return None;
     }
-    let parallelism = spec.parallelism.unwrap_or(1).max(0);
-    let succeeded = job.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0);
-    let remaining = spec.completions.map(|c| (c - succeeded).max(0)).unwrap_or(parallelism);
+    let parallelism = i64::from(spec.parallelism.unwrap_or(1).max(0));
+    let succeeded = i64::from(job.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0));
+    let remaining = spec.completions.map(|c| (i64::from(c) - succeeded).max(0)).unwrap_or(parallelism);
     Some((spec, parallelism.min(remaining) as usize))
 }

@@ -78,6 +78,12 @@ pub fn nodepool(o: &Obj<api::NodePool>) -> Result<NodePool, InputError> {
     if tspec.node_class_ref.name.is_empty() {
         return Err(ctx.err("spec.template.spec.nodeClassRef.name", "missing node class name"));
     }
+    // Karpenter's CRD: `weight` is 1-100 when set (unset ranks below every weighted pool).
+    if let Some(w) = spec.weight
+        && !(1..=100).contains(&w)
+    {
+        return Err(ctx.err("spec.weight", format!("must be 1-100 (Karpenter's range), got {w}")));
+    }
     Ok(NodePool {
         name,
         weight: spec.weight.unwrap_or(0),

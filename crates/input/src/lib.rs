@@ -13,7 +13,9 @@ pub mod expand;
 pub mod export;
 pub mod ids;
 pub mod karpenter;
+pub mod limits;
 pub mod objects;
+pub mod output;
 pub mod quantity;
 pub mod read;
 pub mod volumes;
@@ -27,6 +29,7 @@ use stowage_core::domain::cluster::{Cluster, DaemonSet};
 use stowage_core::domain::labels::{Labels, keys};
 use stowage_core::domain::pod::{Owner, VolumeNeeds};
 
+pub use limits::Limits;
 pub use objects::Objects;
 pub use read::Source;
 
@@ -89,38 +92,80 @@ pub struct Workload {
     pub warnings: Vec<String>,
 }
 
-/// Loads files and folders.
+/// Loads files and folders with the default [`Limits`].
 pub fn load(paths: &[PathBuf]) -> Result<Workload, LoadError> {
-    let files = read::expand_paths(paths).map_err(|e| LoadError(vec![e]))?;
-    let mut texts = Vec::new();
-    for f in files {
-        let text = read::read_text(&f).map_err(|e| LoadError(vec![e]))?;
-        texts.push((f, text));
-    }
-    load_texts(texts.iter().map(|(f, t)| (f.as_path(), t.as_str())))
+    load_with(paths, &Limits::default())
 }
 
-/// Loads in-memory documents, each with the name it is reported under.
+/// Loads files and folders; all files together may hold at most `limits.max_input_bytes` bytes
+/// (decompressed) and `limits.max_pods` pods.
+pub fn load_with(paths: &[PathBuf], limits: &Limits) -> Result<Workload, LoadError> {
+    let files = read::expand_paths(paths).map_err(|e| LoadError(vec![e]))?;
+    let mut texts = Vec::new();
+    let mut left = limits.max_input_bytes;
+    for f in files {
+        let text = read::read_text_limited(&f, left).map_err(|e| LoadError(vec![e]))?;
+        left -= text.len() as u64;
+        texts.push((f, text));
+    }
+    load_texts_with(texts.iter().map(|(f, t)| (f.as_path(), t.as_str())), limits)
+}
+
+/// Loads in-memory documents, each with the name it is reported under, with the default [`Limits`].
 pub fn load_texts<'a>(texts: impl IntoIterator<Item = (&'a Path, &'a str)>) -> Result<Workload, LoadError> {
+    load_texts_with(texts, &Limits::default())
+}
+
+/// Loads in-memory documents, each with the name it is reported under. Errors: the parser's
+/// (budgets), then typing, duplicates and templates (all collected), then expansion (replicas and
+/// the pods limit), then conversion.
+pub fn load_texts_with<'a>(texts: impl IntoIterator<Item = (&'a Path, &'a str)>, limits: &Limits) -> Result<Workload, LoadError> {
     let mut raws = Vec::new();
     let mut errors = Vec::new();
+    let mut names = Vec::new();
     for (file, text) in texts {
-        match read::parse_text(file, text) {
+        names.push(file.display().to_string());
+        match read::parse_text_with(file, text, limits) {
             Ok(r) => raws.extend(r),
             Err(e) => errors.push(e),
         }
     }
+    if errors.is_empty() && raws.is_empty() {
+        let files = if names.is_empty() { "no files".to_string() } else { names.join(", ") };
+        return Err(LoadError(vec![InputError {
+            location: files,
+            object: None,
+            field: None,
+            message: "no Kubernetes objects: the workload is empty (name the files that hold the pods, nodes and NodePools)".into(),
+        }]));
+    }
+    let listed_pods = raws.iter().filter(|r| r.kind == "Pod").count();
+    if listed_pods > limits.max_pods {
+        return Err(LoadError(vec![too_many_pods(&names, listed_pods, limits)]));
+    }
     let (mut objects, warnings, type_errors) = objects::type_all(&raws);
+    drop(raws);
     errors.extend(type_errors);
+    errors.extend(objects::duplicates(&objects));
     if errors.is_empty() {
         errors.extend(check_templates(&objects));
     }
     if !errors.is_empty() {
         return Err(LoadError(errors));
     }
-    expand::expand(&mut objects);
+    expand::expand(&mut objects, limits.max_pods).map_err(|e| LoadError(vec![e]))?;
     let cluster = build(&objects).map_err(LoadError)?;
     Ok(Workload { cluster, objects, warnings })
+}
+
+/// The error of a batch with more pods than `limits.max_pods`.
+fn too_many_pods(files: &[String], n: usize, limits: &Limits) -> InputError {
+    InputError {
+        location: files.join(", "),
+        object: None,
+        field: None,
+        message: format!("{n} pods, more than the limit of {} pods per batch; plan the workload in smaller batches, or raise the limit with --max-pods", limits.max_pods),
+    }
 }
 
 /// Converts every controller's pod template once, before expansion, so that an invalid template is

@@ -53,7 +53,12 @@ pub fn type_all(raws: &[RawObject]) -> (Objects, Vec<String>, Vec<InputError>) {
     let mut warnings = Vec::new();
     let mut errors = Vec::new();
     for raw in raws {
-        let group = raw.api_version.split('/').next().unwrap_or("");
+        let (group, version) = raw.api_version.split_once('/').unwrap_or(("", raw.api_version.as_str()));
+        if (group == "karpenter.sh" || group == "karpenter.k8s.aws") && version != "v1" {
+            let msg = format!("{} is not supported: stowage reads Karpenter's v1 API ({group}/v1); convert the object as Karpenter's v1 migration guide says", raw.api_version);
+            errors.push(InputError::at(&raw.source, Some(raw.describe()), Some("apiVersion"), msg));
+            continue;
+        }
         let r = match (raw.kind.as_str(), group) {
             ("Pod", _) => typed(raw).map(|x| o.pods.push(x)),
             ("Deployment", _) => typed(raw).map(|x| o.deployments.push(x)),
@@ -79,4 +84,45 @@ pub fn type_all(raws: &[RawObject]) -> (Objects, Vec<String>, Vec<InputError>) {
         }
     }
     (o, warnings, errors)
+}
+
+/// Where the first copy of an object came from, and what it is.
+fn first_copy<T: kube::Resource>(kind: &str, objs: &[Obj<T>], namespaced: bool, errors: &mut Vec<InputError>) {
+    let mut seen: std::collections::HashMap<(String, String), &Source> = std::collections::HashMap::new();
+    for o in objs {
+        let md = o.obj.meta();
+        let Some(name) = md.name.clone() else { continue };
+        let ns = if namespaced { md.namespace.clone().unwrap_or_else(|| "default".into()) } else { String::new() };
+        let what = if namespaced { format!("{kind} {ns}/{name}") } else { format!("{kind} {name}") };
+        match seen.entry((ns, name)) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(&o.source);
+            }
+            std::collections::hash_map::Entry::Occupied(first) => {
+                let msg = format!("duplicate: {what} is already defined in {}; the API server holds one object per name, so remove one copy (or name the file once)", first.get());
+                errors.push(InputError::at(&o.source, Some(what), Some("metadata.name"), msg));
+            }
+        }
+    }
+}
+
+/// Objects defined twice (same kind, namespace and name), each reported at its second copy: the API
+/// server would refuse it, and planning both copies would double the batch.
+pub fn duplicates(o: &Objects) -> Vec<InputError> {
+    let mut errors = Vec::new();
+    first_copy("Pod", &o.pods, true, &mut errors);
+    first_copy("Deployment", &o.deployments, true, &mut errors);
+    first_copy("ReplicaSet", &o.replicasets, true, &mut errors);
+    first_copy("StatefulSet", &o.statefulsets, true, &mut errors);
+    first_copy("Job", &o.jobs, true, &mut errors);
+    first_copy("DaemonSet", &o.daemonsets, true, &mut errors);
+    first_copy("Node", &o.nodes, false, &mut errors);
+    first_copy("NodePool", &o.nodepools, false, &mut errors);
+    first_copy("NodeClaim", &o.nodeclaims, false, &mut errors);
+    first_copy("EC2NodeClass", &o.nodeclasses, false, &mut errors);
+    first_copy("PersistentVolumeClaim", &o.pvcs, true, &mut errors);
+    first_copy("PersistentVolume", &o.pvs, false, &mut errors);
+    first_copy("StorageClass", &o.storageclasses, false, &mut errors);
+    first_copy("Namespace", &o.namespaces, false, &mut errors);
+    errors
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::InputError;
+use crate::limits::Limits;
 
 /// Where an object came from, for error messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +63,14 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
     for p in paths {
         collect(p, &mut out, true)?;
     }
+    // A file named twice (directly, or also through its folder) would double its objects.
+    let mut seen = std::collections::HashMap::new();
+    for f in &out {
+        let key = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
+        if let Some(first) = seen.insert(key, f) {
+            return Err(InputError::file(f, format!("named twice (also as {}); name each file once", first.display())));
+        }
+    }
     Ok(out)
 }
 
@@ -86,17 +95,30 @@ fn is_manifest_name(p: &Path) -> bool {
     [".yaml", ".yml", ".json"].iter().any(|x| name.ends_with(x))
 }
 
-/// Reads a file as text, gunzipping names ending in `.gz` (the benchmark corpus stores its workloads so).
+/// Reads a file as text, gunzipping names ending in `.gz` (the benchmark corpus stores its workloads
+/// so), with the default [`Limits`].
 pub fn read_text(path: &Path) -> Result<String, InputError> {
+    read_text_limited(path, Limits::default().max_input_bytes)
+}
+
+/// Reads a file as text of at most `max_bytes` bytes (after decompression: every member of a
+/// multi-member gzip file, as `gunzip` reads it). A larger file is an error that names the limit, read
+/// no further than one byte past it, so a gzip bomb costs `max_bytes` of memory, not its expansion.
+pub fn read_text_limited(path: &Path, max_bytes: u64) -> Result<String, InputError> {
     use std::io::Read;
-    let bytes = std::fs::read(path).map_err(|e| InputError::file(path, format!("cannot read: {e}")))?;
-    if path.extension().and_then(|e| e.to_str()) == Some("gz") {
-        let mut s = String::new();
-        flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut s).map_err(|e| InputError::file(path, format!("cannot decompress: {e}")))?;
-        Ok(s)
-    } else {
-        String::from_utf8(bytes).map_err(|e| InputError::file(path, format!("not UTF-8 text: {e}")))
+    let f = std::fs::File::open(path).map_err(|e| InputError::file(path, format!("cannot read: {e}")))?;
+    let gz = path.extension().and_then(|e| e.to_str()) == Some("gz");
+    let reader: Box<dyn Read> = if gz { Box::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(f))) } else { Box::new(f) };
+    let mut bytes = Vec::new();
+    reader.take(max_bytes.saturating_add(1)).read_to_end(&mut bytes).map_err(|e| InputError::file(path, if gz { format!("cannot decompress: {e}") } else { format!("cannot read: {e}") }))?;
+    if bytes.len() as u64 > max_bytes {
+        let what = if gz { "decompressed, " } else { "" };
+        return Err(InputError::file(
+            path,
+            format!("larger than the input limit of {max_bytes} bytes ({what}all files of the run together); split the workload, or raise the limit with --max-input-bytes if the file is genuine"),
+        ));
     }
+    String::from_utf8(bytes).map_err(|e| InputError::file(path, format!("not UTF-8 text: {e}")))
 }
 
 /// Whether a file is a stowage scenario (a top-level `schema: stowage.dev/scenario/...` line).
@@ -111,16 +133,20 @@ fn is_scenario(p: &Path) -> bool {
     std::io::BufReader::new(f).lines().take(64).map_while(Result::ok).any(|l| l.starts_with("schema: stowage.dev/scenario/"))
 }
 
-/// Parses one file's text into raw objects.
+/// Parses one file's text into raw objects, with the default [`Limits`].
 pub fn parse_text(file: &Path, text: &str) -> Result<Vec<RawObject>, InputError> {
+    parse_text_with(file, text, &Limits::default())
+}
+
+/// Parses one file's text into raw objects. JSON is one document with no key twice
+/// (`stowage_core::json`); YAML runs under the parser budget of `limits` (aliases, anchors, nesting).
+pub fn parse_text_with(file: &Path, text: &str, limits: &Limits) -> Result<Vec<RawObject>, InputError> {
     let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let is_json = name.ends_with(".json") || name.ends_with(".json.gz") || text.trim_start().starts_with('{');
     let docs: Vec<Value> = if is_json {
-        let v: Value = serde_json::from_str(text).map_err(|e| InputError::file(file, format!("invalid JSON: {e}")))?;
-        vec![v]
+        vec![stowage_core::json::parse(text).map_err(|e| InputError::file(file, format!("invalid JSON: {e}")))?]
     } else {
-        let opts = serde_saphyr::options! { budget: None };
-        serde_saphyr::from_multiple_with_options(text, opts).map_err(|e| InputError::file(file, format!("invalid YAML: {e}")))?
+        serde_saphyr::from_multiple_with_options(text, limits.yaml_options()).map_err(|e| InputError::file(file, format!("invalid YAML: {e}")))?
     };
     let mut out = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {

@@ -35,6 +35,10 @@ pub enum Status {
     Heuristic,
     /// The MILP failed or found nothing better; the greedy plan is returned (see `detail`).
     Fallback,
+    /// The planner found no placement for some pods (listed in `unschedulable`) and claims none
+    /// exists; stowage's own planners say `heuristic` or `optimal` instead, peers may write this
+    /// (docs/formats.md §3).
+    Infeasible,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -165,9 +169,11 @@ impl Plan {
     }
 
     /// Reads a plan file's text; the error names the field (or the line, for text that is not JSON).
+    /// Exactly one JSON document with no key twice (`crate::json`).
     pub fn from_json(text: &str) -> Result<Plan, PlanError> {
+        crate::json::parse(text).map_err(|e| PlanError::Field { path: ".".into(), message: e.to_string() })?;
         let de = &mut serde_json::Deserializer::from_str(text);
-        let p: Plan = serde_path_to_error::deserialize(de).map_err(|e| PlanError::Field { path: e.path().to_string(), message: e.inner().to_string() })?;
+        let p: Plan = serde_path_to_error::deserialize(&mut *de).map_err(|e| PlanError::Field { path: e.path().to_string(), message: e.inner().to_string() })?;
         if p.schema != SCHEMA {
             return Err(PlanError::Schema { got: p.schema });
         }

@@ -11,6 +11,7 @@ fn status_word(s: Status) -> &'static str {
         Status::TimeLimit => "time limit",
         Status::Heuristic => "heuristic",
         Status::Fallback => "fallback to greedy",
+        Status::Infeasible => "infeasible",
     }
 }
 

@@ -264,7 +264,7 @@ fn repair(p: &Problem, o: &Outcome, ordered: &Placements) -> Option<Outcome> {
     let base = cluster.nodes.len();
     for (k, &f) in o.new_nodes.iter().enumerate() {
         let c = &p.configs[f];
-        let name = new_node_name(k);
+        let name = new_node_name(p, k);
         let mut labels = c.labels.clone();
         labels.insert(keys::HOSTNAME.into(), name.clone());
         cluster.nodes.push(Node {
@@ -289,7 +289,7 @@ fn repair(p: &Problem, o: &Outcome, ordered: &Placements) -> Option<Outcome> {
     for &(id, t) in ordered {
         cluster.pods[id.ix()].node_name = Some(match t {
             Target::Existing(n) => p.cluster.nodes[n].name.clone(),
-            Target::New(k) => new_node_name(k),
+            Target::New(k) => new_node_name(p, k),
         });
     }
     let p2 = p.rebase(&cluster);

@@ -397,7 +397,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
 
     fn open(&mut self, f: usize) -> usize {
         let k = self.new_nodes.len();
-        let sim = new_sim_node(self.p, f, &new_node_name(k));
+        let sim = new_sim_node(self.p, f, &new_node_name(self.p, k));
         let ix = self.fs.add_node(sim);
         self.new_ix.push(ix);
         self.new_nodes.push(f);

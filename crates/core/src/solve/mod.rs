@@ -60,9 +60,10 @@ impl Objective {
     }
 }
 
-/// Name of the `i`-th new node of a plan.
-pub(crate) fn new_node_name(i: usize) -> String {
-    format!("stowage-{i}")
+/// Name of the `i`-th new node of a plan: `stowage-<i>`, unless the snapshot already has a node of
+/// that form (`Problem::node_prefix`).
+pub(crate) fn new_node_name(p: &Problem, i: usize) -> String {
+    format!("{}-{i}", p.node_prefix)
 }
 
 /// Evaluates an outcome under the problem's weights. Soft terms counted here: preferred node
@@ -107,7 +108,7 @@ pub fn scheduler_state<'a>(p: &Problem<'a>, new_nodes: &[usize]) -> (FilterState
     let mut fs = FilterState::new(sims);
     let mut ix = Vec::new();
     for (k, &f) in new_nodes.iter().enumerate() {
-        ix.push(fs.add_node(new_sim_node(p, f, &new_node_name(k))));
+        ix.push(fs.add_node(new_sim_node(p, f, &new_node_name(p, k))));
     }
     (fs, ix)
 }
@@ -154,7 +155,7 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
         .enumerate()
         .map(|(k, &f)| {
             let c = &p.configs[f];
-            let name = new_node_name(k);
+            let name = new_node_name(p, k);
             let mut labels = c.labels.clone();
             labels.insert(keys::HOSTNAME.into(), name.clone());
             NewNode {
@@ -178,7 +179,7 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
             pod: p.pod(*pod).key(),
             node: match *t {
                 Target::Existing(n) => p.cluster.nodes[n].name.clone(),
-                Target::New(k) => new_node_name(k),
+                Target::New(k) => new_node_name(p, k),
             },
         })
         .collect();

@@ -98,6 +98,23 @@ pub struct Problem<'a> {
     pub max_weight: i32,
     /// Configurations of each group, in cost order.
     pub groups: Vec<Vec<u32>>,
+    /// What planned nodes are named after (`<prefix>-<i>`; `solve::new_node_name`): `stowage`, unless
+    /// an existing node already has such a name.
+    pub node_prefix: String,
+}
+
+/// The prefix of planned node names: `stowage`, or the first of `stowage-new`, `stowage-new2`, ... no
+/// existing node name `<prefix>-<digits>` uses, so that a planned node never shares a name (and a
+/// hostname) with a node of the snapshot.
+pub(crate) fn node_prefix(cluster: &Cluster) -> String {
+    let taken = |prefix: &str| cluster.nodes.iter().any(|n| n.name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')).is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit())));
+    let mut prefix = "stowage".to_string();
+    let mut i = 1;
+    while taken(&prefix) {
+        prefix = if i == 1 { "stowage-new".into() } else { format!("stowage-new{i}") };
+        i += 1;
+    }
+    prefix
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -341,7 +358,7 @@ impl PoolEnv<'_> {
                     let ds_ix: Vec<usize> = dss.iter().map(|d| cluster.daemonsets.iter().position(|x| std::ptr::eq(x, *d)).unwrap_or(0)).collect();
                     let projection: Vec<(String, String)> = labels.iter().filter(|(k, _)| self.relevant.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
                     let spot = o.capacity_type == SPOT;
-                    let deficit = self.max_weight - pool.weight;
+                    let deficit = self.max_weight.saturating_sub(pool.weight);
                     let cost = self.weights.node_cost(o.price, spot, deficit);
                     groups.entry((o.zone.clone(), o.capacity_type.clone(), projection, ds_ix.clone())).or_default().push(Config {
                         pool: pi,
@@ -461,7 +478,8 @@ impl<'a> Problem<'a> {
         for (i, c) in configs.iter().enumerate() {
             groups[c.group].push(i as u32);
         }
-        let mut problem = Problem { cluster, weights, batch, classes, class_of, existing, configs, usage, relevant_keys: relevant, region: catalog.region.clone(), max_weight, groups };
+        let node_prefix = node_prefix(cluster);
+        let mut problem = Problem { cluster, weights, batch, classes, class_of, existing, configs, usage, relevant_keys: relevant, region: catalog.region.clone(), max_weight, groups, node_prefix };
         problem.compute_compatibility();
         Ok(problem)
     }
@@ -491,6 +509,7 @@ impl<'a> Problem<'a> {
             region: self.region.clone(),
             max_weight: max_weight.max(self.max_weight),
             groups: self.groups.clone(),
+            node_prefix: node_prefix(cluster),
         };
         problem.compute_compatibility();
         problem

@@ -51,6 +51,8 @@ pub fn load(path: &Path) -> Result<Catalog, CatalogError> {
 /// Parses a catalog file (JSON or YAML).
 pub fn parse(file: &str, text: &str) -> Result<Catalog, CatalogError> {
     let f: CatalogFile = if text.trim_start().starts_with('{') {
+        // One document, no key twice (a second copy of a price would silently win otherwise).
+        stowage_core::json::parse(text).map_err(|e| invalid(file, format!("invalid JSON: {e}")))?;
         let de = &mut serde_json::Deserializer::from_str(text);
         serde_path_to_error::deserialize(de).map_err(|e| invalid(file, format!("{}: {}", e.path(), e.inner())))?
     } else {
@@ -86,6 +88,9 @@ fn res(file: &str, what: &str, m: &std::collections::BTreeMap<String, String>) -
 pub(crate) fn from_file(file: &str, f: CatalogFile) -> Result<Catalog, CatalogError> {
     if f.schema != SCHEMA {
         return Err(invalid(file, format!("schema: expected {SCHEMA:?}, got {:?}", f.schema)));
+    }
+    if f.instance_types.is_empty() {
+        return Err(invalid(file, "instanceTypes: empty; a catalog needs at least one instance type to plan with"));
     }
     let mut types = Vec::with_capacity(f.instance_types.len());
     let mut seen = std::collections::BTreeSet::new();
@@ -153,6 +158,17 @@ mod tests {
         let e = parse("cat.json", bad).unwrap_err().to_string();
         assert!(e.contains("instanceTypes[0] (t).capacity.cpu"), "{e}");
         let schema = r#"{"schema":"v0","name":"x","instanceTypes":[]}"#;
+        let empty = r#"{"schema":"stowage.dev/catalog/v1","name":"x","instanceTypes":[]}"#;
+        assert!(parse("cat.json", empty).unwrap_err().to_string().contains("instanceTypes: empty"));
+        let good =
+            r#"{"schema":"stowage.dev/catalog/v1","name":"x","instanceTypes":[{"name":"t","capacity":{"cpu":"2","pods":"10"},"offerings":[{"zone":"z","capacityType":"on-demand","price":1}]}]}"#;
+        assert!(parse("cat.json", good).is_ok());
+        let e = parse("cat.json", &format!("{good}\n{good}")).unwrap_err().to_string();
+        assert!(e.contains("trailing characters"), "a second document: {e}");
+        let e = parse("cat.json", &good.replace(r#""price":1"#, r#""price":1,"price":0"#)).unwrap_err().to_string();
+        assert!(e.contains("duplicate"), "a duplicate key: {e}");
+        let e = parse("cat.json", &good.replace(r#""pods":"10""#, r#""pods":"10","nvidia.com/gpu":"500m""#)).unwrap_err().to_string();
+        assert!(e.contains("capacity.nvidia.com/gpu") && e.contains("whole number"), "a fractional GPU: {e}");
         assert!(parse("cat.json", schema).unwrap_err().to_string().contains("schema"));
     }
 }

@@ -1,0 +1,125 @@
+//! Files on disk against the readers' limits (issue 20): gzip bombs and multi-member gzip, the size
+//! cap, the same file named twice. Every error names the file and says what to do.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use stowage_input::Limits;
+
+const POD: &str = "---\napiVersion: v1\nkind: Pod\nmetadata: {name: NAME, namespace: default}\nspec: {containers: [{name: c, image: pause, resources: {requests: {cpu: 100m}}}]}\n";
+
+fn pod(name: &str) -> String {
+    POD.replace("NAME", name)
+}
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("stowage-hostile-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        Scratch(d)
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn gzip(members: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for m in members {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        enc.write_all(m).unwrap();
+        out.extend(enc.finish().unwrap());
+    }
+    out
+}
+
+#[track_caller]
+fn assert_mentions(msg: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(msg.contains(p), "the error does not mention {p:?}:\n{msg}");
+    }
+}
+
+/// A gzip bomb (64 MiB of blanks in a 64 KiB file) stops at the input limit, read no further than it.
+#[test]
+fn a_gzip_bomb_stops_at_the_input_limit() {
+    let s = Scratch::new("bomb");
+    let f = s.path("bomb.yaml.gz");
+    let mut text = pod("p").into_bytes();
+    text.resize(64 << 20, b' ');
+    text.push(b'\n');
+    std::fs::write(&f, gzip(&[&text])).unwrap();
+    let limits = Limits { max_input_bytes: 1 << 20, ..Default::default() };
+    let msg = stowage_input::load_with(std::slice::from_ref(&f), &limits).unwrap_err().to_string();
+    assert_mentions(&msg, &[&f.display().to_string(), "larger than the input limit of 1048576 bytes", "decompressed", "--max-input-bytes"]);
+    // Under the default limit (256 MiB) the same file is a valid workload of one pod.
+    let w = stowage_input::load(std::slice::from_ref(&f)).expect("64 MiB is under the default limit");
+    assert_eq!(w.cluster.pods.len(), 1);
+}
+
+/// All files of a run share the limit.
+#[test]
+fn the_input_limit_counts_every_file() {
+    let s = Scratch::new("total");
+    let (a, b) = (s.path("a.yaml"), s.path("b.yaml"));
+    std::fs::write(&a, pod("a")).unwrap();
+    std::fs::write(&b, pod("b")).unwrap();
+    let limits = Limits { max_input_bytes: (pod("a").len() + pod("b").len() - 1) as u64, ..Default::default() };
+    let msg = stowage_input::load_with(&[a.clone(), b.clone()], &limits).unwrap_err().to_string();
+    assert_mentions(&msg, &[&b.display().to_string(), "input limit", "all files of the run together"]);
+    let limits = Limits { max_input_bytes: (pod("a").len() + pod("b").len()) as u64, ..Default::default() };
+    assert_eq!(stowage_input::load_with(&[a, b], &limits).expect("exactly the limit loads").cluster.pods.len(), 2);
+}
+
+/// A multi-member gzip file (as `cat a.gz b.gz` or pigz write it) is read to its end, as gunzip reads it.
+#[test]
+fn every_member_of_a_multi_member_gzip_is_read() {
+    let s = Scratch::new("members");
+    let f = s.path("pods.yaml.gz");
+    std::fs::write(&f, gzip(&[pod("a").as_bytes(), pod("b").as_bytes(), pod("c").as_bytes()])).unwrap();
+    let w = stowage_input::load(std::slice::from_ref(&f)).expect("loads");
+    let names: Vec<&str> = w.cluster.pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+}
+
+/// The same file named twice (or through its folder) is an error naming the second mention, not a
+/// batch of doubled pods planned at double cost.
+#[test]
+fn the_same_file_twice_is_an_error() {
+    let s = Scratch::new("twice");
+    let f = s.path("pods.yaml");
+    std::fs::write(&f, pod("p")).unwrap();
+    let msg = stowage_input::load(&[f.clone(), f.clone()]).unwrap_err().to_string();
+    assert_mentions(&msg, &[&f.display().to_string(), "named twice"]);
+    let msg = stowage_input::load(&[s.0.clone(), f.clone()]).unwrap_err().to_string();
+    assert_mentions(&msg, &[&f.display().to_string(), "named twice"]);
+}
+
+/// The catalog and weights readers share the file limit and the strict JSON rules.
+#[test]
+fn catalog_and_weights_files_are_bounded() {
+    let s = Scratch::new("catalog");
+    let f = s.path("catalog.json.gz");
+    // 300 MiB of blanks after a catalog, written in chunks: past the default 256 MiB limit.
+    let mut enc = flate2::write::GzEncoder::new(std::fs::File::create(&f).unwrap(), flate2::Compression::fast());
+    enc.write_all(b"{\"schema\":\"stowage.dev/catalog/v1\",\"name\":\"x\",\"instanceTypes\":[]}").unwrap();
+    let blanks = vec![b' '; 1 << 20];
+    for _ in 0..300 {
+        enc.write_all(&blanks).unwrap();
+    }
+    enc.finish().unwrap();
+    let msg = stowage_input::catalog::load(&f).unwrap_err().to_string();
+    assert_mentions(&msg, &[&f.display().to_string(), "input limit"]);
+    let w = s.path("weights.yaml");
+    std::fs::write(&w, "schema: [\n").unwrap();
+    assert_mentions(&stowage_input::weights::load(&w).unwrap_err().to_string(), &[&w.display().to_string()]);
+    assert!(Path::new(&w).exists());
+}
