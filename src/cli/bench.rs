@@ -37,8 +37,8 @@ pub struct BenchArgs {
     pub peer: Option<PeerName>,
     #[command(flatten)]
     pub milp: MilpArgs,
-    /// Workloads planned in parallel (default: one per core).
-    #[arg(long, default_value_t = 0)]
+    /// Workloads planned in parallel, 0-256 (0, the default: one per core).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=256).map(usize::from))]
     pub jobs: usize,
     /// Catalog for workloads given as files (default: the embedded us-east-1 catalog).
     #[arg(long)]
@@ -81,7 +81,7 @@ pub enum CorpusCommand {
 }
 
 fn write(out: &Path, text: &str) -> Result<(), String> {
-    if out.extension().and_then(|e| e.to_str()) == Some("gz") { corpus::write_gz(out, text) } else { std::fs::write(out, text).map_err(|e| format!("{}: {e}", out.display())) }
+    if out.extension().and_then(|e| e.to_str()) == Some("gz") { corpus::write_gz(out, text) } else { stowage_input::output::write_atomic(out, text.as_bytes()) }
 }
 
 pub fn corpus_command(c: CorpusCommand) -> ExitCode {
@@ -169,10 +169,6 @@ pub fn bench(a: BenchArgs) -> ExitCode {
     if profiles.is_empty() {
         profiles.push(Profile::default_profile());
     }
-    if !(a.milp.gap >= 0.0 && a.milp.gap.is_finite()) || a.milp.threads == 0 {
-        eprintln!("error: --gap must be a non-negative number and --threads at least 1");
-        return ExitCode::from(2);
-    }
     let peer = match a.peer {
         Some(PeerName::Karpenter) => match stowage_bench::peer::build(&root) {
             Ok(b) => Some(b),
@@ -195,8 +191,17 @@ pub fn bench(a: BenchArgs) -> ExitCode {
         progress: !a.quiet,
         jobs: a.jobs,
     };
+    // An interrupted run must not leave the previous run's results looking current: they are removed
+    // and a marker says a run is in progress until the new results are written.
+    if let Err(e) = stowage_bench::report::start(&out) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let (res, took) = stowage_bench::timed(|| stowage_bench::run(&workloads, &replays, &opts));
-    print!("{}", stowage_bench::report::markdown(&res));
+    if let Err(e) = super::out::out!("{}", stowage_bench::report::markdown(&res)) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     match stowage_bench::report::write_all(&res, &out) {
         Ok(files) => eprintln!("bench: {} plans in {:.1}s; wrote {}", res.rows.len(), took.as_secs_f64(), files.join(", ")),
         Err(e) => {

@@ -240,13 +240,13 @@ pub fn record(args: RecordArgs) -> ExitCode {
             }
             let text = serde_json::to_string_pretty(&rec.workload).map_err(|e| e.to_string())?;
             if args.out.as_os_str() == "-" {
-                println!("{text}");
+                super::out::outln!("{text}")?;
             } else {
-                std::fs::write(&args.out, text + "\n").map_err(|e| format!("{}: {e}", args.out.display()))?;
+                stowage_input::output::write_atomic(&args.out, (text + "\n").as_bytes())?;
             }
             if let Some(p) = &args.catalog_out {
                 let c = stowage_input::catalog::generate::to_json(&rec.catalog);
-                std::fs::write(p, c).map_err(|e| format!("{}: {e}", p.display()))?;
+                stowage_input::output::write_atomic(p, c.as_bytes())?;
             }
             Ok(format!("recorded {} pending pod(s)", rec.pending))
         })

@@ -16,7 +16,10 @@ use stowage_input::catalog;
 mod bench;
 #[cfg(feature = "controller")]
 mod controller;
+mod out;
 mod simulate;
+
+use out::{out, outln};
 
 // The Helm chart against the command line it runs (flags, CRDs, RBAC).
 #[cfg(all(test, feature = "controller"))]
@@ -54,18 +57,63 @@ impl From<SolverArg> for Solver {
     }
 }
 
+/// The most HiGHS threads a solve may ask for (HiGHS aborts on values it cannot start).
+pub const MAX_THREADS: u32 = 256;
+/// The longest planning budget a command accepts.
+pub const MAX_BUDGET: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
 /// The MILP's settings, shared by every command that plans (`stowage plan`, `controller`, `bench`).
+/// clap checks every value before anything starts.
 #[derive(clap::Args, Clone, Debug)]
 pub struct MilpArgs {
-    /// Time budget of the MILP solver per batch, e.g. 1s, 500ms, 10s.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    /// Time budget of the MILP solver per batch, e.g. 1s, 500ms, 10s (at most 24h).
+    #[arg(long, default_value = "1s", value_parser = parse_budget)]
     pub time_budget: std::time::Duration,
-    /// Target relative optimality gap of the MILP solver.
-    #[arg(long, default_value_t = 0.01)]
+    /// Target relative optimality gap of the MILP solver (a finite number >= 0).
+    #[arg(long, default_value_t = 0.01, value_parser = parse_gap)]
     pub gap: f64,
-    /// HiGHS threads per solve (one value per process: HiGHS's thread pool is global).
-    #[arg(long, default_value_t = 1)]
+    /// HiGHS threads per solve, 1-256 (one value per process: HiGHS's thread pool is global).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_THREADS as i64))]
     pub threads: u32,
+}
+
+/// How much one run may read (`stowage_input::Limits`, docs/formats.md §1).
+#[derive(clap::Args, Clone, Debug)]
+pub struct LimitArgs {
+    /// Bytes all workload files may hold together, after gzip decompression.
+    #[arg(long, default_value_t = input::limits::DEFAULT_MAX_INPUT_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_input_bytes: u64,
+    /// Pods one batch may hold (listed, plus those controllers create).
+    #[arg(long, default_value_t = input::limits::DEFAULT_MAX_PODS, value_parser = parse_positive)]
+    pub max_pods: usize,
+}
+
+impl LimitArgs {
+    pub fn limits(&self) -> input::Limits {
+        input::Limits { max_input_bytes: self.max_input_bytes, max_pods: self.max_pods }
+    }
+}
+
+pub(crate) fn parse_gap(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(g) if g.is_finite() && g >= 0.0 => Ok(g),
+        _ => Err(format!("{s:?}: the gap is a finite number >= 0 (e.g. 0.01 for 1 %)")),
+    }
+}
+
+pub(crate) fn parse_budget(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_duration(s)?;
+    if d > MAX_BUDGET {
+        return Err(format!("{s:?}: at most 24h"));
+    }
+    Ok(d)
+}
+
+pub(crate) fn parse_positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{s:?}: a whole number >= 1")),
+    }
 }
 
 impl MilpArgs {
@@ -108,6 +156,8 @@ pub enum Command {
         weights: Option<PathBuf>,
         #[command(flatten)]
         solve: SolveArgs,
+        #[command(flatten)]
+        limits: LimitArgs,
         #[arg(short, long, value_enum, default_value = "table")]
         output: Output,
     },
@@ -119,6 +169,8 @@ pub enum Command {
         plan: PathBuf,
         #[arg(long)]
         catalog: Option<PathBuf>,
+        #[command(flatten)]
+        limits: LimitArgs,
         #[arg(short, long, value_enum, default_value = "table")]
         output: Output,
     },
@@ -126,6 +178,8 @@ pub enum Command {
     Export {
         #[arg(required = true)]
         workload: Vec<PathBuf>,
+        #[command(flatten)]
+        limits: LimitArgs,
         #[arg(short, long, value_enum, default_value = "json")]
         output: Output,
     },
@@ -213,8 +267,8 @@ fn done(r: Result<(), String>) -> ExitCode {
     }
 }
 
-fn load_workload(paths: &[PathBuf]) -> Result<input::Workload, String> {
-    let w = input::load(paths).map_err(|e| e.to_string())?;
+fn load_workload(paths: &[PathBuf], limits: &LimitArgs) -> Result<input::Workload, String> {
+    let w = input::load_with(paths, &limits.limits()).map_err(|e| e.to_string())?;
     for warning in &w.warnings {
         eprintln!("warning: {warning}");
     }
@@ -237,20 +291,19 @@ fn load_weights(path: &Option<PathBuf>) -> Result<Weights, String> {
 
 fn print_yaml<T: serde::Serialize>(v: &T) -> Result<(), String> {
     let s = serde_saphyr::to_string(v).map_err(|e| e.to_string())?;
-    print!("{s}");
-    Ok(())
+    out!("{s}")
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Plan { workload, catalog, weights, solve, output } => done(plan(&workload, &catalog, &weights, &solve, output)),
-        Command::Check { workload, plan: plan_path, catalog, output } => match check(&workload, &plan_path, &catalog, output) {
+        Command::Plan { workload, catalog, weights, solve, limits, output } => done(plan(&workload, &catalog, &weights, &solve, &limits, output)),
+        Command::Check { workload, plan: plan_path, catalog, limits, output } => match check(&workload, &plan_path, &catalog, &limits, output) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::from(1),
             Err(e) => fail(e),
         },
-        Command::Export { workload, output } => done(export(&workload, output)),
+        Command::Export { workload, limits, output } => done(export(&workload, &limits, output)),
         Command::Simulate { scenarios, solver, output } => simulate::command(&scenarios, solver.map(Solver::from), output),
         #[cfg(feature = "bench")]
         Command::Bench(args) => bench::bench(args),
@@ -265,35 +318,34 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn plan(workload: &[PathBuf], catalog: &Option<PathBuf>, weights: &Option<PathBuf>, solve: &SolveArgs, output: Output) -> Result<(), String> {
-    let w = load_workload(workload)?;
+fn plan(workload: &[PathBuf], catalog: &Option<PathBuf>, weights: &Option<PathBuf>, solve: &SolveArgs, limits: &LimitArgs, output: Output) -> Result<(), String> {
+    let w = load_workload(workload, limits)?;
     let c = load_catalog(catalog)?;
     let wt = load_weights(weights)?;
     let p = solve::plan_cluster(&w.cluster, &c, &wt, solve.planner()).map_err(|e| e.to_string())?;
     match output {
-        Output::Table => print!("{}", plan::render::table(&p)),
-        Output::Json => println!("{}", p.to_json()),
-        Output::Yaml => print_yaml(&p)?,
+        Output::Table => out!("{}", plan::render::table(&p)),
+        Output::Json => outln!("{}", p.to_json()),
+        Output::Yaml => print_yaml(&p),
     }
-    Ok(())
 }
 
 /// `stowage check`: whether the plan is valid, or why it cannot be checked.
-fn check(workload: &[PathBuf], plan_path: &PathBuf, catalog: &Option<PathBuf>, output: Output) -> Result<bool, String> {
-    let w = load_workload(workload)?;
+fn check(workload: &[PathBuf], plan_path: &PathBuf, catalog: &Option<PathBuf>, limits: &LimitArgs, output: Output) -> Result<bool, String> {
+    let w = load_workload(workload, limits)?;
     let c = load_catalog(catalog)?;
-    let text = std::fs::read_to_string(plan_path).map_err(|e| format!("{}: {e}", plan_path.display()))?;
+    let text = input::read::read_text_limited(plan_path, limits.max_input_bytes).map_err(|e| e.to_string())?;
     let p = plan::Plan::from_json(&text).map_err(|e| format!("{}: {e}", plan_path.display()))?;
     let report = stowage_core::check::check(&w.cluster, &c, &p);
     match output {
         Output::Table => {
             for n in &report.notes {
-                println!("note: {n}");
+                outln!("note: {n}")?;
             }
             for v in &report.violations {
-                println!("violation: {v}");
+                outln!("violation: {v}")?;
             }
-            println!("{}: {} placement(s) checked, {} violation(s)", if report.valid() { "VALID" } else { "INVALID" }, report.pods_checked, report.violations.len());
+            outln!("{}: {} placement(s) checked, {} violation(s)", if report.valid() { "VALID" } else { "INVALID" }, report.pods_checked, report.violations.len())?;
         }
         Output::Json | Output::Yaml => {
             let j = serde_json::json!({
@@ -306,7 +358,7 @@ fn check(workload: &[PathBuf], plan_path: &PathBuf, catalog: &Option<PathBuf>, o
                 })).collect::<Vec<_>>(),
             });
             if output == Output::Json {
-                println!("{}", serde_json::to_string_pretty(&j).map_err(|e| e.to_string())?);
+                outln!("{}", serde_json::to_string_pretty(&j).map_err(|e| e.to_string())?)?;
             } else {
                 print_yaml(&j)?;
             }
@@ -315,29 +367,26 @@ fn check(workload: &[PathBuf], plan_path: &PathBuf, catalog: &Option<PathBuf>, o
     Ok(report.valid())
 }
 
-fn export(workload: &[PathBuf], output: Output) -> Result<(), String> {
-    let w = load_workload(workload)?;
+fn export(workload: &[PathBuf], limits: &LimitArgs, output: Output) -> Result<(), String> {
+    let w = load_workload(workload, limits)?;
     let list = stowage_input::export::to_list(&w.objects);
     match output {
         Output::Yaml => print_yaml(&list),
-        _ => {
-            println!("{}", serde_json::to_string_pretty(&list).map_err(|e| e.to_string())?);
-            Ok(())
-        }
+        _ => outln!("{}", serde_json::to_string_pretty(&list).map_err(|e| e.to_string())?),
     }
 }
 
 fn crds(output: Output) -> Result<(), String> {
     let crds = stowage_input::api::crds();
     match output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&crds).map_err(|e| e.to_string())?),
+        Output::Json => outln!("{}", serde_json::to_string_pretty(&crds).map_err(|e| e.to_string())?)?,
         _ => {
             let mut out = String::new();
             for c in &crds {
                 out.push_str("---\n");
                 out.push_str(&serde_saphyr::to_string(c).map_err(|e| e.to_string())?);
             }
-            print!("{out}");
+            out!("{out}")?;
         }
     }
     Ok(())
@@ -357,6 +406,6 @@ fn generate_catalog(aws_data: &std::path::Path, region: &str, zones: &[String], 
     };
     let text = catalog::generate::to_json(&file);
     catalog::parse(&out.display().to_string(), &text).map_err(|e| format!("generated catalog does not parse: {e}"))?;
-    std::fs::write(out, &text).map_err(|e| format!("{}: {e}", out.display()))?;
+    input::output::write_atomic(out, text.as_bytes())?;
     Ok(format!("wrote {}", out.display()))
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use stowage_sim::{Disk, Options, Report, Scenario, Solver};
 
 use super::Output as Format;
+use super::out::{out, outln};
 
 /// `stowage simulate`: exit code 0 if every scenario passes, 1 if one fails, 2 if one cannot run.
 pub(crate) fn command(paths: &[PathBuf], solver: Option<Solver>, format: Format) -> ExitCode {
@@ -26,8 +27,11 @@ pub(crate) fn command(paths: &[PathBuf], solver: Option<Solver>, format: Format)
     for sc in &scenarios {
         match stowage_sim::run(sc, &opts) {
             Ok(r) => {
-                if format == Format::Table {
-                    print!("{}", stowage_sim::report::render(&r, true));
+                if format == Format::Table
+                    && let Err(e) = out!("{}", stowage_sim::report::render(&r, true))
+                {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
                 }
                 reports.push(r);
             }
@@ -41,7 +45,10 @@ pub(crate) fn command(paths: &[PathBuf], solver: Option<Solver>, format: Format)
     match format {
         Format::Table => {
             let verdicts: Vec<String> = reports.iter().map(|r| format!("{} {}", r.scenario, if r.passed { "PASS" } else { "FAIL" })).collect();
-            println!("{} of {} scenario(s) pass: {}", reports.iter().filter(|r| r.passed).count(), reports.len(), verdicts.join(", "));
+            if let Err(e) = outln!("{} of {} scenario(s) pass: {}", reports.iter().filter(|r| r.passed).count(), reports.len(), verdicts.join(", ")) {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
         }
         Format::Json | Format::Yaml => {
             #[derive(serde::Serialize)]
@@ -51,8 +58,8 @@ pub(crate) fn command(paths: &[PathBuf], solver: Option<Solver>, format: Format)
             }
             let v = Out { passed, scenarios: &reports };
             let text = if format == Format::Json { serde_json::to_string_pretty(&v).map(|s| s + "\n").map_err(|e| e.to_string()) } else { serde_saphyr::to_string(&v).map_err(|e| e.to_string()) };
-            match text {
-                Ok(t) => print!("{t}"),
+            match text.and_then(|t| out!("{t}")) {
+                Ok(()) => {}
                 Err(e) => {
                     eprintln!("error: {e}");
                     return ExitCode::from(2);

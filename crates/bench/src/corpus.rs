@@ -232,7 +232,7 @@ pub fn write_gz(path: &Path, text: &str) -> Result<(), String> {
     let mut enc = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::best());
     enc.write_all(text.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
     let bytes = enc.finish().map_err(|e| format!("{}: {e}", path.display()))?;
-    std::fs::write(path, bytes).map_err(|e| format!("{}: cannot write: {e}", path.display()))
+    stowage_input::output::write_atomic(path, &bytes)
 }
 
 fn is_workload_file(p: &Path) -> bool {

@@ -237,13 +237,34 @@ pub(crate) fn replay_csv(res: &Results) -> String {
     s
 }
 
-/// Writes `results.md`, `results.csv`, `replays.csv`, `results.json` and the figures into `dir`.
+/// The files [`write_all`] writes.
+pub const RESULT_FILES: [&str; 6] = ["results.md", "results.csv", "replays.csv", "results.json", "cost-vs-bound.svg", "time-vs-pods.svg"];
+/// The marker of a run that has not written its results (yet): interrupted, or still running.
+pub const INCOMPLETE: &str = "INCOMPLETE";
+
+/// Before a run: removes the previous run's results from `dir` and leaves the [`INCOMPLETE`] marker,
+/// which [`write_all`] removes once the new results are all written. An interrupted run so leaves no
+/// stale results that look current.
+pub fn start(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for name in RESULT_FILES {
+        match std::fs::remove_file(dir.join(name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(format!("{}: {e}", dir.join(name).display())),
+            _ => {}
+        }
+    }
+    let note = "a `stowage bench` run started here and has not written its results: it was interrupted, or is still running\n";
+    stowage_input::output::write_atomic(&dir.join(INCOMPLETE), note.as_bytes())
+}
+
+/// Writes `results.md`, `results.csv`, `replays.csv`, `results.json` and the figures into `dir`, each
+/// atomically, then removes the [`INCOMPLETE`] marker.
 pub fn write_all(res: &Results, dir: &Path) -> Result<Vec<String>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut written = Vec::new();
     let mut put = |name: &str, text: String| -> Result<(), String> {
         let p = dir.join(name);
-        std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?;
+        stowage_input::output::write_atomic(&p, text.as_bytes())?;
         written.push(p.display().to_string());
         Ok(())
     };
@@ -255,5 +276,9 @@ pub fn write_all(res: &Results, dir: &Path) -> Result<Vec<String>, String> {
     put("results.json", serde_json::to_string_pretty(res).map_err(|e| e.to_string())? + "\n")?;
     put("cost-vs-bound.svg", super::plot::cost_vs_bound(res)?)?;
     put("time-vs-pods.svg", super::plot::time_vs_pods(res)?)?;
+    match std::fs::remove_file(dir.join(INCOMPLETE)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(format!("{}: {e}", dir.join(INCOMPLETE).display())),
+        _ => {}
+    }
     Ok(written)
 }

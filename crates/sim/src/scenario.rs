@@ -178,6 +178,9 @@ struct SettingsFile {
     launch_delay: Option<Dur>,
     launch_jitter: Option<Dur>,
     registration_delay: Option<Dur>,
+    /// Spelled as docs/formats.md and Karpenter spell it; `unavailableOfferingTtl` (what serde's
+    /// camelCase made of the field, accepted before) stays an alias.
+    #[serde(rename = "unavailableOfferingTTL", alias = "unavailableOfferingTtl")]
     unavailable_offering_ttl: Option<Dur>,
     consolidation: Option<bool>,
     #[serde(default)]
@@ -429,6 +432,26 @@ pub struct Scenario {
 }
 
 pub(crate) const DEFAULT_SETTLE_MAX: Duration = Duration::from_secs(30 * 60);
+/// The longest simulated time one step may span (`advance`, `settle.max`): past a node's default
+/// expiry (720h) with room, far below what would keep the event loop busy for minutes (`advance: 20y`).
+pub(crate) const MAX_STEP: Duration = Duration::from_secs(90 * 24 * 3600);
+/// The most replicas a `scale` step may ask for: the pods limit of a batch (`stowage_input::Limits`).
+const MAX_SCALE: u64 = stowage_input::limits::DEFAULT_MAX_PODS as u64;
+/// The shortest refused-offering TTL: shorter ones make a cloud that refuses every launch a busy loop of
+/// batches that each pick the same offering again (Karpenter's TTL is 3 minutes).
+const MIN_OFFERING_TTL: Duration = Duration::from_secs(1);
+
+/// A step's span of simulated time, at most [`MAX_STEP`].
+fn check_span(path: &Path, field: &str, d: Duration) -> Result<(), ScenarioError> {
+    if d > MAX_STEP {
+        return Err(ScenarioError::new(
+            path,
+            Some(field.to_string()),
+            format!("{} is more than the simulator's limit of 90 days per step; split it into several steps", humantime::format_duration(d)),
+        ));
+    }
+    Ok(())
+}
 
 /// Loads a scenario file and everything it references.
 pub fn load(path: &Path, files: &dyn Files) -> Result<Scenario, ScenarioError> {
@@ -501,13 +524,22 @@ pub fn parse(path: &Path, text: &str, files: &dyn Files) -> Result<Scenario, Sce
             if sc.replicas < 0 {
                 return Err(err(Some(format!("{field}.scale.replicas")), format!("must be at least 0, got {}", sc.replicas)));
             }
+            if sc.replicas as u64 > MAX_SCALE {
+                return Err(err(
+                    Some(format!("{field}.scale.replicas")),
+                    format!("{} is more than the simulator's limit of {MAX_SCALE} replicas (the pods of a batch, docs/formats.md §1)", sc.replicas),
+                ));
+            }
             actions.push(Action::Scale(sc));
         }
         if let Some(d) = s.advance {
+            check_span(path, &format!("{field}.advance"), d.0)?;
             actions.push(Action::Advance(d.0));
         }
         if let Some(st) = s.settle {
-            actions.push(Action::Settle(st.max.map(|d| d.0).unwrap_or(DEFAULT_SETTLE_MAX)));
+            let max = st.max.map(|d| d.0).unwrap_or(DEFAULT_SETTLE_MAX);
+            check_span(path, &format!("{field}.settle.max"), max)?;
+            actions.push(Action::Settle(max));
         }
         if let Some(e) = s.expect {
             validate_expect(path, &format!("{field}.expect"), &e)?;
@@ -603,6 +635,9 @@ fn settings(path: &Path, dir: &Path, s: SettingsFile, files: &dyn Files) -> Resu
     if out.time_budget.is_zero() {
         return Err(ScenarioError::new(path, Some("settings.timeBudget".into()), "must be positive"));
     }
+    if out.unavailable_offering_ttl < MIN_OFFERING_TTL {
+        return Err(ScenarioError::new(path, Some("settings.unavailableOfferingTTL".into()), "must be at least 1s (Karpenter's is 3m)"));
+    }
     Ok(out)
 }
 
@@ -660,6 +695,35 @@ mod tests {
             let sc = load(Path::new(s), &Embedded).unwrap_or_else(|e| panic!("{e}"));
             assert!(!sc.steps.is_empty());
             assert!(sc.warnings.is_empty(), "{s}: {:?}", sc.warnings);
+        }
+    }
+
+    /// Simulated time and sizes are capped on the step that asks for them (issue 20: `advance: 20y`
+    /// ran for 19.5 s, a 1 ms offering TTL and a million replicas for minutes).
+    #[test]
+    fn hostile_steps_are_refused_on_their_field() {
+        let head = "schema: stowage.dev/scenario/v1\nname: x\n";
+        let cases = [
+            ("steps:\n- advance: 1s\n- advance: 20y\n", "steps[1].advance", "90 days"),
+            ("steps:\n- settle: {max: 100d}\n", "steps[0].settle.max", "90 days"),
+            ("steps:\n- scale: {kind: Deployment, name: a, replicas: 1000000}\n", "steps[0].scale.replicas", "limit of 150000"),
+            ("settings: {unavailableOfferingTTL: 1ms}\nsteps: [{advance: 1s}]\n", "settings.unavailableOfferingTTL", "at least 1s"),
+        ];
+        for (text, field, part) in cases {
+            let e = parse_str(&format!("{head}{text}")).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some(field), "{e}");
+            assert!(e.to_string().contains(part), "{e}");
+        }
+        assert!(parse_str(&format!("{head}steps:\n- advance: 90d\n")).is_ok(), "90 days is the limit, accepted");
+    }
+
+    /// docs/formats.md spells the TTL `unavailableOfferingTTL`; the spelling accepted before stays an alias.
+    #[test]
+    fn the_offering_ttl_is_spelled_as_documented() {
+        let head = "schema: stowage.dev/scenario/v1\nname: x\n";
+        for key in ["unavailableOfferingTTL", "unavailableOfferingTtl"] {
+            let sc = parse_str(&format!("{head}settings: {{{key}: 7m}}\nsteps: [{{advance: 1s}}]\n")).unwrap_or_else(|e| panic!("{key}: {e}"));
+            assert_eq!(sc.settings.unavailable_offering_ttl, Duration::from_secs(420), "{key}");
         }
     }
 
