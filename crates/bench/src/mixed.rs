@@ -8,7 +8,7 @@
 //! * **NodePools with different weights and prices**: `spot-general` (weight 50, spot, c/m/r,
 //!   `capacity-spread` 3), `memory` (weight 20, on-demand r family, label `tier=memory`),
 //!   `od-general` (weight 10, on-demand c/m/r generation > 4, `capacity-spread` 1 or 2) and `batch`
-//!   (weight 0, c family, spot or on-demand, label and taint `workload=batch`).
+//!   (no weight: below the others, c family, spot or on-demand, label and taint `workload=batch`).
 //! * **Existing, partly used nodes**: 2·s on-demand m5.2xlarge nodes each holding four 1-CPU pods and
 //!   s spot c5.4xlarge nodes each holding six, spread over the three zones and the capacity-spread
 //!   values of their pools.
@@ -33,8 +33,9 @@ fn node_class_ref() -> Value {
     json!({"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"})
 }
 
+/// A NodePool; `weight` 0 leaves the weight unset (Karpenter accepts 1-100; unset ranks below them).
 fn nodepool(name: &str, weight: i32, requirements: Value, labels: Value, taints: Value, cpu_limit: &str) -> Value {
-    json!({
+    let mut pool = json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
         "metadata": {"name": name},
         "spec": {
@@ -46,7 +47,13 @@ fn nodepool(name: &str, weight: i32, requirements: Value, labels: Value, taints:
                 "spec": {"nodeClassRef": node_class_ref(), "requirements": requirements, "taints": taints, "expireAfter": "Never"}
             }
         }
-    })
+    });
+    if weight == 0
+        && let Some(spec) = pool["spec"].as_object_mut()
+    {
+        spec.remove("weight");
+    }
+    pool
 }
 
 fn req(key: &str, op: &str, values: &[&str]) -> Value {
@@ -293,6 +300,17 @@ fn list_text(items: &[Value]) -> Result<String, BenchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The corpus files are what the generator writes (benches/workloads/README.md), and they load.
+    #[test]
+    fn the_corpus_files_are_the_generators_output() {
+        for s in [3, 10, 25] {
+            let p = crate::repo_root().join(format!("benches/workloads/mixed/mixed-{s}.json.gz"));
+            let text = stowage_input::read::read_text(&p).unwrap();
+            assert!(text == workload(s).unwrap(), "{}: not what `stowage corpus mixed --scale {s}` writes", p.display());
+            stowage_input::load(&[p.clone()]).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        }
+    }
 
     #[test]
     fn scale_one_loads_and_is_deterministic() {
