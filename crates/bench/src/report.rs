@@ -242,16 +242,20 @@ pub const RESULT_FILES: [&str; 6] = ["results.md", "results.csv", "replays.csv",
 /// The marker of a run that has not written its results (yet): interrupted, or still running.
 pub const INCOMPLETE: &str = "INCOMPLETE";
 
+fn remove_if_present(p: &Path) -> Result<(), String> {
+    match std::fs::remove_file(p) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("{}: {e}", p.display())),
+        _ => Ok(()),
+    }
+}
+
 /// Before a run: removes the previous run's results from `dir` and leaves the [`INCOMPLETE`] marker,
 /// which [`write_all`] removes once the new results are all written. An interrupted run so leaves no
 /// stale results that look current.
 pub fn start(dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for name in RESULT_FILES {
-        match std::fs::remove_file(dir.join(name)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(format!("{}: {e}", dir.join(name).display())),
-            _ => {}
-        }
+        remove_if_present(&dir.join(name))?;
     }
     let note = "a `stowage bench` run started here and has not written its results: it was interrupted, or is still running\n";
     stowage_input::output::write_atomic(&dir.join(INCOMPLETE), note.as_bytes())
@@ -276,9 +280,27 @@ pub fn write_all(res: &Results, dir: &Path) -> Result<Vec<String>, String> {
     put("results.json", serde_json::to_string_pretty(res).map_err(|e| e.to_string())? + "\n")?;
     put("cost-vs-bound.svg", super::plot::cost_vs_bound(res)?)?;
     put("time-vs-pods.svg", super::plot::time_vs_pods(res)?)?;
-    match std::fs::remove_file(dir.join(INCOMPLETE)) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(format!("{}: {e}", dir.join(INCOMPLETE).display())),
-        _ => {}
-    }
+    remove_if_present(&dir.join(INCOMPLETE))?;
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An interrupted run leaves no previous results that look current: `start` removes them and
+    /// leaves the marker, which only a complete `write_all` removes.
+    #[test]
+    fn an_interrupted_run_leaves_no_stale_results() {
+        let dir = std::env::temp_dir().join(format!("stowage-bench-start-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("results.md"), "an earlier run").unwrap();
+        std::fs::write(dir.join("notes.txt"), "not ours").unwrap();
+        start(&dir).unwrap();
+        assert!(!dir.join("results.md").exists(), "the previous results are gone");
+        assert!(dir.join(INCOMPLETE).exists() && dir.join("notes.txt").exists());
+        write_all(&Results::default(), &dir).unwrap();
+        assert!(!dir.join(INCOMPLETE).exists() && dir.join("results.md").exists() && dir.join("time-vs-pods.svg").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
