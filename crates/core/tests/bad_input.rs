@@ -562,3 +562,92 @@ fn planned_node_names_never_collide_with_existing_nodes() {
     let plan = plan_cluster(&plain.cluster, cat, &Weights::default(), Solver::Greedy).expect("plans");
     assert_eq!(plan.new_nodes[0].name, "stowage-0");
 }
+
+// ---------------------------------------------------------------------------------------------------
+// A structure-aware fuzz of the loader: manifests of every expanded kind with hostile values in the
+// fields issue 20 found unchecked (counts, weights, ports, protocols, quantities), some objects twice.
+// Each load is an error naming its file, or a workload within the limits that plans and checks
+// without a panic.
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config as ProptestConfig, RngSeed};
+
+fn hostile() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (0i64..6).prop_map(|v| v.to_string()),
+        prop::sample::select(vec![
+            "-1",
+            "-5",
+            "0",
+            "101",
+            "2147483647",
+            "-2147483648",
+            "9223372036854775807",
+            "1e308",
+            "\"\"",
+            "null",
+            "[]",
+            "{}",
+            "1Ei",
+            "500m",
+            "1.5",
+            "\"x\"",
+            "70000",
+            "65535",
+            "SCTPX",
+            "UDP",
+            "SCTP",
+        ])
+        .prop_map(str::to_string),
+    ]
+}
+
+fn manifest() -> impl Strategy<Value = String> {
+    let kinds = prop::sample::select(vec!["Deployment", "Job", "StatefulSet", "NodePool", "Node", "Pod", "ReplicaSet"]);
+    (kinds, 0u8..3, prop::collection::vec(hostile(), 6)).prop_map(|(kind, name, v)| {
+        let container = format!(
+            "{{name: c, image: pause, ports: [{{containerPort: {}, hostPort: {}, protocol: {}}}], resources: {{requests: {{cpu: {}, memory: {}, nvidia.com/gpu: {}}}}}}}",
+            v[0], v[1], v[2], v[3], v[4], v[5]
+        );
+        let template = format!("template: {{metadata: {{labels: {{app: a{name}}}}}, spec: {{containers: [{container}]}}}}");
+        match kind {
+            "Deployment" | "ReplicaSet" => format!("---\napiVersion: apps/v1\nkind: {kind}\nmetadata: {{name: d{name}}}\nspec: {{replicas: {}, selector: {{matchLabels: {{app: a{name}}}}}, {template}}}\n", v[0]),
+            "StatefulSet" => format!("---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: s{name}}}\nspec: {{replicas: {}, ordinals: {{start: {}}}, serviceName: s, selector: {{matchLabels: {{app: a{name}}}}}, {template}}}\n", v[0], v[1]),
+            "Job" => format!("---\napiVersion: batch/v1\nkind: Job\nmetadata: {{name: j{name}}}\nspec: {{parallelism: {}, completions: {}, {template}}}\n", v[0], v[1]),
+            "NodePool" => pool_full(&format!("p{name}"), "", "", "", &format!("weight: {}\n  limits: {{cpu: {}}}", v[0], v[3])),
+            "Node" => node(&format!("stowage-{name}"), "zone-a", &v[3].replace('"', ""), "", ""),
+            _ => format!("---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p{name}}}\nspec: {{containers: [{container}]}}\n"),
+        }
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 192, rng_seed: RngSeed::Fixed(0x4057_11e0), max_shrink_iters: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn generated_hostile_manifests_load_or_fail_cleanly(docs in prop::collection::vec(manifest(), 1..5), twice in any::<bool>()) {
+        let mut text = format!("{NODECLASS}{}", docs.concat());
+        if twice {
+            text.push_str(&docs[0]);
+        }
+        let limits = stowage_input::Limits { max_pods: 40, ..Default::default() };
+        match stowage_input::load_texts_with([(Path::new("fuzz.yaml"), text.as_str())], &limits) {
+            Err(e) => {
+                for x in &e.0 {
+                    prop_assert!(x.location.contains("fuzz.yaml"), "an error without its file: {x}");
+                }
+            }
+            Ok(w) => {
+                prop_assert!(w.cluster.pods.len() <= 40, "{} pods past the limit of 40", w.cluster.pods.len());
+                prop_assert!(w.cluster.nodepools.iter().all(|p| (0..=100).contains(&p.weight)), "a NodePool weight outside 1-100 loaded");
+                let cat = common::small_catalog();
+                if let Ok(plan) = stowage_core::solve::plan_cluster(&w.cluster, cat, &Weights::default(), stowage_core::solve::Solver::Greedy) {
+                    let names: std::collections::BTreeSet<&str> = w.cluster.nodes.iter().map(|n| n.name.as_str()).collect();
+                    prop_assert!(plan.new_nodes.iter().all(|n| !names.contains(n.name.as_str())), "a planned node takes an existing name");
+                    let report = stowage_core::check::check(&w.cluster, cat, &plan);
+                    prop_assert!(report.valid(), "{:?}\n{text}", report.violations);
+                }
+            }
+        }
+    }
+}

@@ -48,20 +48,20 @@ fn assert_mentions(msg: &str, parts: &[&str]) {
     }
 }
 
-/// A gzip bomb (64 MiB of blanks in a 64 KiB file) stops at the input limit, read no further than it.
+/// A gzip bomb (16 MiB of blanks in a 16 KiB file) stops at the input limit, read no further than it.
 #[test]
 fn a_gzip_bomb_stops_at_the_input_limit() {
     let s = Scratch::new("bomb");
     let f = s.path("bomb.yaml.gz");
     let mut text = pod("p").into_bytes();
-    text.resize(64 << 20, b' ');
+    text.resize(16 << 20, b' ');
     text.push(b'\n');
     std::fs::write(&f, gzip(&[&text])).unwrap();
     let limits = Limits { max_input_bytes: 1 << 20, ..Default::default() };
     let msg = stowage_input::load_with(std::slice::from_ref(&f), &limits).unwrap_err().to_string();
     assert_mentions(&msg, &[&f.display().to_string(), "larger than the input limit of 1048576 bytes", "decompressed", "--max-input-bytes"]);
-    // Under the default limit (256 MiB) the same file is a valid workload of one pod.
-    let w = stowage_input::load(std::slice::from_ref(&f)).expect("64 MiB is under the default limit");
+    // Under the default limit (32 MiB) the same file is a valid workload of one pod.
+    let w = stowage_input::load(std::slice::from_ref(&f)).expect("16 MiB is under the default limit");
     assert_eq!(w.cluster.pods.len(), 1);
 }
 
@@ -108,11 +108,11 @@ fn the_same_file_twice_is_an_error() {
 fn catalog_and_weights_files_are_bounded() {
     let s = Scratch::new("catalog");
     let f = s.path("catalog.json.gz");
-    // 300 MiB of blanks after a catalog, written in chunks: past the default 256 MiB limit.
+    // 40 MiB of blanks after a catalog, written in chunks: past the default 32 MiB limit.
     let mut enc = flate2::write::GzEncoder::new(std::fs::File::create(&f).unwrap(), flate2::Compression::fast());
     enc.write_all(b"{\"schema\":\"stowage.dev/catalog/v1\",\"name\":\"x\",\"instanceTypes\":[]}").unwrap();
     let blanks = vec![b' '; 1 << 20];
-    for _ in 0..300 {
+    for _ in 0..40 {
         enc.write_all(&blanks).unwrap();
     }
     enc.finish().unwrap();
