@@ -301,14 +301,13 @@ fn list_text(items: &[Value]) -> Result<String, BenchError> {
 mod tests {
     use super::*;
 
-    /// The corpus files are what the generator writes (benches/workloads/README.md), and they load.
+    /// The corpus files are what the generator writes (benches/workloads/README.md).
     #[test]
     fn the_corpus_files_are_the_generators_output() {
         for s in [3, 10, 25] {
             let p = crate::repo_root().join(format!("benches/workloads/mixed/mixed-{s}.json.gz"));
             let text = stowage_input::read::read_text(&p).unwrap();
             assert!(text == workload(s).unwrap(), "{}: not what `stowage corpus mixed --scale {s}` writes", p.display());
-            stowage_input::load(&[p.clone()]).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         }
     }
 
