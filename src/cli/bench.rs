@@ -38,7 +38,7 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub milp: MilpArgs,
     /// Workloads planned in parallel, 0-256 (0, the default: one per core).
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=256).map(usize::from))]
+    #[arg(long, default_value_t = 0, value_parser = parse_jobs)]
     pub jobs: usize,
     /// Catalog for workloads given as files (default: the embedded us-east-1 catalog).
     #[arg(long)]
@@ -78,6 +78,13 @@ pub enum CorpusCommand {
         #[arg(long)]
         out: PathBuf,
     },
+}
+
+fn parse_jobs(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n <= 256 => Ok(n),
+        _ => Err(format!("{s:?}: a whole number 0-256 (0: one per core)")),
+    }
 }
 
 fn write(out: &Path, text: &str) -> Result<(), String> {

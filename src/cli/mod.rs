@@ -331,7 +331,7 @@ fn plan(workload: &[PathBuf], catalog: &Option<PathBuf>, weights: &Option<PathBu
 }
 
 /// `stowage check`: whether the plan is valid, or why it cannot be checked.
-fn check(workload: &[PathBuf], plan_path: &PathBuf, catalog: &Option<PathBuf>, limits: &LimitArgs, output: Output) -> Result<bool, String> {
+fn check(workload: &[PathBuf], plan_path: &std::path::Path, catalog: &Option<PathBuf>, limits: &LimitArgs, output: Output) -> Result<bool, String> {
     let w = load_workload(workload, limits)?;
     let c = load_catalog(catalog)?;
     let text = input::read::read_text_limited(plan_path, limits.max_input_bytes).map_err(|e| e.to_string())?;

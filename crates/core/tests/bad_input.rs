@@ -440,7 +440,8 @@ fn pods_per_batch_are_capped() {
 #[test]
 fn duplicate_objects_are_named_at_the_second_copy() {
     let pool = pool_full("default", "", "", "", "");
-    let cases: Vec<(&str, Vec<(&str, String)>, Vec<&str>)> = vec![
+    type Files<'a> = Vec<(&'a str, String)>;
+    let cases: Vec<(&str, Files, Vec<&str>)> = vec![
         ("the same Pod twice", vec![("a.yaml", format!("{}{}", pod("p", "", "1", ""), pod("p", "", "2", "")))], vec!["a.yaml (document 2)", "Pod default/p", "duplicate", "already defined in a.yaml"]),
         ("the same Node twice", vec![("a.yaml", node("n1", "zone-a", "2", "", "")), ("b.yaml", node("n1", "zone-b", "4", "", ""))], vec!["b.yaml", "Node n1", "already defined in a.yaml"]),
         ("the same NodePool twice", vec![("a.yaml", format!("{NODECLASS}{pool}{pool}"))], vec!["a.yaml (document 3)", "NodePool default", "already defined in a.yaml (document 2)"]),
