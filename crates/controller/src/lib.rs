@@ -95,7 +95,8 @@ pub struct Config {
     /// Resync period of the lifecycle loop (it also wakes on every change).
     pub lifecycle_interval: Duration,
     pub disruption_interval: Duration,
-    /// How long a plan's nomination keeps a node from being judged empty.
+    /// How long a plan's nomination keeps a node from being judged empty (in memory from the batch; for
+    /// the nominations persisted on a NodeClaim, from its initialization).
     pub nomination_ttl: Duration,
     /// How long the cloud's catalog is reused before it is asked again.
     pub catalog_ttl: Duration,
@@ -534,7 +535,7 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
     ctx.metrics.batch(pending, status, solver.time_ms / 1000.0, solver.gap, decision.plan.cost_per_hour);
     ctx.metrics.pods(pending, decision.nominations.len(), decision.unschedulable.len());
     tracing::info!(
-        batch = %batch_id, triggers, pending, new_nodes = decision.claims.len(), unschedulable = decision.unschedulable.len(),
+        batch = %batch_id, triggers, pending, pinned = decision.pins.len(), new_nodes = decision.claims.len(), unschedulable = decision.unschedulable.len(),
         cost_per_hour = decision.plan.cost_per_hour, solver = %solver.name, status, time_ms = solver.time_ms, detail = %solver.detail,
         "batch planned"
     );
@@ -707,7 +708,9 @@ async fn disruption_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop:
             if !s.synced() {
                 continue;
             }
-            let nominated = |n: &str| ctx.nominated(n);
+            // Nominations survive a restart: the NodeClaims carry theirs (`stowage_decide::provision`).
+            let persisted = disruption::persisted_nominations(&s, Timestamp::now(), ctx.config.nomination_ttl);
+            let nominated = |n: &str| ctx.nominated(n) || persisted.contains(n);
             let pools: BTreeMap<String, disruption::PoolPolicy> = s.nodepools.iter().filter_map(|p| Some((p.metadata.name.clone()?, disruption::pool_policy(p)))).collect();
             (disruption::candidates(&s, &nominated), pools)
         };

@@ -319,13 +319,14 @@ steps:
     let r = run(&sc, Solver::Milp);
     assert_passed(&r);
     let second = r.timeline.iter().find_map(|e| match &e.kind {
-        EventKind::Batch { batch: 2, new_nodes, on_existing, .. } => Some((*new_nodes, *on_existing)),
+        EventKind::Batch { batch: 2, pods, new_nodes, on_existing, .. } => Some((*pods, *new_nodes, *on_existing)),
         _ => None,
     });
-    // The in-flight m5.large (1930m allocatable) keeps 1 CPU for the DaemonSet pod: a stays on it, b
-    // needs a node of its own. Counting the in-flight node as empty put both on it, and the binder then
-    // left one Pending for a third batch.
-    assert_eq!(second, Some((1, 1)), "batch 2 keeps a on the in-flight node and launches one for b\n{}", text(&r));
+    // a is nominated to the in-flight m5.large (its NodeClaim's nominated-pods annotation), so batch 2
+    // plans b alone, with a's place taken: the in-flight node (1930m allocatable) keeps 1 CPU for the
+    // DaemonSet pod and 900m for a, so b needs a node of its own. Counting the in-flight node as empty
+    // put both on it, and the binder then left one Pending for a third batch.
+    assert_eq!(second, Some((1, 1, 0)), "batch 2 plans b alone and launches a node for it\n{}", text(&r));
 }
 
 #[test]
