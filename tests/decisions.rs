@@ -147,3 +147,139 @@ fn candidates<T: Copy>(obs: &[Observation], created: T) -> Vec<stowage_decide::d
         })
         .collect()
 }
+
+// Provisioning: the same cluster state, through the controller's path (its watch index, snapshot and
+// `provisioner::plan_batch`) and the simulator's (its world and `provisioner::decide`), gives the same
+// NodeClaims, nominations and unschedulable pods.
+
+mod provisioning {
+    use std::path::Path;
+
+    use k8s_openapi::api::core::v1::PodCondition;
+    use stowage_controller::provisioner::{Decision, NOMINATED_PODS_ANNOTATION, Nominated, PlannerSettings, plan_batch};
+    use stowage_controller::state::ClusterState;
+    use stowage_core::domain::catalog::Catalog;
+    use stowage_core::solve::{Planner, Solver};
+    use stowage_core::weights::Weights;
+    use stowage_decide::offerings::Unavailable;
+    use stowage_input::Objects;
+    use stowage_input::api::NodeClaim;
+    use stowage_sim::time::SimTime;
+    use stowage_sim::world::World;
+
+    fn load(files: &[&str]) -> Objects {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let paths: Vec<_> = files.iter().map(|f| root.join(f)).collect();
+        stowage_input::load(&paths).unwrap().objects
+    }
+
+    fn greedy() -> Planner {
+        Planner { solver: Solver::Greedy, ..Planner::default() }
+    }
+
+    /// The controller: a fresh watch index fed the objects (pods as kube-scheduler leaves them:
+    /// unschedulable), its snapshot, its batch.
+    fn controller(objects: &Objects, catalog: &Catalog) -> Decision {
+        let mut s = ClusterState::default();
+        objects.nodepools.iter().for_each(|o| s.apply(o.obj.clone()));
+        objects.nodeclasses.iter().for_each(|o| s.apply(o.obj.clone()));
+        objects.storageclasses.iter().for_each(|o| s.apply(o.obj.clone()));
+        objects.pvcs.iter().for_each(|o| s.apply(o.obj.clone()));
+        objects.pvs.iter().for_each(|o| s.apply(o.obj.clone()));
+        objects.daemonsets.iter().for_each(|o| s.apply(o.obj.clone()));
+        objects.nodeclaims.iter().for_each(|o| s.apply(o.obj.clone()));
+        for o in &objects.pods {
+            let mut p = o.obj.clone();
+            p.status.get_or_insert_with(Default::default).conditions =
+                Some(vec![PodCondition { type_: "PodScheduled".into(), status: "False".into(), reason: Some("Unschedulable".into()), ..Default::default() }]);
+            s.apply(p);
+        }
+        let snap = s.snapshot(catalog).unwrap();
+        plan_batch(&snap.cluster, &snap.objects, catalog, &Weights::default(), &PlannerSettings { planner: greedy(), max_instance_types: 20 }, "sim-1").unwrap()
+    }
+
+    /// The simulator: its world holding the same objects, its batch.
+    fn simulator(objects: &Objects, catalog: &Catalog) -> Decision {
+        let mut world = World::default();
+        world.apply(objects.clone());
+        let cluster = world.build().unwrap();
+        stowage_sim::provisioner::decide(&world, &cluster, catalog, &Weights::default(), &mut greedy(), 1).unwrap()
+    }
+
+    /// What must agree: every NodeClaim as JSON, the offerings in launch order, the nominations by pod
+    /// uid, the unschedulable pods.
+    fn summary(d: &Decision) -> (Vec<String>, Vec<Vec<(String, String, String)>>, Vec<(String, Nominated)>, Vec<(String, String)>) {
+        let claims = d.claims.iter().map(|c| serde_json::to_string(&c.nodeclaim).unwrap()).collect();
+        let offerings = d.claims.iter().map(|c| c.offerings.iter().map(|o| (o.instance_type.clone(), o.zone.clone(), o.capacity_type.clone())).collect()).collect();
+        let mut noms: Vec<(String, Nominated)> = d.nominations.iter().map(|(p, n)| (p.uid.clone(), n.clone())).collect();
+        noms.sort_by(|a, b| a.0.cmp(&b.0));
+        let unsched = d.unschedulable.iter().map(|(p, r)| (p.uid.clone(), r.clone())).collect();
+        (claims, offerings, noms, unsched)
+    }
+
+    fn seed(name: &str, files: &[&str]) -> Objects {
+        let mut all = vec!["scenarios/common-ec2nodeclass.yaml".to_string()];
+        all.extend(files.iter().map(|f| format!("scenarios/{name}/{f}")));
+        load(&all.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn the_same_pending_pods_give_the_same_nodeclaims_and_nominations() {
+        let catalog = stowage_input::catalog::default_catalog();
+        for objects in [
+            seed("seed-1-statefulset-capacity-spread", &["nodepools.yaml", "storageclass.yaml", "statefulset.yaml"]),
+            seed("seed-1b-statefulset-zonal-rescale", &["nodepool.yaml", "storageclass.yaml", "statefulset.yaml"]),
+            seed("seed-2-apiserver-anti-affinity", &["nodepool.yaml", "deployment.yaml", "companions.yaml"]),
+        ] {
+            let (a, b) = (controller(&objects, catalog), simulator(&objects, catalog));
+            assert!(!a.claims.is_empty());
+            assert!(a.claims.iter().all(|c| c.offerings.first().map(|o| &o.instance_type) == Some(&c.instance_type)), "the plan's offering is tried first");
+            assert_eq!(summary(&a), summary(&b));
+        }
+    }
+
+    /// A refused offering, on each side's clock, hides the same offerings: both decide the same
+    /// NodeClaims around it, and neither offers it to the cloud.
+    #[test]
+    fn the_same_refused_offering_gives_the_same_nodeclaims() {
+        let base = stowage_input::catalog::default_catalog();
+        let objects = seed("seed-1-statefulset-capacity-spread", &["nodepools.yaml", "storageclass.yaml", "statefulset.yaml"]);
+        let first = controller(&objects, base);
+        let c = &first.claims[0];
+        let key = (c.instance_type.clone(), c.zone.clone(), c.capacity_type.clone());
+        let t0 = tokio::time::Instant::now();
+        let mut ctl: stowage_controller::launcher::Unavailable = Unavailable::default();
+        ctl.mark(key.clone(), t0 + std::time::Duration::from_secs(180));
+        let mut sim: Unavailable<SimTime> = Unavailable::default();
+        sim.mark(key.clone(), SimTime(180_000));
+        let (a, b) = (controller(&objects, &ctl.view(base, t0)), simulator(&objects, &sim.view(base, SimTime(0))));
+        assert_eq!(summary(&a), summary(&b));
+        for c in &a.claims {
+            assert!(!c.offerings.iter().any(|o| (&o.instance_type, &o.zone, &o.capacity_type) == (&key.0, &key.1, &key.2)), "{key:?} offered again");
+        }
+    }
+
+    /// NodeClaims in flight with their persisted nominations and a new pending pod: both sides pin the
+    /// nominated pods to their NodeClaims and plan the new pod alone, alike.
+    #[test]
+    fn the_same_in_flight_nodeclaims_give_the_same_decision() {
+        let catalog = stowage_input::catalog::default_catalog();
+        let mut objects = seed("seed-2-apiserver-anti-affinity", &["nodepool.yaml", "deployment.yaml", "companions.yaml"]);
+        let first = controller(&objects, catalog);
+        let mut claims: Vec<NodeClaim> = first.claims.iter().enumerate().map(|(i, c)| c.named(&format!("control-plane-{i}"))).collect();
+        for (i, c) in claims.iter_mut().enumerate() {
+            c.metadata.uid = Some(format!("claim-uid-{i}"));
+            // Launched, as both write it: the instance's capacity in the status.
+            let t = catalog.get(&first.claims[i].instance_type).unwrap();
+            let status = c.status.get_or_insert_with(Default::default);
+            status.capacity = Some(stowage_decide::provision::quantities(&t.capacity));
+            status.allocatable = Some(stowage_decide::provision::quantities(&t.allocatable()));
+            assert!(!c.metadata.annotations.as_ref().unwrap()[NOMINATED_PODS_ANNOTATION].is_empty());
+        }
+        objects.nodeclaims = claims.into_iter().map(|obj| stowage_input::objects::Obj { source: stowage_input::Source { file: "<test>".into(), doc: 0, item: None }, obj }).collect();
+        let (a, b) = (controller(&objects, catalog), simulator(&objects, catalog));
+        assert_eq!(summary(&a), summary(&b));
+        assert_eq!(a.pins.len(), first.nominations.len(), "every pod of the first batch is pinned");
+        assert!(a.claims.is_empty(), "nothing is launched twice: {:#?}", a.plan);
+    }
+}

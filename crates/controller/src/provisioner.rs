@@ -33,7 +33,7 @@ impl Default for PlannerSettings {
 /// Plans a batch. `objects` are the snapshot's objects (the NodePools' owner references and templates,
 /// the NodeClaims' nominations come from them); `catalog` already has the offerings the cloud refused
 /// marked unavailable.
-pub(crate) fn plan_batch(cluster: &Cluster, objects: &Objects, catalog: &Catalog, weights: &Weights, settings: &PlannerSettings, batch_id: &str) -> Result<Decision, ProvisionError> {
+pub fn plan_batch(cluster: &Cluster, objects: &Objects, catalog: &Catalog, weights: &Weights, settings: &PlannerSettings, batch_id: &str) -> Result<Decision, ProvisionError> {
     let input = Input { cluster, objects, catalog, weights, max_instance_types: settings.max_instance_types, batch: batch_id };
     let mut planner = settings.planner;
     provision::decide(&input, &mut planner)

@@ -42,7 +42,7 @@ use stowage_decide::batch::{BatchConfig, Batcher};
 use stowage_decide::cloud::{CloudProvider, LaunchRequest};
 use stowage_decide::launch;
 use stowage_decide::offerings::Unavailable;
-use stowage_decide::provision::{self, Decision, Input, PlannedClaim, ProvisionError};
+use stowage_decide::provision::{self, Decision, PlannedClaim, ProvisionError};
 use stowage_input::api::{NodeClaim, NodeClaimStatus};
 use stowage_input::ids::stable_hash;
 use stowage_input::objects::Obj;
@@ -89,9 +89,6 @@ struct Since {
     batches: usize,
     new_nodes: BTreeSet<String>,
 }
-
-/// Most instance types one NodeClaim allows (the controller's default, `--max-instance-types`).
-const MAX_INSTANCE_TYPES: usize = 20;
 
 /// Upper bound on loop rounds, far above any real scenario; reaching it means something oscillates.
 const MAX_ROUNDS: usize = 100_000;
@@ -425,9 +422,7 @@ impl<'a> Engine<'a> {
         self.since.batches += 1;
         let batch = self.batches;
         let catalog = self.refused.view(&self.sc.settings.catalog, now);
-        let batch_id = format!("sim-{batch}");
-        let input = Input { cluster: &cluster, objects: &self.world.objects, catalog: &catalog, weights: &self.sc.settings.weights, max_instance_types: MAX_INSTANCE_TYPES, batch: &batch_id };
-        let decision = match provision::decide(&input, &mut *self.planner) {
+        let decision = match provisioner::decide(&self.world, &cluster, &catalog, &self.sc.settings.weights, &mut *self.planner, batch) {
             Ok(d) => d,
             Err(ProvisionError::Plan(e)) => {
                 self.log(EventKind::BatchFailed { batch, pods: pending.len(), message: e.to_string() });

@@ -16,8 +16,24 @@
 use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::world::World;
+use stowage_core::domain::Cluster;
+use stowage_core::domain::catalog::Catalog;
 use stowage_core::domain::labels::keys;
+use stowage_core::weights::Weights;
+use stowage_decide::provision::{self, Decision, Input, Planner, ProvisionError};
 use stowage_input::api::NodeClaim;
+
+/// Most instance types one NodeClaim allows (the controller's default, `--max-instance-types`).
+pub const MAX_INSTANCE_TYPES: usize = 20;
+
+/// The provisioning decision for batch `batch` of the world (`cluster` is its build): the
+/// controller's, over the world's objects. `catalog` has the refused offerings unavailable.
+pub fn decide(world: &World, cluster: &Cluster, catalog: &Catalog, weights: &Weights, planner: &mut dyn Planner, batch: u32) -> Result<Decision, ProvisionError> {
+    let batch_id = format!("sim-{batch}");
+    let input = Input { cluster, objects: &world.objects, catalog, weights, max_instance_types: MAX_INSTANCE_TYPES, batch: &batch_id };
+    provision::decide(&input, planner)
+}
 
 /// The Node a NodeClaim's instance registers: its labels plus Karpenter's registration labels, its
 /// taints (startup taints are assumed gone by the time pods schedule), its capacity.
