@@ -510,6 +510,9 @@ impl<'a> Engine<'a> {
     /// The cloud started an instance for a NodeClaim of the decision: the NodeClaim enters the world
     /// with the instance's labels and capacity (as the controller's launcher writes them), in flight
     /// until the instance registers.
+    // Everything the launch produced (NodeClaim, request, instance) and where it came from (cluster,
+    // catalog view, decision, claim) is needed to log it and to put the NodeClaim in the world.
+    #[allow(clippy::too_many_arguments)]
     fn claim_launched(
         &mut self,
         cluster: &Cluster,
