@@ -39,6 +39,7 @@ use stowage_core::domain::catalog::Catalog;
 use stowage_core::domain::labels::keys;
 use stowage_core::plan::{NewNode, Plan};
 use stowage_decide::batch::{BatchConfig, Batcher};
+use stowage_decide::lifecycle::{self, Step};
 use stowage_decide::offerings::Unavailable;
 use stowage_input::ids::stable_hash;
 use stowage_input::objects::Obj;
@@ -70,11 +71,23 @@ impl std::error::Error for SimError {}
 struct Claim {
     zone: String,
     instance: String,
+    /// When the cloud accepted the launch (the NodeClaim's `Launched=True`).
+    launched_at: SimTime,
     running_at: SimTime,
+    /// When the simulated kubelet creates its Node.
     registers_at: SimTime,
     expires_at: Option<SimTime>,
     running_logged: bool,
     registered: bool,
+}
+
+impl Claim {
+    /// What the shared lifecycle decision sees of it at `now`. The simulated kubelet's Node is ready at
+    /// once and has no startup taints, so registration initializes it too.
+    fn observed(&self, name: &str, now: SimTime) -> lifecycle::Observed<SimTime> {
+        let node = (self.registers_at <= now).then(|| lifecycle::NodeSeen { name: name.to_string(), deleting: false, registered: self.registered, ready: true, initialized: self.registered });
+        lifecycle::Observed { created: Some(self.launched_at), deleting: false, finalizer: true, launched: Some(self.launched_at), instance_gone: false, node }
+    }
 }
 
 /// Counted since the previous `expect` step.
@@ -273,8 +286,13 @@ impl<'a> Engine<'a> {
     }
 
     fn next_activity(&self) -> Option<SimTime> {
-        let claims = self.claims.values().flat_map(|c| [(!c.running_logged).then_some(c.running_at), (!c.registered).then_some(c.registers_at)]).flatten();
-        [self.batcher.deadline(), self.disruption.next_due(), self.refused.next_expiry()].into_iter().flatten().chain(claims).min()
+        let timeouts = lifecycle::Timeouts::default();
+        let claims = self.claims.iter().flat_map(|(name, c)| {
+            // A timeout of the lifecycle decision is an event too (a Node later than the registration timeout).
+            let until = lifecycle::decide(&c.observed(name, self.now), self.now, &timeouts).until;
+            [(!c.running_logged).then_some(c.running_at), (!c.registered).then_some(c.registers_at), until]
+        });
+        [self.batcher.deadline(), self.disruption.next_due(), self.refused.next_expiry()].into_iter().flatten().chain(claims.flatten()).min()
     }
 
     fn next_expiry(&self) -> Option<SimTime> {
@@ -313,8 +331,13 @@ impl<'a> Engine<'a> {
                 }
                 self.log(EventKind::InstanceRunning { node: name.clone(), instance: c.instance.clone() });
             }
-            if !c.registered && c.registers_at <= now {
-                self.register(&name);
+            // The controller's own lifecycle decision (`stowage_decide::lifecycle`), on the simulated clock.
+            match lifecycle::decide(&c.observed(&name, now), now, &lifecycle::Timeouts::default()).step {
+                Step::Register { .. } => self.register(&name),
+                Step::RegistrationTimeout { since_launch } => self.remove_node(&name, format!("no Node registered {}s after launch (registration timeout)", since_launch.as_secs())),
+                // Launched synchronously, never deleted by anything but `remove_node`, registered and
+                // initialized at once: the other steps do not arise in the simulation.
+                _ => {}
             }
         }
         // kube-scheduler sees new nodes before a batch closing at the same instant does.
@@ -519,7 +542,10 @@ impl<'a> Engine<'a> {
         self.world.objects.nodeclaims.push(Obj { source: sim_source("provisioner"), obj: claim });
         let registers_at = inst.running_at.plus(self.sc.settings.registration_delay);
         let expires_at = pool.and_then(|p| p.expire_after).map(|s| self.now.plus(Duration::from_secs(s)));
-        self.claims.insert(name.to_string(), Claim { zone: n.zone.clone(), instance: inst.id, running_at: inst.running_at, registers_at, expires_at, running_logged: false, registered: false });
+        self.claims.insert(
+            name.to_string(),
+            Claim { zone: n.zone.clone(), instance: inst.id, launched_at: self.now, running_at: inst.running_at, registers_at, expires_at, running_logged: false, registered: false },
+        );
         self.since.launches += 1;
         self.since.new_nodes.insert(name.to_string());
         Ok(())
