@@ -151,13 +151,19 @@ pub(crate) fn requeue_for<P>(ctx: &Ctx<P>, d: &Decision<k8s_openapi::jiff::Times
 pub(crate) async fn reconcile<P: CloudProvider + 'static>(obj: Arc<NodeClaim>, ctx: Arc<Ctx<P>>) -> Result<Action, ReconcileError> {
     let name = obj.metadata.name.clone().unwrap_or_default();
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-    let action = finalizer(&api, TERMINATION_FINALIZER, obj, |event| async {
+    let result = finalizer(&api, TERMINATION_FINALIZER, obj, |event| async {
         match event {
             Event::Apply(c) => apply(&ctx, &c).await,
             Event::Cleanup(c) => cleanup(&ctx, &c).await,
         }
     })
-    .await?;
+    .await;
+    let action = match result {
+        // The NodeClaim went away after an earlier pass removed its finalizer (this pass ran on a
+        // copy from before): termination is complete.
+        Err(finalizer::Error::RemoveFinalizer(e)) if kube_status(&e) == Some(404) => Action::await_change(),
+        r => r?,
+    };
     lock(&ctx.lifecycle_backoff).succeeded(&name);
     Ok(action)
 }
@@ -223,7 +229,7 @@ async fn apply<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, obj: &NodeClaim) -
 /// `Event::Cleanup`: one pass of termination; Ok (and so the finalizer's removal) only when done.
 async fn cleanup<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, obj: &NodeClaim) -> Result<Action, LifecycleError> {
     let name = obj.metadata.name.clone().unwrap_or_default();
-    match termination::terminate(ctx, &name).await? {
+    match termination::terminate(ctx, obj).await? {
         Progress::Done => Ok(Action::await_change()),
         Progress::Draining { remaining } => Err(LifecycleError::Waiting { claim: name, what: format!("{remaining} pod(s) draining"), retry: Duration::from_secs(1) }),
         Progress::AwaitLaunch => Err(LifecycleError::Waiting { claim: name, what: "its launch is running".into(), retry: Duration::from_secs(1) }),
@@ -259,7 +265,12 @@ pub(crate) fn error_policy<P: CloudProvider + 'static>(obj: Arc<NodeClaim>, erro
         }
         Disposition::Retry => {
             let mut after = lock(&ctx.lifecycle_backoff).failed(&name);
-            let conflict = matches!(error, finalizer::Error::ApplyFailed(LifecycleError::Registration(e)) if kube_status(&e.error) == Some(409));
+            let conflict = match error {
+                finalizer::Error::ApplyFailed(LifecycleError::Registration(e)) => kube_status(&e.error) == Some(409),
+                // finalizer()'s JSON patch tests the finalizer list it read: someone changed it meanwhile.
+                finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => matches!(kube_status(e), Some(409 | 422)),
+                _ => false,
+            };
             if let finalizer::Error::ApplyFailed(LifecycleError::LaunchDeferred { after: at_least, .. }) = error {
                 // The launcher logged and counted it.
                 after = after.max(*at_least);

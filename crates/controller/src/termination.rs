@@ -60,13 +60,17 @@ fn grace(claim: &NodeClaim) -> Option<Duration> {
 }
 
 /// One pass of a NodeClaim's termination.
-pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, name: &str) -> Result<Progress, TerminationError> {
+/// `seen` is the NodeClaim as the caller saw it being deleted; the state index's copy is used when it
+/// is the same object (it holds our own writes), so an index that has not caught up yet never makes
+/// termination skip the instance.
+pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Result<Progress, TerminationError> {
+    let name = seen.metadata.name.as_deref().unwrap_or_default();
     if super::lock(&ctx.launching).contains(name) {
         return Ok(Progress::AwaitLaunch);
     }
     let (claim, node, pods) = {
         let s = super::lock(&ctx.state);
-        let Some(c) = s.nodeclaim(name).cloned() else { return Ok(Progress::Done) };
+        let c = s.nodeclaim(name).filter(|c| c.metadata.uid == seen.metadata.uid).cloned().unwrap_or_else(|| seen.clone());
         let n = s.node_of(&c).cloned();
         let pods: Vec<Pod> = match &n {
             Some(n) => s.pods_on(n.metadata.name.as_deref().unwrap_or_default()).filter(|p| evictable(p)).cloned().collect(),
