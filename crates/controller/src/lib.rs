@@ -675,17 +675,27 @@ fn next_round(interval: Duration, backoff: &mut lifecycle::Backoff, ok: bool) ->
 
 /// Disruption is a whole-cluster decision (budgets count a pool's nodes; emptiness needs the pods of
 /// every node), so it runs as one periodic task over the state index rather than per NodeClaim.
-async fn disruption_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::Receiver<bool>) {
-    let mut d = Disruption::default();
-    let mut backoff = lifecycle::Backoff::new(ctx.config.disruption_interval, Duration::from_secs(300));
-    let mut wait = ctx.config.disruption_interval;
+async fn disruption_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watch::Receiver<bool>) {
+    let d = tokio::sync::Mutex::new(Disruption::default());
+    periodic(ctx.config.disruption_interval, stop, || async { if ctx.is_leader() && lock(&ctx.state).synced() { disrupt(&ctx, &mut *d.lock().await).await } else { true } }).await;
+}
+
+/// Runs `round` every `interval` until `stop`; after a failed round (false) the next waits for the
+/// backoff instead (see [`next_round`]).
+async fn periodic<F, Fut>(interval: Duration, mut stop: watch::Receiver<bool>, mut round: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let mut backoff = lifecycle::Backoff::new(interval, Duration::from_secs(300));
+    let mut wait = interval;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = stop.changed() => break,
         }
-        let ok = if ctx.is_leader() && lock(&ctx.state).synced() { disrupt(&ctx, &mut d).await } else { true };
-        wait = next_round(ctx.config.disruption_interval, &mut backoff, ok);
+        let ok = round().await;
+        wait = next_round(interval, &mut backoff, ok);
     }
 }
 
@@ -732,17 +742,8 @@ async fn disrupt<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &mut Disrupti
 /// Garbage collection compares the cloud's whole instance list with every NodeClaim, so it is one
 /// periodic task; what it finds about one NodeClaim (its instance gone) goes to that NodeClaim's
 /// reconcile.
-async fn gc_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::Receiver<bool>) {
-    let mut backoff = lifecycle::Backoff::new(ctx.config.gc_interval, Duration::from_secs(300));
-    let mut wait = ctx.config.gc_interval;
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = stop.changed() => break,
-        }
-        let ok = if ctx.is_leader() && lock(&ctx.state).synced() { collect(&ctx).await } else { true };
-        wait = next_round(ctx.config.gc_interval, &mut backoff, ok);
-    }
+async fn gc_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watch::Receiver<bool>) {
+    periodic(ctx.config.gc_interval, stop, || async { if ctx.is_leader() && lock(&ctx.state).synced() { collect(&ctx).await } else { true } }).await;
 }
 
 /// One round of garbage collection; false if something failed.
@@ -808,5 +809,63 @@ fn watch_expired(e: &watcher::Error) -> bool {
         watcher::Error::WatchError(s) => s.code == 410,
         watcher::Error::InitialListFailed(kube::Error::Api(s)) | watcher::Error::WatchFailed(kube::Error::Api(s)) | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.code == 410,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A periodic task whose rounds fail backs off (interval, then doubling) and returns to its interval
+    /// after a clean round; all in tokio's paused time, without a real sleep.
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_periodic_task_backs_off_and_recovers() {
+        let start = Instant::now();
+        let (stop_tx, stop) = watch::channel(false);
+        let attempts: Arc<Mutex<Vec<u64>>> = Arc::default();
+        let n = Arc::new(AtomicUsize::new(0));
+        let task = {
+            let (attempts, n) = (attempts.clone(), n.clone());
+            tokio::spawn(periodic(Duration::from_secs(2), stop, move || {
+                let (attempts, n) = (attempts.clone(), n.clone());
+                async move {
+                    lock(&attempts).push(start.elapsed().as_secs());
+                    // Rounds 0..5 fail, the rest succeed.
+                    n.fetch_add(1, Ordering::SeqCst) >= 5
+                }
+            }))
+        };
+        tokio::time::sleep(Duration::from_secs(80)).await;
+        let _ = stop_tx.send(true);
+        task.await.unwrap();
+        // Fails at 2, 4, 8, 16 and 32 (waits of 2, 4, 8, 16, 32: backoff from the interval), succeeds at
+        // 64, then runs every 2 s again.
+        assert_eq!(lock(&attempts).clone(), vec![2, 4, 8, 16, 32, 64, 66, 68, 70, 72, 74, 76, 78, 80]);
+    }
+
+    /// The batch window closes on tokio's clock: 1 s after the last new pod, at most 10 s after the
+    /// first (paused time; `Batcher<Instant>` is the controller's).
+    #[tokio::test(start_paused = true)]
+    async fn batch_windows_close_on_tokio_time() {
+        let start = Instant::now();
+        let mut b: Batcher<Instant> = Batcher::new(BatchConfig::default());
+        b.trigger("a", Instant::now());
+        for i in 0..30 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            b.trigger(&format!("p{i}"), Instant::now());
+            if let Some(d) = b.deadline()
+                && d <= Instant::now()
+            {
+                break;
+            }
+        }
+        tokio::time::sleep_until(b.deadline().unwrap()).await;
+        assert_eq!(b.close_if_due(Instant::now()), Some(21), "the max window bounds a steady trickle");
+        assert_eq!(start.elapsed(), Duration::from_secs(10));
+        b.trigger("q", Instant::now());
+        tokio::time::sleep_until(b.deadline().unwrap()).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(11), "an idle second closes a lone pod's window");
+        assert_eq!(b.close_if_due(Instant::now()), Some(1));
     }
 }

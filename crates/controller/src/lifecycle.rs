@@ -34,6 +34,7 @@ use kube::runtime::watcher;
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
+use super::clock::Clock;
 use super::conditions::set_condition_at;
 use super::events::Reason;
 use super::launcher::{self, LaunchError, Launched};
@@ -140,9 +141,9 @@ impl Backoff {
 }
 
 /// The Action for a decision: requeue when its deadline comes, else wait for a change.
-pub(crate) fn requeue_for<P>(ctx: &Ctx<P>, d: &Decision<k8s_openapi::jiff::Timestamp>) -> Action {
+pub(crate) fn requeue_for(clock: &Clock, d: &Decision<k8s_openapi::jiff::Timestamp>) -> Action {
     match d.until {
-        Some(t) => Action::requeue(ctx.clock.until(t).max(Duration::from_millis(100))),
+        Some(t) => Action::requeue(clock.until(t).max(Duration::from_millis(100))),
         None => Action::await_change(),
     }
 }
@@ -223,7 +224,7 @@ async fn apply<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, obj: &NodeClaim) -
         Step::Initialize { node } => registration::initialize(ctx, &claim, node).await?,
         Step::AwaitNode | Step::AwaitInitialization | Step::Settled | Step::Terminate | Step::Nothing => {}
     }
-    Ok(requeue_for(ctx, &d))
+    Ok(requeue_for(&ctx.clock, &d))
 }
 
 /// `Event::Cleanup`: one pass of termination; Ok (and so the finalizer's removal) only when done.
@@ -400,6 +401,34 @@ mod tests {
             b.failed("d");
         }
         assert_eq!(b.failed("d"), Duration::from_secs(60), "no overflow");
+    }
+
+    /// A launched NodeClaim without a Node is requeued for its registration deadline, and at that
+    /// moment the decision deletes it: tokio's paused time crosses the 15 minutes, no real time passes.
+    #[tokio::test(start_paused = true)]
+    async fn a_nodeclaim_is_requeued_for_its_registration_timeout() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        use k8s_openapi::jiff::Timestamp;
+        use stowage_input::api::{Condition, NodeClaimSpec, NodeClaimStatus};
+        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
+        let clock = Clock::anchored(t0);
+        let mut c = NodeClaim::new("np-a", NodeClaimSpec::default());
+        c.metadata.creation_timestamp = Some(Time(t0));
+        let launched =
+            Condition { type_: "Launched".into(), status: "True".into(), reason: None, message: None, last_transition_time: Some(super::super::conditions::timestamp(t0)), observed_generation: None };
+        c.status = Some(NodeClaimStatus { provider_id: Some("aws:///us-east-1a/i-1".into()), conditions: Some(vec![launched]), ..Default::default() });
+        let timeouts = stowage_decide::lifecycle::Timeouts::default();
+        let start = tokio::time::Instant::now();
+
+        tokio::time::advance(Duration::from_secs(14 * 60)).await;
+        let d = registration::decision(&c, None, false, clock.now(), &timeouts);
+        assert_eq!(d.step, Step::AwaitNode);
+        assert_eq!(requeue_for(&clock, &d), Action::requeue(Duration::from_secs(60)));
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(900));
+        let d = registration::decision(&c, None, false, clock.now(), &timeouts);
+        assert_eq!(d.step, Step::RegistrationTimeout { since_launch: Duration::from_secs(900) });
+        assert_eq!(requeue_for(&clock, &d), Action::await_change(), "deleting it is a change the watch reports");
     }
 
     #[test]
