@@ -18,7 +18,12 @@
 //! The decision is the simulator's too (`stowage_decide::lifecycle`). Only the leader runs this
 //! controller ([`run`] starts it on gaining the Lease and stops it on losing it); the objects it acts
 //! on are the state index's (`ClusterState`, which also holds our own writes), the Controller's store
-//! only triggers.
+//! only triggers. That costs a second watch of NodeClaims and Nodes (the index has its own), and the
+//! two may be out of step by an event: so every change the index sees to a NodeClaim or its Node
+//! triggers the NodeClaim again (`Ctx::wake_lifecycle`), and the Controller never runs two reconciles
+//! of one NodeClaim at once. (Sharing one watch needs kube-runtime's unstable shared streams and a
+//! reflector store fed from the index; the `unstable-runtime` feature is on for `reconcile_on`
+//! already, but the double watch was the smaller change.)
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
