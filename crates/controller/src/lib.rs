@@ -11,6 +11,7 @@
 //!                   launch (crash recovery) · register · initialize · timeouts · terminate
 //!  disruption task: empty nodes after consolidateAfter, expireAfter  ─┐ delete NodeClaims
 //!  gc task:         leaked instances; instances gone → their NodeClaims' reconcile
+//!  nodeclass task:  EC2NodeClass resolution and Ready (each batch too)
 //!  leader election (Lease): only the leader runs the controller and tasks above; metrics, events, health
 //! ```
 //!
@@ -101,6 +102,9 @@ pub struct Config {
     pub gc_interval: Duration,
     pub gc_grace: Duration,
     pub disruption_interval: Duration,
+    /// How often EC2NodeClasses are resolved again and their `Ready` condition written (each batch
+    /// resolves them too).
+    pub nodeclass_interval: Duration,
     /// How long a plan's nomination keeps a node from being judged empty.
     pub nomination_ttl: Duration,
     /// How long the cloud's catalog is reused before it is asked again.
@@ -126,6 +130,7 @@ impl Default for Config {
             gc_interval: Duration::from_secs(10),
             gc_grace: Duration::from_secs(30),
             disruption_interval: Duration::from_secs(2),
+            nodeclass_interval: Duration::from_secs(5),
             nomination_ttl: Duration::from_secs(20),
             catalog_ttl: Duration::from_secs(60),
             leader: None,
@@ -374,7 +379,8 @@ impl Controller {
             tokio::spawn(provisioning_loop(ctx.clone(), work_rx.clone())),
             tokio::spawn(lifecycle::run(ctx.clone(), work_rx.clone())),
             tokio::spawn(disruption_loop(ctx.clone(), work_rx.clone())),
-            tokio::spawn(gc_loop(ctx.clone(), work_rx)),
+            tokio::spawn(gc_loop(ctx.clone(), work_rx.clone())),
+            tokio::spawn(nodeclass_loop(ctx.clone(), work_rx)),
         ];
         tracing::info!(identity = %config.identity, leader_election = config.leader.is_some(), "controller started");
         Ok(Controller { work_stop, infra_stop, work, infra, leader_task, metrics, metrics_addr, grace })
@@ -744,6 +750,18 @@ async fn disrupt<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &mut Disrupti
 /// reconcile.
 async fn gc_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watch::Receiver<bool>) {
     periodic(ctx.config.gc_interval, stop, || async { if ctx.is_leader() && lock(&ctx.state).synced() { collect(&ctx).await } else { true } }).await;
+}
+
+/// EC2NodeClass readiness: every NodeClass resolved by the cloud and its status written (as leader),
+/// periodically; a NodeClass that becomes resolvable becomes Ready without waiting for a batch.
+async fn nodeclass_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watch::Receiver<bool>) {
+    periodic(ctx.config.nodeclass_interval, stop, || async {
+        if lock(&ctx.state).synced() {
+            nodeclass::reconcile_all(&ctx).await;
+        }
+        true
+    })
+    .await;
 }
 
 /// One round of garbage collection; false if something failed.
