@@ -256,10 +256,20 @@ impl<P: CloudProvider> Ctx<P> {
         {
             triggers.push(p.metadata.uid.clone().unwrap_or_default());
         }
-        let ev_ref: watcher::Event<K> = match &ev {
-            watcher::Event::Apply(o) => watcher::Event::Apply(o.clone()),
-            watcher::Event::Delete(o) => watcher::Event::Delete(o.clone()),
-            _ => watcher::Event::Init,
+        // The NodeClaim controller watches NodeClaims and Nodes itself, but decides on this index: a
+        // change the index sees after the controller's watch did must reconcile again (once applied).
+        let wake: Vec<String> = match &ev {
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                let any = o as &dyn Any;
+                if let Some(c) = any.downcast_ref::<NodeClaim>() {
+                    c.metadata.name.clone().into_iter().collect()
+                } else if let Some(n) = any.downcast_ref::<Node>() {
+                    lifecycle::claims_of_node(self, n).into_iter().map(|r| r.name).collect()
+                } else {
+                    Vec::new()
+                }
+            }
+            _ => Vec::new(),
         };
         let (was, now_synced, gone) = {
             let mut s = lock(&self.state);
@@ -293,17 +303,8 @@ impl<P: CloudProvider> Ctx<P> {
             drop(b);
             self.provision_wake.notify_one();
         }
-        // The NodeClaim controller watches NodeClaims and Nodes itself, but decides on this index: a
-        // change the index sees after the controller's watch did must reconcile again.
-        if let watcher::Event::Apply(o) | watcher::Event::Delete(o) = &ev_ref {
-            let any = o as &dyn Any;
-            if let Some(c) = any.downcast_ref::<NodeClaim>() {
-                self.wake_lifecycle(c.metadata.name.as_deref().unwrap_or_default());
-            } else if let Some(n) = any.downcast_ref::<Node>() {
-                for r in lifecycle::claims_of_node(self, n) {
-                    self.wake_lifecycle(&r.name);
-                }
-            }
+        for name in &wake {
+            self.wake_lifecycle(name);
         }
     }
 }
@@ -854,7 +855,8 @@ mod tests {
                 }
             }))
         };
-        tokio::time::sleep(Duration::from_secs(80)).await;
+        // Stop between two rounds (a timer due at the same instant as the stop may run first or not).
+        tokio::time::sleep(Duration::from_secs(81)).await;
         let _ = stop_tx.send(true);
         task.await.unwrap();
         // Fails at 2, 4, 8, 16 and 32 (waits of 2, 4, 8, 16, 32: backoff from the interval), succeeds at
