@@ -41,11 +41,6 @@ impl Clock {
         self.at(Instant::now())
     }
 
-    /// Now on tokio's clock.
-    pub fn instant(&self) -> Instant {
-        Instant::now()
-    }
-
     /// The timestamp of a tokio instant.
     pub fn at(&self, i: Instant) -> Timestamp {
         let ms = i.saturating_duration_since(self.mono).as_millis() as i64 - self.mono.saturating_duration_since(i).as_millis() as i64;
