@@ -146,6 +146,52 @@ impl<'p, 'a> Master<'p, 'a> {
             .map(|r| format!("row {r} {} = {} outside [{}, {}]", self.row_name[r], act[r], self.row_lo[r], self.row_hi[r]))
     }
 
+    /// The model as canonical text: the rows (bounds and name) if `rows`, then the columns from `from` on
+    /// (kind, cost, bounds, integrality and entries, in order). `milp::solve` traces it (target
+    /// [`super::MODEL_TRACE`]) so that a change of the encoding can be shown to hand HiGHS the same model.
+    pub fn dump(&self, rows: bool, from: usize) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        if rows {
+            let _ = writeln!(out, "rows {}", self.row_lo.len());
+            for r in 0..self.row_lo.len() {
+                let _ = writeln!(out, "r{r} {:?} {:?} {}", self.row_lo[r], self.row_hi[r], self.row_name[r]);
+            }
+        }
+        let _ = writeln!(out, "cols {}..{}", from, self.cols.len());
+        for (j, c) in self.cols.iter().enumerate().skip(from) {
+            let _ = write!(out, "c{j} {} cost={:?} [{:?}, {:?}] int={} :", self.describe(&c.kind), c.cost, c.lo, c.hi, c.integer);
+            for &(r, v) in &c.entries {
+                let _ = write!(out, " {r}:{v:?}");
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// A column's kind in [`Master::dump`]'s words.
+    fn describe(&self, kind: &ColKind) -> String {
+        match kind {
+            ColKind::Pattern(i) => {
+                let p = &self.patterns[*i];
+                let counts: Vec<String> = p.counts.iter().map(|(c, k)| format!("{c}x{k}")).collect();
+                format!("pattern config={} counts={}", p.config, counts.join(","))
+            }
+            ColKind::Assign { class, target } => format!("assign class={class} target={target}"),
+            ColKind::Pending(c) => format!("pending class={c}"),
+            ColKind::AggNodes(f) => format!("agg-nodes config={f}"),
+            ColKind::AggPods { class, group } => format!("agg-pods class={class} group={group}"),
+            ColKind::Aux(a) => match a {
+                Aux::SpreadW { g, d } => format!("spread-w {g} {d}"),
+                Aux::SpreadM { g } => format!("spread-m {g}"),
+                Aux::HostRegime { h } => format!("host-regime {h}"),
+                Aux::AntiW { a, d } => format!("anti-w {a} {d}"),
+                Aux::AffH { a, d } => format!("aff-h {a} {d}"),
+                Aux::AffV { a, d } => format!("aff-v {a} {d}"),
+            },
+        }
+    }
+
     fn row(&mut self, lo: f64, hi: f64) -> usize {
         self.row_lo.push(lo);
         self.row_hi.push(hi);

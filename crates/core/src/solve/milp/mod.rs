@@ -51,6 +51,27 @@ pub struct Run {
     pub note: String,
 }
 
+/// The tracing target of the model dumps: at TRACE, [`solve`] writes each model it hands HiGHS as
+/// canonical text ([`Master::dump`]; field `model`, phase in `phase`): the aggregated relaxation, the
+/// pattern master before column generation (with the greedy start), the columns each round adds and
+/// the integer program. Two builds can then be compared model by model.
+pub const MODEL_TRACE: &str = "stowage_core::solve::milp::model";
+
+/// Writes a model dump (see [`MODEL_TRACE`]) if anyone listens.
+fn trace_model(phase: &str, model: impl FnOnce() -> String) {
+    if tracing::enabled!(target: MODEL_TRACE, tracing::Level::TRACE) {
+        tracing::trace!(target: MODEL_TRACE, phase, model = model().as_str());
+    }
+}
+
+/// The start vector in a model dump.
+fn dump_start(start: Option<&[f64]>) -> String {
+    match start {
+        Some(s) => format!("start {}\n", s.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(" ")),
+        None => "start none\n".to_string(),
+    }
+}
+
 /// Up to this many count vectors, every pattern is enumerated instead of generated.
 const ENUMERATION_LIMIT: usize = 4000;
 
@@ -281,6 +302,7 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
     // The aggregated relaxation's model (its structure serves the size-class bound too).
     let t0 = Instant::now();
     let agg = Master::aggregate(p);
+    trace_model("aggregate", || agg.dump(true, 0));
     if Instant::now() >= deadline {
         return Ok(log.out_of_time("the aggregated relaxation"));
     }
@@ -302,6 +324,7 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
     let mut m = Master::new(p);
     let start = warm_start(&mut m, greedy);
     let complete = initial_columns(&mut m, center.as_deref());
+    trace_model("initial", || format!("{}{}", m.dump(true, 0), dump_start(start.as_deref())));
     log.phase("milp-model", t1);
     if Instant::now() >= deadline {
         return Ok(log.out_of_time("the integer program"));
@@ -319,6 +342,7 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
         s.resize(m.cols.len(), 0.0);
         s
     });
+    trace_model("mip", || format!("{}{}", m.dump(true, 0), dump_start(start_vec.as_deref())));
     let mip = integer_program(&m, start_vec.as_deref(), deadline, gap, opts, &mut log)?;
     log.phase("integer-program", t3);
     let outcome = if mip.has_solution { Some(decode(&m, &mip.columns)) } else { None };
@@ -419,6 +443,7 @@ fn column_generation(m: &mut Master, center: &mut Option<Vec<f64>>, cg_deadline:
         for pat in cols {
             m.add_pattern(pat);
         }
+        trace_model(&format!("round-{rounds}"), || m.dump(false, before));
         if m.cols.len() == before {
             break;
         }
