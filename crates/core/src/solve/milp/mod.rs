@@ -16,8 +16,11 @@
 //! The budget, the comparison with greedy and the fallback live in [`crate::solve::driver`].
 
 pub mod bound;
+pub mod families;
 pub mod highs_lp;
+pub mod ids;
 pub mod master;
+pub mod model;
 pub mod pricing;
 pub mod structure;
 
@@ -25,7 +28,10 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-use master::{Aux, ColKind, Master, Pattern};
+use ids::Target as TargetId;
+use ids::{Class, Col, Config, Group};
+use master::Master;
+use model::{ColKind, Pattern};
 
 use super::problem::Problem;
 use super::{Outcome, Target};
@@ -82,12 +88,12 @@ fn ms(d: Duration) -> f64 {
 /// Counts per class on each greedy node, as patterns, and the greedy plan as a full column vector.
 fn warm_start(m: &mut Master, greedy: &Outcome) -> Option<Vec<f64>> {
     let p = m.p;
-    let mut per_node: Vec<FxHashMap<usize, u32>> = vec![FxHashMap::default(); greedy.new_nodes.len()];
-    let mut assign: FxHashMap<(usize, usize), u32> = FxHashMap::default();
-    let target_of: FxHashMap<usize, usize> = m.s.targets.iter().enumerate().map(|(t, &e)| (e, t)).collect();
+    let mut per_node: Vec<FxHashMap<Class, u32>> = vec![FxHashMap::default(); greedy.new_nodes.len()];
+    let mut assign: FxHashMap<(Class, TargetId), u32> = FxHashMap::default();
+    let target_of: FxHashMap<usize, TargetId> = m.s.targets.iter().enumerate().map(|(t, &e)| (e, TargetId::at(t))).collect();
     let mut ok = true;
     for (id, t) in &greedy.placements {
-        let c = p.class_of[id];
+        let c = Class::at(p.class_of[id]);
         match *t {
             Target::New(k) => *per_node[k].entry(c).or_default() += 1,
             Target::Existing(e) => match target_of.get(&e) {
@@ -96,10 +102,10 @@ fn warm_start(m: &mut Master, greedy: &Outcome) -> Option<Vec<f64>> {
             },
         }
     }
-    let mut z: FxHashMap<usize, f64> = FxHashMap::default();
+    let mut z: FxHashMap<Col, f64> = FxHashMap::default();
     for (k, counts) in per_node.into_iter().enumerate() {
-        let counts: Vec<(usize, u32)> = counts.into_iter().collect();
-        match pricing::validate(m, greedy.new_nodes[k], counts) {
+        let counts: Vec<(Class, u32)> = counts.into_iter().collect();
+        match pricing::validate(m, Config::at(greedy.new_nodes[k]), counts) {
             Ok(pat) => {
                 let col = m.add_pattern(pat);
                 *z.entry(col).or_default() += 1.0;
@@ -113,19 +119,19 @@ fn warm_start(m: &mut Master, greedy: &Outcome) -> Option<Vec<f64>> {
     if !ok {
         return None;
     }
-    let mut x = vec![0.0; m.cols.len()];
+    let mut x = vec![0.0; m.model.n_cols()];
     for (col, v) in z {
-        x[col] = v;
+        x[col.ix()] = v;
     }
     for ((c, t), v) in assign {
-        x[m.assign_col[&(c, t)]] = v as f64;
+        x[m.assign_col[&(c, t)].ix()] = v as f64;
     }
     let mut pending = vec![0.0; m.s.n.len()];
     for (id, _) in &greedy.unschedulable {
         pending[p.class_of[id]] += 1.0;
     }
     for (c, v) in pending.iter().enumerate() {
-        x[m.pending_col[c]] = *v;
+        x[m.pending_col[c].ix()] = *v;
     }
     fill_aux(m, &mut x);
     if tracing::enabled!(tracing::Level::DEBUG) {
@@ -138,53 +144,18 @@ fn warm_start(m: &mut Master, greedy: &Outcome) -> Option<Vec<f64>> {
 
 /// Rows a full column vector violates (diagnostics).
 pub fn violations(m: &Master, x: &[f64]) -> Vec<String> {
-    let mut act = vec![0.0; m.row_lo.len()];
-    for (j, c) in m.cols.iter().enumerate() {
-        for &(r, v) in &c.entries {
-            act[r] += v * x[j];
-        }
-    }
-    (0..act.len()).filter(|&r| act[r] < m.row_lo[r] - 1e-6 || act[r] > m.row_hi[r] + 1e-6).map(|r| format!("row {r} {}: {} not in [{}, {}]", m.row_name[r], act[r], m.row_lo[r], m.row_hi[r])).collect()
+    let act = m.model.activities(x, |_, _| false);
+    let rows = m.model.rows();
+    (0..act.len()).filter(|&r| act[r] < rows[r].lo - 1e-6 || act[r] > rows[r].hi + 1e-6).map(|r| format!("row {r} {}: {} not in [{}, {}]", rows[r].name, act[r], rows[r].lo, rows[r].hi)).collect()
 }
 
-/// Sets the auxiliary columns to values consistent with the other columns.
+/// Sets the auxiliary columns to values consistent with the other columns: each family sets its own
+/// from the row activities of the others.
 fn fill_aux(m: &Master, x: &mut [f64]) {
-    let mut act = vec![0.0; m.row_lo.len()];
-    for (j, c) in m.cols.iter().enumerate() {
-        if matches!(c.kind, ColKind::Aux(_)) || x[j] == 0.0 {
-            continue;
-        }
-        for &(r, v) in &c.entries {
-            act[r] += v * x[j];
-        }
-    }
-    // First the indicators, then the minima and the first-pod choices that depend on them.
-    for (j, c) in m.cols.iter().enumerate() {
-        if let ColKind::Aux(a) = &c.kind {
-            x[j] = match a {
-                Aux::SpreadW { g, d } => (act[m.rows.sp_place[*g][*d]] > 0.5) as u8 as f64,
-                Aux::HostRegime { h } => m.rows.hs_regime1[*h].map_or(0.0, |r| (act[r] > 0.5) as u8 as f64),
-                Aux::AntiW { a, d } => m.rows.an_class[*a].get(d).map_or(0.0, |&r| (act[r] > 0.5) as u8 as f64),
-                Aux::AffH { a, d } => m.rows.af_free[*a].get(d).map_or(0.0, |&r| (act[r] < -0.5) as u8 as f64),
-                _ => continue,
-            };
-        }
-    }
-    for (j, c) in m.cols.iter().enumerate() {
-        if let ColKind::Aux(a) = &c.kind {
-            match a {
-                Aux::SpreadM { g } => {
-                    let sg = &m.s.spread[*g];
-                    x[j] = if sg.min_zero { 0.0 } else { (0..sg.domains.len()).map(|d| sg.existing[d] - act[m.rows.sp_min[*g][d]]).fold(f64::INFINITY, f64::min).max(0.0) };
-                }
-                Aux::AffV { a, d } => {
-                    let placed = m.s.affinity[*a].classes.iter().any(|&c| m.rows.af_dom[*a].get(&(c, d.clone())).is_some_and(|&r| act[r] > 0.5));
-                    let has_target = m.rows.af_free[*a].get(d).is_some_and(|&r| act[r] < -0.5);
-                    x[j] = (placed && !has_target) as u8 as f64;
-                }
-                _ => {}
-            }
-        }
+    let act = m.model.activities(x, |c, v| matches!(c.kind, ColKind::Aux(_)) || v == 0.0);
+    let cx = m.cx();
+    for f in m.fams.all() {
+        f.fill_aux(&cx, &act, x);
     }
 }
 
@@ -192,27 +163,21 @@ fn fill_aux(m: &Master, x: &mut [f64]) {
 /// LP sees every class on new nodes.
 fn seed_columns(m: &mut Master) {
     let p = m.p;
-    for c in 0..m.s.n.len() {
-        let mut groups: Vec<usize> = m.s.class_groups[c].iter().copied().collect();
+    for c in m.s.classes() {
+        let mut groups: Vec<Group> = m.s.class_groups[c.ix()].iter().copied().collect();
         groups.sort();
         for g in groups {
-            for &f in p.groups[g].iter().take(3) {
-                let f = f as usize;
-                let room = p.configs[f].room();
-                let pod = p.pod(p.classes[c].rep);
-                let mut k = pod.requests.copies_in(&room).min(m.s.n[c]);
-                if m.s.one_per_node[c] {
-                    k = k.min(1);
-                }
-                for hs in &m.s.hspread {
-                    if hs.constrained.contains(&c) && hs.members.binary_search(&c).is_ok() {
-                        k = k.min(hs.max_skew);
-                    }
-                }
-                if k == 0 {
+            for &f in p.groups[g.ix()].iter().take(3) {
+                let f = Config(f);
+                let room = p.configs[f.ix()].room();
+                let pod = p.pod(p.classes[c.ix()].rep);
+                let k = pod.requests.copies_in(&room).min(m.s.n_of(c)) as i64;
+                let cx = m.cx();
+                let k = m.fams.all().iter().filter_map(|fam| fam.cap(&cx, c, &[], families::Purpose::Seed)).fold(k, i64::min);
+                if k <= 0 {
                     continue;
                 }
-                if let Some(pat) = pricing::complete(m, f, vec![(c, k)]) {
+                if let Some(pat) = pricing::complete(m, f, vec![(c, k as u32)]) {
                     m.add_pattern(pat);
                 }
             }
@@ -233,7 +198,7 @@ const SMOOTHING: f64 = 0.5;
 
 /// Reduced cost of a pattern under row duals `y`.
 fn reduced_cost(m: &Master, pat: &Pattern, y: &[f64]) -> f64 {
-    m.pattern_cost(pat) - m.pattern_entries(pat).iter().map(|&(r, a)| y[r] * a).sum::<f64>()
+    m.pattern_cost(pat) - m.pattern_entries(pat).iter().map(|&(r, a)| y[r.ix()] * a).sum::<f64>()
 }
 
 /// Why a MIP answer cannot be used as HiGHS gave it: its solution breaks a row or bound, or its
@@ -245,7 +210,7 @@ fn check_answer(m: &Master, mip: &mut highs_lp::Solved) -> Option<String> {
         mip.dual_bound = None;
         return Some(v);
     }
-    let obj: f64 = m.cols.iter().zip(&mip.columns).map(|(c, x)| c.cost * x).sum();
+    let obj: f64 = m.model.cols().iter().zip(&mip.columns).map(|(c, x)| c.cost * x).sum();
     if (obj - mip.objective).abs() <= 1e-6 * (1.0 + obj.abs()) {
         return None;
     }
@@ -339,7 +304,7 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
     // The integer program over the generated columns.
     let t3 = Instant::now();
     let start_vec = start.map(|mut s| {
-        s.resize(m.cols.len(), 0.0);
+        s.resize(m.model.n_cols(), 0.0);
         s
     });
     trace_model("mip", || format!("{}{}", m.dump(true, 0), dump_start(start_vec.as_deref())));
@@ -383,7 +348,7 @@ fn aggregated_relaxation(agg: &Master, deadline: Instant, opts: Options, log: &m
 fn size_class_bound(p: &Problem, agg: &Master, greedy: &Outcome, deadline: Instant, opts: Options, log: &mut Log) -> Result<(), SolveError> {
     let tb = Instant::now();
     let share = deadline.saturating_duration_since(tb).mul_f64(SIZE_BOUND_SHARE);
-    let sb = bound::size_bound(p, &agg.s, greedy, tb + share, opts)?;
+    let sb = bound::size_bound(p, &agg.s, &agg.fams, greedy, tb + share, opts)?;
     tracing::debug!(bound = ?sb.bound, items = sb.items, rounds = sb.rounds, columns = sb.columns, converged = sb.converged, "size bound");
     if let Some(b) = sb.bound {
         log.raise_bound(b);
@@ -439,12 +404,12 @@ fn column_generation(m: &mut Master, center: &mut Option<Vec<f64>>, cg_deadline:
         if cols.is_empty() {
             break;
         }
-        let before = m.cols.len();
+        let before = m.model.n_cols();
         for pat in cols {
             m.add_pattern(pat);
         }
         trace_model(&format!("round-{rounds}"), || m.dump(false, before));
-        if m.cols.len() == before {
+        if m.model.n_cols() == before {
             break;
         }
     }
@@ -508,35 +473,35 @@ fn decode(m: &Master, x: &[f64]) -> Outcome {
     let p = m.p;
     let mut next: Vec<usize> = vec![0; m.s.n.len()];
     let mut o = Outcome::default();
-    let take = |c: usize, next: &mut Vec<usize>| {
-        let pods = &p.classes[c].pods;
-        let id = pods.get(next[c]).copied();
-        next[c] += 1;
+    let take = |c: Class, next: &mut Vec<usize>| {
+        let pods = &p.classes[c.ix()].pods;
+        let id = pods.get(next[c.ix()]).copied();
+        next[c.ix()] += 1;
         id
     };
-    for (j, col) in m.cols.iter().enumerate() {
-        let v = x[j].round() as i64;
+    for (j, col) in m.model.columns() {
+        let v = x[j.ix()].round() as i64;
         if v <= 0 {
             continue;
         }
         if let ColKind::Assign { class, target } = col.kind {
             for _ in 0..v {
                 if let Some(id) = take(class, &mut next) {
-                    o.placements.push((id, Target::Existing(m.s.targets[target])));
+                    o.placements.push((id, Target::Existing(m.s.targets[target.ix()])));
                 }
             }
         }
     }
-    for (j, col) in m.cols.iter().enumerate() {
-        let v = x[j].round() as i64;
+    for (j, col) in m.model.columns() {
+        let v = x[j.ix()].round() as i64;
         if v <= 0 {
             continue;
         }
         if let ColKind::Pattern(pi) = col.kind {
-            let pat: &Pattern = &m.patterns[pi];
+            let pat: &Pattern = &m.patterns[pi.ix()];
             for _ in 0..v {
                 let k = o.new_nodes.len();
-                o.new_nodes.push(pat.config);
+                o.new_nodes.push(pat.config.ix());
                 for &(c, cnt) in &pat.counts {
                     for _ in 0..cnt {
                         if let Some(id) = take(c, &mut next) {
@@ -547,7 +512,7 @@ fn decode(m: &Master, x: &[f64]) -> Outcome {
             }
         }
     }
-    for c in 0..m.s.n.len() {
+    for c in m.s.classes() {
         while let Some(id) = take(c, &mut next) {
             o.unschedulable.push((id, crate::semantics::Reject::new(crate::semantics::Plugin::NodePool, "left pending by the integer program")));
         }
