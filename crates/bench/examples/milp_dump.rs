@@ -6,7 +6,7 @@
 //! only after the last model both runs reached.
 //!
 //! cargo run -p stowage-bench --example milp_dump -- REPO OUT BUDGET_SECONDS WORKLOAD...
-//! (WORKLOAD: a name from benches/workloads/index.yaml)
+//! (WORKLOAD: a name from benches/workloads/index.yaml, or FILE@CATALOG_FILE)
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -90,10 +90,19 @@ fn main() {
     let budget: f64 = args[3].parse().unwrap();
     let corpus = stowage_bench::corpus::load_index(&repo.join("benches/workloads/index.yaml")).unwrap();
     for name in &args[4..] {
-        let e = corpus.workloads.iter().find(|e| &e.name == name).unwrap_or_else(|| panic!("no workload {name}"));
-        let w = stowage_bench::corpus::load_workload(&e.files).unwrap();
-        let cat = e.catalog.load().unwrap();
-        let dir = out.join(name);
+        // A corpus entry, or `FILE@CATALOG`: a workload file on a catalog file.
+        let (w, cat, name) = match name.split_once('@') {
+            Some((file, catalog)) => {
+                let w = stowage_bench::corpus::load_workload(&[PathBuf::from(file)]).unwrap();
+                let cat = stowage_bench::corpus::CatalogRef::File(PathBuf::from(catalog)).load().unwrap();
+                (w, cat, PathBuf::from(file).file_stem().unwrap().to_string_lossy().into_owned())
+            }
+            None => {
+                let e = corpus.workloads.iter().find(|e| &e.name == name).unwrap_or_else(|| panic!("no workload {name}"));
+                (stowage_bench::corpus::load_workload(&e.files).unwrap(), e.catalog.load().unwrap(), name.clone())
+            }
+        };
+        let dir = out.join(&name);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let log = Arc::new(Mutex::new(String::new()));
