@@ -10,7 +10,7 @@ use crate::domain::labels::{LabelSelector, Labels, NodeMatcher, keys};
 use crate::domain::pod::{InclusionPolicy, Pod, SpreadConstraint};
 use crate::domain::taints::{Taint, Toleration};
 use crate::semantics::filter::FilterState;
-use crate::semantics::{Plugin, node_affinity, spread, taints};
+use crate::semantics::{Plugin, node_affinity, selectors, spread, taints};
 use crate::solve::problem::Problem;
 use crate::solve::scheduler_state;
 
@@ -44,11 +44,7 @@ impl Eligibility {
 
 /// Whether a spread selector in namespace `ns` counts `pod`.
 pub(crate) fn matches_selector(sel: Option<&LabelSelector>, ns: &str, pod: &Pod) -> bool {
-    pod.namespace == ns && !pod.terminating && selectors_match(sel, pod)
-}
-
-fn selectors_match(sel: Option<&LabelSelector>, pod: &Pod) -> bool {
-    crate::semantics::selectors::opt_matches(sel, &pod.labels)
+    pod.namespace == ns && !pod.terminating && selectors::opt_matches(sel, &pod.labels)
 }
 
 pub struct Structure {

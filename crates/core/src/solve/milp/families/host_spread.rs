@@ -22,7 +22,7 @@ use super::{AggRow, Cx, Family, InvalidPattern, Node, Purpose};
 use crate::domain::labels::{LabelSelector, keys};
 use crate::domain::pod::{Pod, SpreadConstraint};
 use crate::semantics::filter::FilterState;
-use crate::solve::milp::ids::{Class, Col, Group, Row};
+use crate::solve::milp::ids::{Class, Col, Group, Row, Target};
 use crate::solve::milp::model::{INF, Model};
 use crate::solve::milp::structure::{Context, Eligibility, matches_selector};
 
@@ -145,7 +145,7 @@ impl Family for HostSpreads {
             self.cols.push(r);
             for (t, cnt) in hs.target_count.iter().enumerate() {
                 let Some(cnt) = *cnt else { continue };
-                let t = crate::solve::milp::ids::Target::at(t);
+                let t = Target::at(t);
                 let s = hs.max_skew as f64;
                 let (e, mbar) = (cnt as f64, hs.mbar as f64);
                 let cap0 = (s - e).max(0.0);
