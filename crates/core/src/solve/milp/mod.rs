@@ -7,11 +7,15 @@
 //! Constraints that couple nodes (spread over zones, capacity types and custom keys; domain-level
 //! anti-affinity and affinity; hostname-spread regimes; NodePool limits) are rows over the counts.
 //!
+//! Each constraint family is one module of [`families`] (its formula at the top) owning its rows,
+//! pattern check, auxiliary columns and share of the bounds; [`master`] builds the model by calling them
+//! in registration order. Index spaces are types ([`ids`]).
+//!
 //! Solving: column generation on the LP relaxation (pricing by a greedy knapsack per configuration),
 //! then the integer program over the generated columns, started from the greedy plan, under the time
-//! budget. The lower bound is the restricted master's LP value plus a Lagrangian correction that bounds
-//! every configuration's best possible column with a fractional knapsack, so it is valid for the whole
-//! model, not only for the generated columns.
+//! budget. The lower bound is the larger of the aggregated relaxation's LP value
+//! ([`Master::aggregate`]) and the size-class bound ([`bound`]), both valid for the whole model, not
+//! only for the generated columns; with every pattern enumerated, HiGHS's dual bound too.
 //!
 //! The budget, the comparison with greedy and the fallback live in [`crate::solve::driver`].
 
