@@ -94,7 +94,6 @@ impl World {
             timeouts: Timeouts { launch: Duration::from_secs(60), registration: Duration::from_secs(60) },
             gc_interval: Duration::from_secs(1),
             gc_grace: Duration::from_secs(8),
-            lifecycle_interval: Duration::from_millis(250),
             disruption_interval: Duration::from_millis(500),
             nomination_ttl: Duration::from_secs(10),
             leader: Some(LeaderConfig {

@@ -221,7 +221,7 @@ async fn record_launch<P: CloudProvider>(ctx: &Ctx<P>, claim: &NodeClaim, instan
     tracing::info!(nodeclaim = %name, instance = %instance.id, instance_type = %instance.instance_type, zone = %instance.zone, capacity_type = %instance.capacity_type, "launched");
     ctx.metrics.launch("launched");
     ctx.events.nodeclaim(claim, Reason::Launched, format!("launched {} in {} ({}), {}", instance.instance_type, instance.zone, instance.capacity_type, instance.provider_id));
-    ctx.wake_lifecycle();
+    ctx.wake_lifecycle(&name);
     Ok(Launched::Done { provider_id: instance.provider_id.clone() })
 }
 

@@ -3,8 +3,9 @@
 //! At every instant something happens, the engine first brings the world to rest (controllers,
 //! Immediate volumes, then a binder pass whenever anything kube-scheduler watches changed, repeated
 //! until nothing moves), then jumps to the next timed event: a batch window closing, an instance
-//! running or registering, an empty node due for consolidation, a refused offering coming back, a node
-//! expiring. Nothing else advances time, so a run is a pure function of the scenario (and of the
+//! running or registering, a NodeClaim's registration timeout, an empty node due for consolidation, a
+//! refused offering coming back, a node expiring. Whether a NodeClaim registers or times out is the
+//! controller's own decision (`stowage_decide::lifecycle`) on the simulated clock. Nothing else advances time, so a run is a pure function of the scenario (and of the
 //! planner's answers).
 //!
 //! Who knows what:
@@ -41,6 +42,7 @@ use stowage_core::plan::Plan;
 use stowage_decide::batch::{BatchConfig, Batcher};
 use stowage_decide::cloud::{CloudProvider, LaunchRequest};
 use stowage_decide::launch;
+use stowage_decide::lifecycle::{self, Step};
 use stowage_decide::offerings::Unavailable;
 use stowage_decide::provision::{self, Decision, PlannedClaim, ProvisionError};
 use stowage_input::api::{NodeClaim, NodeClaimStatus};
@@ -74,11 +76,23 @@ impl std::error::Error for SimError {}
 struct Claim {
     zone: String,
     instance: String,
+    /// When the cloud accepted the launch (the NodeClaim's `Launched=True`).
+    launched_at: SimTime,
     running_at: SimTime,
+    /// When the simulated kubelet creates its Node.
     registers_at: SimTime,
     expires_at: Option<SimTime>,
     running_logged: bool,
     registered: bool,
+}
+
+impl Claim {
+    /// What the shared lifecycle decision sees of it at `now`. The simulated kubelet's Node is ready at
+    /// once and has no startup taints, so registration initializes it too.
+    fn observed(&self, name: &str, now: SimTime) -> lifecycle::Observed<SimTime> {
+        let node = (self.registers_at <= now).then(|| lifecycle::NodeSeen { name: name.to_string(), deleting: false, registered: self.registered, ready: true, initialized: self.registered });
+        lifecycle::Observed { created: Some(self.launched_at), deleting: false, finalizer: true, launched: Some(self.launched_at), instance_gone: false, node }
+    }
 }
 
 /// Counted since the previous `expect` step.
@@ -277,8 +291,13 @@ impl<'a> Engine<'a> {
     }
 
     fn next_activity(&self) -> Option<SimTime> {
-        let claims = self.claims.values().flat_map(|c| [(!c.running_logged).then_some(c.running_at), (!c.registered).then_some(c.registers_at)]).flatten();
-        [self.batcher.deadline(), self.disruption.next_due(), self.refused.next_expiry()].into_iter().flatten().chain(claims).min()
+        let timeouts = lifecycle::Timeouts::default();
+        let claims = self.claims.iter().flat_map(|(name, c)| {
+            // A timeout of the lifecycle decision is an event too (a Node later than the registration timeout).
+            let until = lifecycle::decide(&c.observed(name, self.now), self.now, &timeouts).until;
+            [(!c.running_logged).then_some(c.running_at), (!c.registered).then_some(c.registers_at), until]
+        });
+        [self.batcher.deadline(), self.disruption.next_due(), self.refused.next_expiry()].into_iter().flatten().chain(claims.flatten()).min()
     }
 
     fn next_expiry(&self) -> Option<SimTime> {
@@ -317,8 +336,13 @@ impl<'a> Engine<'a> {
                 }
                 self.log(EventKind::InstanceRunning { node: name.clone(), instance: c.instance.clone() });
             }
-            if !c.registered && c.registers_at <= now {
-                self.register(&name);
+            // The controller's own lifecycle decision (`stowage_decide::lifecycle`), on the simulated clock.
+            match lifecycle::decide(&c.observed(&name, now), now, &lifecycle::Timeouts::default()).step {
+                Step::Register { .. } => self.register(&name),
+                Step::RegistrationTimeout { since_launch } => self.remove_node(&name, format!("no Node registered {}s after launch (registration timeout)", since_launch.as_secs())),
+                // Launched synchronously, never deleted by anything but `remove_node`, registered and
+                // initialized at once: the other steps do not arise in the simulation.
+                _ => {}
             }
         }
         // kube-scheduler sees new nodes before a batch closing at the same instant does.
@@ -549,8 +573,10 @@ impl<'a> Engine<'a> {
         let Some(sim_inst) = self.cloud.instance(&name) else { return Err(self.error(format!("the cloud lost the instance of {name}"))) };
         let registers_at = sim_inst.running_at.plus(self.sc.settings.registration_delay);
         let expires_at = pool.map(|s| self.now.plus(Duration::from_secs(s)));
-        self.claims
-            .insert(name.clone(), Claim { zone: inst.zone.clone(), instance: inst.id.clone(), running_at: sim_inst.running_at, registers_at, expires_at, running_logged: false, registered: false });
+        self.claims.insert(
+            name.clone(),
+            Claim { zone: inst.zone.clone(), instance: inst.id.clone(), launched_at: self.now, running_at: sim_inst.running_at, registers_at, expires_at, running_logged: false, registered: false },
+        );
         self.since.launches += 1;
         self.since.new_nodes.insert(name);
         Ok(())

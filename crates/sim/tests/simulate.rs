@@ -336,3 +336,30 @@ fn steps_naming_missing_objects_are_errors_not_panics() {
     let e = stowage_sim::run(&sc, &Options::default()).unwrap_err();
     assert!(e.to_string().contains("no StatefulSet default/nope"), "{e}");
 }
+
+/// A Node that takes longer than Karpenter's registration timeout (15 minutes from the launch): the
+/// shared lifecycle decision (`stowage_decide::lifecycle`, the controller's) deletes the NodeClaim at
+/// exactly launch + 15 min, its instance is terminated and the node never registers.
+#[test]
+fn a_node_later_than_the_registration_timeout_is_removed_at_the_timeout() {
+    let mut sc = seed("seed-2");
+    sc.settings.registration_delay = std::time::Duration::from_secs(20 * 60);
+    let r = stowage_sim::run(&sc, &Options { solver: Some(Solver::Greedy), check_plans: true }).unwrap_or_else(|e| panic!("{e}"));
+    let launched: Vec<(String, stowage_sim::time::SimTime)> = r.timeline.iter().filter_map(|e| if let EventKind::Launch { node, .. } = &e.kind { Some((node.clone(), e.at)) } else { None }).collect();
+    let timed_out: Vec<(String, stowage_sim::time::SimTime)> = r
+        .timeline
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::NodeRemoved { node, reason } if reason.contains("registration timeout") => Some((node.clone(), e.at)),
+            _ => None,
+        })
+        .collect();
+    assert!(timed_out.len() >= 2, "each launch times out and the pods are planned again\n{}", text(&r));
+    for (node, at) in &timed_out {
+        let launch = launched.iter().find(|(n, _)| n == node).map(|(_, t)| *t).unwrap_or_else(|| panic!("{node} was never launched"));
+        assert_eq!(*at, launch.plus(std::time::Duration::from_secs(15 * 60)), "{node}");
+    }
+    // A launch that had not reached its timeout when the run ended is still waiting, not removed.
+    assert!(launched.len() > timed_out.len(), "{}", text(&r));
+    assert!(!r.timeline.iter().any(|e| matches!(&e.kind, EventKind::Registered { .. })), "no node registers\n{}", text(&r));
+}
