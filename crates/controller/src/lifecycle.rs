@@ -157,18 +157,31 @@ pub(crate) fn requeue_for(clock: &Clock, d: &Decision<k8s_openapi::jiff::Timesta
 pub(crate) async fn reconcile<P: CloudProvider + 'static>(obj: Arc<NodeClaim>, ctx: Arc<Ctx<P>>) -> Result<Action, ReconcileError> {
     let name = obj.metadata.name.clone().unwrap_or_default();
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    // Set when this pass's Cleanup finished termination: counted once `finalizer()` has removed the
+    // finalizer, so a second pass on a stale copy (its removal answered 404) does not count it again.
+    let finished = std::sync::atomic::AtomicBool::new(false);
     let result = finalizer(&api, TERMINATION_FINALIZER, obj, |event| async {
         match event {
             Event::Apply(c) => apply(&ctx, &c).await,
-            Event::Cleanup(c) => cleanup(&ctx, &c).await,
+            Event::Cleanup(c) => {
+                let action = cleanup(&ctx, &c).await?;
+                finished.store(true, std::sync::atomic::Ordering::Relaxed);
+                Ok(action)
+            }
         }
     })
     .await;
     let action = match result {
         // The NodeClaim went away after an earlier pass removed its finalizer (this pass ran on a
-        // copy from before): termination is complete.
+        // copy from before): termination is complete, and that pass counted it.
         Err(finalizer::Error::RemoveFinalizer(e)) if kube_status(&e) == Some(404) => Action::await_change(),
-        r => r?,
+        r => {
+            let action = r?;
+            if finished.load(std::sync::atomic::Ordering::Relaxed) {
+                ctx.metrics.terminated();
+            }
+            action
+        }
     };
     lock(&ctx.lifecycle_backoff).succeeded(&name);
     Ok(action)

@@ -141,7 +141,6 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
 
     // The NodeClaim's finalizer is removed by the caller (`finalizer()`), after this returns Done.
     tracing::info!(nodeclaim = name, "terminated");
-    ctx.metrics.terminated();
     ctx.wake_provisioner();
     Ok(Progress::Done)
 }
