@@ -4,7 +4,8 @@
 //! halves of that claim: the controller's types *are* the shared ones (they do not compile otherwise),
 //! and the same inputs at the same offsets give the same decisions on both clocks (the simulator counts
 //! whole milliseconds, tokio nanoseconds): the same batch, the same refused offering, the same
-//! disruption.
+//! disruption, and the same NodeClaim lifecycle steps at the same moments (the controller deciding on
+//! real NodeClaim and Node objects read through its clock, under tokio's paused time).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -146,4 +147,297 @@ fn candidates<T: Copy>(obs: &[Observation], created: T) -> Vec<stowage_decide::d
             nominated,
         })
         .collect()
+}
+
+// Provisioning: the same cluster state, through the controller's path (its watch index, snapshot and
+// `provisioner::plan_batch`) and the simulator's (its world and `provisioner::decide`), gives the same
+// NodeClaims, nominations and unschedulable pods.
+
+mod provisioning {
+    use std::path::Path;
+
+    use k8s_openapi::api::core::v1::PodCondition;
+    use stowage_controller::provisioner::{Decision, NOMINATED_PODS_ANNOTATION, Nominated, PlannerSettings, plan_batch};
+    use stowage_controller::state::ClusterState;
+    use stowage_core::domain::catalog::Catalog;
+    use stowage_core::solve::{Planner, Solver};
+    use stowage_core::weights::Weights;
+    use stowage_decide::offerings::Unavailable;
+    use stowage_input::Objects;
+    use stowage_input::api::NodeClaim;
+    use stowage_sim::time::SimTime;
+    use stowage_sim::world::World;
+
+    fn load(files: &[&str]) -> Objects {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let paths: Vec<_> = files.iter().map(|f| root.join(f)).collect();
+        stowage_input::load(&paths).unwrap().objects
+    }
+
+    fn greedy() -> Planner {
+        Planner { solver: Solver::Greedy, ..Planner::default() }
+    }
+
+    /// The controller: a fresh watch index fed the objects (pods as kube-scheduler leaves them:
+    /// unschedulable), its snapshot, its batch.
+    fn controller(objects: &Objects, catalog: &Catalog) -> Decision {
+        let mut s = ClusterState::default();
+        objects.nodepools.iter().for_each(|o| s.apply(o.obj.clone()));
+        objects.nodeclasses.iter().for_each(|o| s.apply(o.obj.clone()));
+        objects.storageclasses.iter().for_each(|o| s.apply(o.obj.clone()));
+        objects.pvcs.iter().for_each(|o| s.apply(o.obj.clone()));
+        objects.pvs.iter().for_each(|o| s.apply(o.obj.clone()));
+        objects.daemonsets.iter().for_each(|o| s.apply(o.obj.clone()));
+        objects.nodeclaims.iter().for_each(|o| s.apply(o.obj.clone()));
+        for o in &objects.pods {
+            let mut p = o.obj.clone();
+            p.status.get_or_insert_with(Default::default).conditions =
+                Some(vec![PodCondition { type_: "PodScheduled".into(), status: "False".into(), reason: Some("Unschedulable".into()), ..Default::default() }]);
+            s.apply(p);
+        }
+        let snap = s.snapshot(catalog).unwrap();
+        plan_batch(&snap.cluster, &snap.objects, catalog, &Weights::default(), &PlannerSettings { planner: greedy(), max_instance_types: 20 }, "sim-1").unwrap()
+    }
+
+    /// The simulator: its world holding the same objects, its batch.
+    fn simulator(objects: &Objects, catalog: &Catalog) -> Decision {
+        let mut world = World::default();
+        world.apply(objects.clone());
+        let cluster = world.build().unwrap();
+        stowage_sim::provisioner::decide(&world, &cluster, catalog, &Weights::default(), &mut greedy(), 1).unwrap()
+    }
+
+    /// What must agree: every NodeClaim as JSON, the offerings in launch order, the nominations by pod
+    /// uid, the unschedulable pods.
+    type Summary = (Vec<String>, Vec<Vec<(String, String, String)>>, Vec<(String, Nominated)>, Vec<(String, String)>);
+
+    fn summary(d: &Decision) -> Summary {
+        let claims = d.claims.iter().map(|c| serde_json::to_string(&c.nodeclaim).unwrap()).collect();
+        let offerings = d.claims.iter().map(|c| c.offerings.iter().map(|o| (o.instance_type.clone(), o.zone.clone(), o.capacity_type.clone())).collect()).collect();
+        let mut noms: Vec<(String, Nominated)> = d.nominations.iter().map(|(p, n)| (p.uid.clone(), n.clone())).collect();
+        noms.sort_by(|a, b| a.0.cmp(&b.0));
+        let unsched = d.unschedulable.iter().map(|(p, r)| (p.uid.clone(), r.clone())).collect();
+        (claims, offerings, noms, unsched)
+    }
+
+    fn seed(name: &str, files: &[&str]) -> Objects {
+        let mut all = vec!["scenarios/common-ec2nodeclass.yaml".to_string()];
+        all.extend(files.iter().map(|f| format!("scenarios/{name}/{f}")));
+        load(&all.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn the_same_pending_pods_give_the_same_nodeclaims_and_nominations() {
+        let catalog = stowage_input::catalog::default_catalog();
+        for objects in [
+            seed("seed-1-statefulset-capacity-spread", &["nodepools.yaml", "storageclass.yaml", "statefulset.yaml"]),
+            seed("seed-1b-statefulset-zonal-rescale", &["nodepool.yaml", "storageclass.yaml", "statefulset.yaml"]),
+            seed("seed-2-apiserver-anti-affinity", &["nodepool.yaml", "deployment.yaml", "companions.yaml"]),
+        ] {
+            let (a, b) = (controller(&objects, catalog), simulator(&objects, catalog));
+            assert!(!a.claims.is_empty());
+            assert!(a.claims.iter().all(|c| c.offerings.first().map(|o| &o.instance_type) == Some(&c.instance_type)), "the plan's offering is tried first");
+            assert_eq!(summary(&a), summary(&b));
+        }
+    }
+
+    /// A refused offering, on each side's clock, hides the same offerings: both decide the same
+    /// NodeClaims around it, and neither offers it to the cloud.
+    #[test]
+    fn the_same_refused_offering_gives_the_same_nodeclaims() {
+        let base = stowage_input::catalog::default_catalog();
+        let objects = seed("seed-1-statefulset-capacity-spread", &["nodepools.yaml", "storageclass.yaml", "statefulset.yaml"]);
+        let first = controller(&objects, base);
+        let c = &first.claims[0];
+        let key = (c.instance_type.clone(), c.zone.clone(), c.capacity_type.clone());
+        let t0 = tokio::time::Instant::now();
+        let mut ctl: stowage_controller::launcher::Unavailable = Unavailable::default();
+        ctl.mark(key.clone(), t0 + std::time::Duration::from_secs(180));
+        let mut sim: Unavailable<SimTime> = Unavailable::default();
+        sim.mark(key.clone(), SimTime(180_000));
+        let (a, b) = (controller(&objects, &ctl.view(base, t0)), simulator(&objects, &sim.view(base, SimTime(0))));
+        assert_eq!(summary(&a), summary(&b));
+        for c in &a.claims {
+            assert!(!c.offerings.iter().any(|o| (&o.instance_type, &o.zone, &o.capacity_type) == (&key.0, &key.1, &key.2)), "{key:?} offered again");
+        }
+    }
+
+    /// NodeClaims in flight with their persisted nominations and a new pending pod: both sides pin the
+    /// nominated pods to their NodeClaims and plan the new pod alone, alike.
+    #[test]
+    fn the_same_in_flight_nodeclaims_give_the_same_decision() {
+        let catalog = stowage_input::catalog::default_catalog();
+        let mut objects = seed("seed-2-apiserver-anti-affinity", &["nodepool.yaml", "deployment.yaml", "companions.yaml"]);
+        let first = controller(&objects, catalog);
+        let mut claims: Vec<NodeClaim> = first.claims.iter().enumerate().map(|(i, c)| c.named(&format!("control-plane-{i}"))).collect();
+        for (i, c) in claims.iter_mut().enumerate() {
+            c.metadata.uid = Some(format!("claim-uid-{i}"));
+            // Launched, as both write it: the instance's capacity in the status.
+            let t = catalog.get(&first.claims[i].instance_type).unwrap();
+            let status = c.status.get_or_insert_with(Default::default);
+            status.capacity = Some(stowage_decide::provision::quantities(&t.capacity));
+            status.allocatable = Some(stowage_decide::provision::quantities(&t.allocatable()));
+            assert!(!c.metadata.annotations.as_ref().unwrap()[NOMINATED_PODS_ANNOTATION].is_empty());
+        }
+        objects.nodeclaims = claims.into_iter().map(|obj| stowage_input::objects::Obj { source: stowage_input::Source { file: "<test>".into(), doc: 0, item: None }, obj }).collect();
+        let (a, b) = (controller(&objects, catalog), simulator(&objects, catalog));
+        assert_eq!(summary(&a), summary(&b));
+        assert_eq!(a.pins.len(), first.nominations.len(), "every pod of the first batch is pinned");
+        assert!(a.claims.is_empty(), "nothing is launched twice: {:#?}", a.plan);
+    }
+}
+/// What happened to one NodeClaim by a moment: (seconds, change).
+#[derive(Clone, Copy, Debug)]
+enum Change {
+    Launched,
+    NodeAppears,
+    Registered,
+    NodeReady,
+    Initialized,
+    NodeDeleting,
+    InstanceGone,
+    Deleting,
+}
+
+#[derive(Clone, Debug, Default)]
+struct History {
+    launched: Option<u64>,
+    node: bool,
+    registered: bool,
+    ready: bool,
+    initialized: bool,
+    node_deleting: bool,
+    instance_gone: bool,
+    deleting: bool,
+}
+
+impl History {
+    fn at(changes: &[(u64, Change)], s: u64) -> History {
+        let mut h = History::default();
+        for &(at, c) in changes.iter().filter(|(at, _)| *at <= s) {
+            match c {
+                Change::Launched => h.launched = Some(at),
+                Change::NodeAppears => h.node = true,
+                Change::Registered => h.registered = true,
+                Change::NodeReady => h.ready = true,
+                Change::Initialized => h.initialized = true,
+                Change::NodeDeleting => h.node_deleting = true,
+                Change::InstanceGone => h.instance_gone = true,
+                Change::Deleting => h.deleting = true,
+            }
+        }
+        h
+    }
+
+    /// As the simulator observes its NodeClaims (created at 0).
+    fn observed(&self) -> stowage_decide::lifecycle::Observed<SimTime> {
+        use stowage_decide::lifecycle::{NodeSeen, Observed};
+        let node = self.node.then(|| NodeSeen { name: "n1".into(), deleting: self.node_deleting, registered: self.registered, ready: self.ready, initialized: self.initialized });
+        Observed { created: Some(SimTime(0)), deleting: self.deleting, finalizer: true, launched: self.launched.map(|s| SimTime(s * 1000)), instance_gone: self.instance_gone, node }
+    }
+
+    /// As the controller sees it: a NodeClaim created at `t0` and its Node, as the API server holds them.
+    fn objects(&self, t0: k8s_openapi::jiff::Timestamp) -> (stowage_input::api::NodeClaim, Option<k8s_openapi::api::core::v1::Node>) {
+        use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+        use stowage_input::api::{Condition, NodeClaim, NodeClaimSpec, NodeClaimStatus};
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let cond = |t: &str, s: u64| Condition {
+            type_: t.into(),
+            status: "True".into(),
+            reason: None,
+            message: None,
+            last_transition_time: Some(stowage_controller::conditions::timestamp(at(s))),
+            observed_generation: None,
+        };
+        let mut c = NodeClaim::new("np-a", NodeClaimSpec::default());
+        c.metadata.creation_timestamp = Some(Time(t0));
+        c.metadata.finalizers = Some(vec!["karpenter.sh/termination".into()]);
+        if self.deleting {
+            c.metadata.deletion_timestamp = Some(Time(t0));
+        }
+        let pid = "aws:///us-east-1a/i-1".to_string();
+        if let Some(l) = self.launched {
+            let mut conditions = vec![cond("Launched", l)];
+            let mut status = NodeClaimStatus { provider_id: Some(pid.clone()), ..Default::default() };
+            if self.registered {
+                conditions.push(cond("Registered", l));
+                status.node_name = Some("n1".into());
+            }
+            if self.initialized {
+                conditions.push(cond("Initialized", l));
+            }
+            status.conditions = Some(conditions);
+            c.status = Some(status);
+        }
+        let node = self.node.then(|| {
+            let mut labels = std::collections::BTreeMap::new();
+            let mut finalizers = None;
+            let mut taints = vec![k8s_openapi::api::core::v1::Taint { key: "karpenter.sh/unregistered".into(), effect: "NoExecute".into(), ..Default::default() }];
+            if self.registered {
+                labels.insert("karpenter.sh/registered".to_string(), "true".to_string());
+                finalizers = Some(vec!["karpenter.sh/termination".to_string()]);
+                taints.clear();
+            }
+            if self.initialized {
+                labels.insert("karpenter.sh/initialized".to_string(), "true".to_string());
+            }
+            Node {
+                metadata: ObjectMeta { name: Some("n1".into()), labels: Some(labels), finalizers, deletion_timestamp: self.node_deleting.then_some(Time(t0)), ..Default::default() },
+                spec: Some(NodeSpec { provider_id: Some(pid.clone()), taints: Some(taints), ..Default::default() }),
+                status: Some(NodeStatus {
+                    conditions: Some(vec![NodeCondition { type_: "Ready".into(), status: if self.ready { "True" } else { "False" }.into(), ..Default::default() }]),
+                    ..Default::default()
+                }),
+            }
+        });
+        (c, node)
+    }
+}
+
+/// The same NodeClaim histories give the same lifecycle steps, with the same deadlines, at the same
+/// moments: the controller decides on NodeClaim and Node objects at its clock's now, with tokio's time
+/// paused and advanced (no real time passes across the 15-minute registration timeout); the simulator
+/// on `SimTime`. Histories are in whole seconds, as the API server's condition timestamps are.
+#[tokio::test(start_paused = true)]
+async fn the_same_nodeclaim_histories_take_the_same_lifecycle_steps_on_both_clocks() {
+    use Change::*;
+    use stowage_controller::clock::Clock;
+    use stowage_controller::registration;
+    use stowage_decide::lifecycle::{Step, Timeouts, decide};
+
+    let t0 = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap();
+    let timeouts = Timeouts::default();
+    let histories: Vec<Vec<(u64, Change)>> = vec![
+        vec![(2, Launched), (40, NodeAppears), (41, Registered), (60, NodeReady), (61, Initialized)],
+        vec![(5, Launched)],
+        vec![],
+        vec![(3, Launched), (50, NodeAppears), (51, Registered), (52, NodeReady), (53, Initialized), (400, NodeDeleting), (401, Deleting)],
+        vec![(3, Launched), (20, InstanceGone)],
+        vec![(3, Launched), (1000, NodeAppears)],
+    ];
+    let moments: Vec<u64> = vec![0, 1, 2, 3, 5, 20, 40, 41, 50, 52, 53, 60, 61, 299, 300, 400, 401, 902, 903, 904, 905, 906, 999, 1000];
+    let mut seen_steps = BTreeSet::new();
+    for (i, changes) in histories.iter().enumerate() {
+        let start = tokio::time::Instant::now();
+        let clock = Clock::anchored(t0);
+        for &s in &moments {
+            tokio::time::sleep_until(start + Duration::from_secs(s)).await;
+            let h = History::at(changes, s);
+            let (claim, node) = h.objects(t0);
+            let ctl = registration::decision(&claim, node.as_ref(), h.instance_gone, clock.now(), &timeouts);
+            let sim = decide(&h.observed(), SimTime(s * 1000), &timeouts);
+            assert_eq!(ctl.step, sim.step, "history {i} at {s}s");
+            let ctl_until = ctl.until.map(|u| stowage_decide::disruption::Moment::since(u, t0).as_millis() as u64);
+            assert_eq!(ctl_until, sim.until.map(|u| u.0), "history {i} at {s}s: the deadline");
+            seen_steps.insert(format!("{:?}", std::mem::discriminant(&sim.step)));
+            if s == 905 && i == 1 {
+                assert_eq!(sim.step, Step::RegistrationTimeout { since_launch: Duration::from_secs(900) }, "launch + 15 min");
+            }
+            if s == 300 && i == 2 {
+                assert_eq!(sim.step, Step::LaunchTimeout { age: Duration::from_secs(300) });
+            }
+        }
+    }
+    assert!(seen_steps.len() >= 10, "the histories reach most steps: {seen_steps:?}");
 }

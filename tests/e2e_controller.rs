@@ -94,7 +94,6 @@ impl World {
             timeouts: Timeouts { launch: Duration::from_secs(60), registration: Duration::from_secs(60) },
             gc_interval: Duration::from_secs(1),
             gc_grace: Duration::from_secs(8),
-            lifecycle_interval: Duration::from_millis(250),
             disruption_interval: Duration::from_millis(500),
             nomination_ttl: Duration::from_secs(10),
             leader: Some(LeaderConfig {
@@ -152,7 +151,25 @@ impl World {
         let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
         config.auth_info.impersonate = Some("system:serviceaccount:kube-system:stowage".into());
         config.auth_info.impersonate_groups = Some(vec!["system:serviceaccounts".into(), "system:serviceaccounts:kube-system".into(), "system:authenticated".into()]);
-        kube::Client::try_from(config).unwrap()
+        let client = kube::Client::try_from(config).unwrap();
+        // The API server's RBAC authorizer learns new bindings from its own watch: until it has, the
+        // ServiceAccount is refused (403), and the controller would count that as an error of its own.
+        // Wait until both the Role (the Lease) and the ClusterRole (NodeClaims) are in force.
+        use k8s_openapi::api::coordination::v1::Lease;
+        let (leases, claims) = (Api::<Lease>::namespaced(client.clone(), "kube-system"), Api::<NodeClaim>::all(client.clone()));
+        let r = poll_until("the chart's RBAC rules in force", Duration::from_secs(30), POLL, || async {
+            let lease = leases.get_opt("stowage").await.map(|_| ());
+            let claim = claims.list(&ListParams::default().limit(1)).await.map(|_| ());
+            Ok(match lease.and(claim) {
+                Ok(()) => Probe::Done(()),
+                Err(e) => Probe::Waiting(e.to_string()),
+            })
+        })
+        .await;
+        if let Err(e) = r {
+            panic!("the ServiceAccount never got the chart's RBAC rules: {e:?}");
+        }
+        client
     }
 
     async fn kubectl(&self, args: &[&str]) -> String {

@@ -1,12 +1,21 @@
 //! Disruption in the controller: the cluster state's NodeClaims as candidates for the shared decision
 //! (`stowage_decide::disruption`, which the simulator runs too, and which documents the rules).
+//!
+//! A node is *nominated* (not empty, whatever its pods) while a recent plan put pods on it: in memory
+//! for `nomination_ttl` after the batch (the controller's own plans, on Nodes and NodeClaims alike),
+//! and, read back from the NodeClaims so that it survives a restart, while a pod the NodeClaim's
+//! nominated-pods annotation names is still pending and the NodeClaim has not been initialized for
+//! `nomination_ttl` yet ([`persisted_nominations`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
+use super::conditions::{CONDITION_INITIALIZED, condition};
 use super::state::{ClusterState, DO_NOT_DISRUPT, is_daemon_pod, is_terminal};
 pub use stowage_decide::disruption::{Action, Cause, PoolPolicy, pool_policy};
+use stowage_decide::provision::nominated_pods;
 
 pub type Candidate = stowage_decide::disruption::Candidate<Timestamp>;
 pub type Disruption = stowage_decide::disruption::Disruption<Timestamp>;
@@ -35,6 +44,28 @@ pub fn candidates(s: &ClusterState, nominated: &dyn Fn(&str) -> bool) -> Vec<Can
             workload_pods,
             do_not_disrupt,
         });
+    }
+    out
+}
+
+/// NodeClaims whose persisted nominations still hold at `now`: one of the pods they were created for
+/// is still pending (unbound, alive), and they have not been initialized (ready for pods) for `ttl` yet.
+pub fn persisted_nominations(s: &ClusterState, now: Timestamp, ttl: Duration) -> BTreeSet<String> {
+    let pending: BTreeSet<&str> = s
+        .pods
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|x| x.node_name.as_deref()).is_none_or(str::is_empty) && p.metadata.deletion_timestamp.is_none() && !is_terminal(p))
+        .filter_map(|p| p.metadata.uid.as_deref())
+        .collect();
+    let mut out = BTreeSet::new();
+    for c in s.nodeclaims.iter() {
+        let initialized_at = condition(c, CONDITION_INITIALIZED).filter(|x| x.status == "True").and_then(|x| x.last_transition_time.as_deref()).and_then(|t| t.parse::<Timestamp>().ok());
+        if initialized_at.is_some_and(|t| now.duration_since(t).unsigned_abs() >= ttl) {
+            continue;
+        }
+        if nominated_pods(c).iter().any(|uid| pending.contains(uid.as_str())) {
+            out.extend(c.metadata.name.clone());
+        }
     }
     out
 }

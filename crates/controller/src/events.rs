@@ -30,6 +30,8 @@ pub(crate) enum Reason {
     Disrupting,
     Terminating,
     InstanceVanished,
+    /// A NodeClaim reconcile failed in a way retrying cannot fix.
+    ReconcileFailed,
 }
 
 impl Reason {
@@ -47,12 +49,19 @@ impl Reason {
             Reason::Disrupting => "DisruptionTerminating",
             Reason::Terminating => "Terminating",
             Reason::InstanceVanished => "InstanceVanished",
+            Reason::ReconcileFailed => "ReconcileFailed",
         }
     }
 
     fn kind(self) -> EventType {
         match self {
-            Reason::FailedScheduling | Reason::LaunchFailed | Reason::InsufficientCapacity | Reason::LaunchTimeout | Reason::RegistrationTimeout | Reason::InstanceVanished => EventType::Warning,
+            Reason::FailedScheduling
+            | Reason::LaunchFailed
+            | Reason::InsufficientCapacity
+            | Reason::LaunchTimeout
+            | Reason::RegistrationTimeout
+            | Reason::InstanceVanished
+            | Reason::ReconcileFailed => EventType::Warning,
             _ => EventType::Normal,
         }
     }
@@ -63,6 +72,7 @@ impl Reason {
             Reason::Launched | Reason::LaunchFailed | Reason::InsufficientCapacity | Reason::LaunchTimeout => "Launching",
             Reason::Registered | Reason::RegistrationTimeout | Reason::Initialized => "Registering",
             Reason::Disrupting | Reason::Terminating | Reason::InstanceVanished => "Terminating",
+            Reason::ReconcileFailed => "Reconciling",
         }
     }
 }

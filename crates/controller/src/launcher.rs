@@ -15,10 +15,8 @@
 //!   (3 minutes, as Karpenter's cache), deletes the NodeClaim and asks for a new batch, which plans
 //!   those pods again without the refused offerings.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Taint as KubeTaint;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use tokio::time::Instant;
@@ -26,13 +24,11 @@ use tokio::time::Instant;
 use super::conditions::{CONDITION_LAUNCHED, set_condition};
 use super::events::Reason;
 use super::metrics::Stage;
-use super::state::{claim_labels, quantities, requirement_values};
+use super::state::quantities;
 use super::{Ctx, kube_status};
 use stowage_core::domain::catalog::Catalog;
-use stowage_core::domain::labels::{NodeOp, keys};
-use stowage_core::domain::taints::{Effect, Taint};
-use stowage_core::semantics::node_affinity;
-use stowage_decide::cloud::{CloudError, CloudProvider, Instance, LaunchRequest, OfferingRef};
+use stowage_decide::cloud::{CloudError, CloudProvider, Instance, LaunchRequest};
+use stowage_decide::launch::{self, RequestError, instance_labels};
 use stowage_input::api::{EC2NodeClass, NodeClaim};
 
 /// The refused-offering cache on the controller's clock (`stowage_decide::offerings`, which the
@@ -57,52 +53,6 @@ pub enum LaunchError {
     Kube { claim: String, what: String, error: kube::Error },
 }
 
-/// The offerings a NodeClaim allows, in the order to try them: the instance types in the order its
-/// `node.kubernetes.io/instance-type In` requirement lists them (the planner's choice first), else by
-/// price; within a type, its zones and capacity types in requirement order. An offering qualifies when
-/// every requirement holds for the labels a node of it would have.
-pub(crate) fn offerings_for(claim: &NodeClaim, catalog: &Catalog, unavailable: &Unavailable, now: Instant) -> Result<Vec<OfferingRef>, String> {
-    let name = claim.metadata.name.clone().unwrap_or_default();
-    let src = stowage_input::Source { file: "<cluster>".into(), doc: 0, item: None };
-    let ctx = stowage_input::convert::Ctx { source: &src, object: format!("NodeClaim {name}") };
-    let mut reqs = Vec::new();
-    for (i, r) in claim.spec.requirements.iter().enumerate() {
-        let req = stowage_input::convert::node_requirement(&ctx, &format!("spec.requirements[{i}]"), &r.key, &r.operator, &r.values).map_err(|e| e.to_string())?;
-        reqs.push(req);
-    }
-    let order = |values: Vec<&str>, v: &str| values.iter().position(|x| *x == v).unwrap_or(usize::MAX);
-    let type_order = requirement_values(claim, keys::INSTANCE_TYPE);
-    let zone_order = requirement_values(claim, keys::ZONE);
-    let ct_order = requirement_values(claim, keys::CAPACITY_TYPE);
-    let base_labels = claim.metadata.labels.clone().unwrap_or_default();
-    let mut out: Vec<(usize, usize, usize, OfferingRef)> = Vec::new();
-    for t in &catalog.types {
-        for o in t.offerings.iter().filter(|o| o.available) {
-            if unavailable.contains(&t.name, &o.zone, &o.capacity_type, now) {
-                continue;
-            }
-            let mut labels = base_labels.clone();
-            labels.extend(t.labels.clone());
-            labels.insert(keys::INSTANCE_TYPE.into(), t.name.clone());
-            labels.insert(keys::ZONE.into(), o.zone.clone());
-            labels.insert(keys::CAPACITY_TYPE.into(), o.capacity_type.clone());
-            if let Some(r) = &catalog.region {
-                labels.insert(keys::REGION.into(), r.clone());
-            }
-            // Keys neither the type nor the offering sets (custom labels) are judged on the NodeClaim's
-            // labels only when it has them; a requirement on an absent custom key is the node's to satisfy
-            // through its labels, which the NodeClaim carries.
-            if !reqs.iter().all(|r| node_affinity::requirement_matches(r, &labels) || (r.op == NodeOp::In && !labels.contains_key(&r.key))) {
-                continue;
-            }
-            let offering = OfferingRef { instance_type: t.name.clone(), zone: o.zone.clone(), capacity_type: o.capacity_type.clone(), price: o.price };
-            out.push((order(type_order.clone(), &t.name), order(zone_order.clone(), &o.zone), order(ct_order.clone(), &o.capacity_type), offering));
-        }
-    }
-    out.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)).then_with(|| a.3.price.total_cmp(&b.3.price)).then_with(|| a.3.instance_type.cmp(&b.3.instance_type)));
-    Ok(out.into_iter().map(|x| x.3).collect())
-}
-
 /// The catalog as a node class sees it (capacity and overhead for its AMI family and kubelet settings),
 /// as the planner sized the node.
 fn nodeclass_view(catalog: &Catalog, nodeclass: Option<&EC2NodeClass>) -> Catalog {
@@ -114,43 +64,13 @@ fn nodeclass_view(catalog: &Catalog, nodeclass: Option<&EC2NodeClass>) -> Catalo
     }
 }
 
-fn domain_taints(ts: Option<&Vec<KubeTaint>>) -> Vec<Taint> {
-    ts.into_iter().flatten().filter_map(|t| Some(Taint { key: t.key.clone(), value: t.value.clone().unwrap_or_default(), effect: Effect::parse(&t.effect)? })).collect()
-}
-
-/// The launch request for a NodeClaim.
+/// The launch request for a NodeClaim (`stowage_decide::launch`, which the simulator runs too), with
+/// the offerings refused recently left out.
 pub(crate) fn launch_request(claim: &NodeClaim, catalog: &Catalog, nodeclass: Option<&EC2NodeClass>, unavailable: &Unavailable, now: Instant) -> Result<LaunchRequest, LaunchError> {
-    let name = claim.metadata.name.clone().unwrap_or_default();
-    let offerings = offerings_for(claim, catalog, unavailable, now).map_err(|message| LaunchError::InvalidClaim { claim: name.clone(), message })?;
-    if offerings.is_empty() {
-        return Err(LaunchError::NoOffering { claim: name });
-    }
-    let labels = claim_labels(claim);
-    let mut taints = domain_taints(claim.spec.taints.as_ref());
-    for t in domain_taints(claim.spec.startup_taints.as_ref()) {
-        if !taints.contains(&t) {
-            taints.push(t);
-        }
-    }
-    Ok(LaunchRequest {
-        nodepool: labels.get(keys::NODEPOOL).cloned().unwrap_or_default(),
-        nodeclass: claim.spec.node_class_ref.name.clone(),
-        nodeclaim: name,
-        offerings,
-        labels,
-        taints,
-        tags: nodeclass.and_then(|c| c.spec.tags.clone()).unwrap_or_default(),
+    launch::launch_request(claim, &unavailable.view(catalog, now), nodeclass).map_err(|e| match e {
+        RequestError::InvalidClaim { claim, message } => LaunchError::InvalidClaim { claim, message },
+        RequestError::NoOffering { claim } => LaunchError::NoOffering { claim },
     })
-}
-
-/// The labels a launched instance gives its NodeClaim (and so its Node): the type's catalog labels, its
-/// zone, capacity type and type.
-pub(crate) fn instance_labels(instance: &Instance, catalog: &Catalog) -> BTreeMap<String, String> {
-    let mut l: BTreeMap<String, String> = catalog.get(&instance.instance_type).map(|t| t.labels.clone()).unwrap_or_default();
-    l.insert(keys::INSTANCE_TYPE.into(), instance.instance_type.clone());
-    l.insert(keys::ZONE.into(), instance.zone.clone());
-    l.insert(keys::CAPACITY_TYPE.into(), instance.capacity_type.clone());
-    l
 }
 
 /// What a launch attempt did.
@@ -301,7 +221,7 @@ async fn record_launch<P: CloudProvider>(ctx: &Ctx<P>, claim: &NodeClaim, instan
     tracing::info!(nodeclaim = %name, instance = %instance.id, instance_type = %instance.instance_type, zone = %instance.zone, capacity_type = %instance.capacity_type, "launched");
     ctx.metrics.launch("launched");
     ctx.events.nodeclaim(claim, Reason::Launched, format!("launched {} in {} ({}), {}", instance.instance_type, instance.zone, instance.capacity_type, instance.provider_id));
-    ctx.wake_lifecycle();
+    ctx.wake_lifecycle(&name);
     Ok(Launched::Done { provider_id: instance.provider_id.clone() })
 }
 
@@ -333,10 +253,11 @@ async fn delete_claim<P: CloudProvider>(ctx: &Ctx<P>, claim: &NodeClaim) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stowage_core::domain::labels::keys;
     use stowage_input::api::{NodeClaimSpec, NodeClassReference, NodeSelectorRequirementWithMinValues};
 
     fn claim(reqs: &[(&str, &[&str])]) -> NodeClaim {
-        let mut c = NodeClaim::new(
+        NodeClaim::new(
             "np-abc",
             NodeClaimSpec {
                 requirements: reqs
@@ -346,61 +267,24 @@ mod tests {
                 node_class_ref: NodeClassReference { group: "karpenter.k8s.aws".into(), kind: "EC2NodeClass".into(), name: "default".into() },
                 ..Default::default()
             },
-        );
-        c.metadata.labels = Some([(keys::NODEPOOL.to_string(), "np".to_string()), ("capacity-spread".to_string(), "1".to_string())].into());
-        c
+        )
     }
 
+    /// The controller's cache on tokio's clock hides refused offerings from the launch until the TTL.
     #[test]
-    fn offerings_follow_the_requirement_order_and_skip_refused_ones() {
-        let c = claim(&[(keys::INSTANCE_TYPE, &["m5.xlarge", "m5.large", "c5.large"]), (keys::ZONE, &["us-east-1b"]), (keys::CAPACITY_TYPE, &["spot"]), ("capacity-spread", &["1"])]);
+    fn refused_offerings_are_skipped_until_their_ttl_has_passed() {
+        let c = claim(&[(keys::INSTANCE_TYPE, &["m5.xlarge", "m5.large"]), (keys::ZONE, &["us-east-1b"]), (keys::CAPACITY_TYPE, &["spot"])]);
         let cat = stowage_input::catalog::default_catalog();
         let now = Instant::now();
         let mut u = Unavailable::default();
-        let req = launch_request(&c, cat, None, &u, now).unwrap();
-        let types: Vec<&str> = req.offerings.iter().map(|o| o.instance_type.as_str()).collect();
-        assert_eq!(types, vec!["m5.xlarge", "m5.large", "c5.large"]);
-        assert!(req.offerings.iter().all(|o| o.zone == "us-east-1b" && o.capacity_type == "spot"));
-        assert_eq!(req.labels.get("capacity-spread").map(String::as_str), Some("1"));
-        assert_eq!(req.labels.get(keys::ZONE).map(String::as_str), Some("us-east-1b"), "single-valued requirements are labels");
-        assert_eq!(req.nodepool, "np");
-
         u.mark(("m5.xlarge".into(), "us-east-1b".into(), "spot".into()), now + Duration::from_secs(180));
-        let req = launch_request(&c, cat, None, &u, now).unwrap();
-        assert_eq!(req.offerings[0].instance_type, "m5.large", "the refused offering is skipped");
-        // After the TTL it is offered again.
+        assert_eq!(launch_request(&c, cat, None, &u, now).unwrap().offerings[0].instance_type, "m5.large");
         let later = now + Duration::from_secs(181);
         assert_eq!(launch_request(&c, cat, None, &u, later).unwrap().offerings[0].instance_type, "m5.xlarge");
-        u.expire(later);
-        assert!(u.is_empty());
-    }
-
-    #[test]
-    fn a_claim_with_every_offering_refused_has_none() {
-        let c = claim(&[(keys::INSTANCE_TYPE, &["m5.large"]), (keys::ZONE, &["us-east-1a"]), (keys::CAPACITY_TYPE, &["on-demand"])]);
-        let now = Instant::now();
-        let mut u = Unavailable::default();
-        u.mark(("m5.large".into(), "us-east-1a".into(), "on-demand".into()), now + Duration::from_secs(180));
-        let e = launch_request(&c, stowage_input::catalog::default_catalog(), None, &u, now).unwrap_err();
-        assert!(matches!(e, LaunchError::NoOffering { .. }), "{e}");
-        let view = u.view(stowage_input::catalog::default_catalog(), now);
-        let o = view.get("m5.large").unwrap().offerings.iter().find(|o| o.zone == "us-east-1a" && o.capacity_type == "on-demand").unwrap();
-        assert!(!o.available, "the planner sees it unavailable");
-    }
-
-    #[test]
-    fn a_claim_without_a_type_requirement_gets_the_cheapest_matching_offerings() {
-        let c = claim(&[("karpenter.k8s.aws/instance-family", &["m5"]), (keys::ZONE, &["us-east-1a"]), (keys::CAPACITY_TYPE, &["on-demand"])]);
-        let req = launch_request(&c, stowage_input::catalog::default_catalog(), None, &Unavailable::default(), Instant::now()).unwrap();
-        assert_eq!(req.offerings[0].instance_type, "m5.large");
-        assert!(req.offerings.windows(2).all(|w| w[0].price <= w[1].price));
-    }
-
-    #[test]
-    fn invalid_requirements_are_reported() {
-        let mut c = claim(&[]);
-        c.spec.requirements.push(NodeSelectorRequirementWithMinValues { key: "x".into(), operator: "Near".into(), values: vec![], min_values: None });
-        let e = launch_request(&c, stowage_input::catalog::default_catalog(), None, &Unavailable::default(), Instant::now()).unwrap_err();
-        assert!(e.to_string().contains("unknown operator"), "{e}");
+        u.mark(("m5.large".into(), "us-east-1b".into(), "spot".into()), now + Duration::from_secs(180));
+        assert!(matches!(launch_request(&c, cat, None, &u, now), Err(LaunchError::NoOffering { .. })));
+        let mut bad = claim(&[]);
+        bad.spec.requirements.push(NodeSelectorRequirementWithMinValues { key: "x".into(), operator: "Near".into(), values: vec![], min_values: None });
+        assert!(matches!(launch_request(&bad, cat, None, &u, now), Err(LaunchError::InvalidClaim { .. })));
     }
 }

@@ -7,15 +7,19 @@
 //!        ▼                                     ▼
 //!  batcher (idle 1 s / max 10 s) ──► provisioner: snapshot → plan (MILP, greedy fallback) → NodeClaims
 //!                                                 └─► launcher: CloudProvider::launch → status
-//!  lifecycle loop:  launch (crash recovery, retries) · register · initialize · timeouts · terminate
-//!  disruption loop: empty nodes after consolidateAfter, expireAfter       ─┐ delete NodeClaims
-//!  gc loop:         leaked instances, NodeClaims whose instance vanished  ─┘
-//!  leader election (Lease): only the leader runs the four loops above; metrics, events, health
+//!  NodeClaim controller (kube-runtime `Controller`, per-object reconcile, backoff, finalizer()):
+//!                   launch (crash recovery) · register · initialize · timeouts · terminate
+//!  disruption task: empty nodes after consolidateAfter, expireAfter  ─┐ delete NodeClaims
+//!  gc task:         leaked instances; instances gone → their NodeClaims' reconcile
+//!  nodeclass task:  EC2NodeClass resolution and Ready (each batch too)
+//!  leader election (Lease): only the leader runs the controller and tasks above; metrics, events, health
 //! ```
 //!
-//! One file per stage: [`state`], the batcher (`stowage_decide::batch`), [`provisioner`], [`launcher`], [`registration`],
+//! One file per stage: [`state`], the batcher (`stowage_decide::batch`), [`provisioner`], [`launcher`],
+//! [`lifecycle`] (the NodeClaim controller; decisions in `stowage_decide::lifecycle`), [`registration`],
 //! [`termination`], [`disruption`], [`gc`], [`nodeclass`] (EC2NodeClass readiness), [`leader`],
-//! [`metrics`], [`events`], [`record`], [`conditions`]; the command line is the binary's (src/cli/controller.rs).
+//! [`metrics`], [`events`], [`record`], [`conditions`], [`clock`] (the one clock); the command line is
+//! the binary's (src/cli/controller.rs).
 //!
 //! Invariants (each module states its own in detail):
 //! - **Never plan on a partial view**: no batch runs until every watched kind is listed, and none while
@@ -30,12 +34,14 @@
 //!   launches its NodeClaims (bounded by `shutdown_grace`); running launches finish; the Lease is
 //!   released. Whatever is cut short is safe by the invariant above.
 
+pub mod clock;
 pub mod conditions;
 pub mod disruption;
 pub mod events;
 pub mod gc;
 pub mod launcher;
 pub mod leader;
+pub mod lifecycle;
 pub mod metrics;
 pub mod nodeclass;
 pub mod provisioner;
@@ -59,10 +65,12 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, watcher};
 use serde::de::DeserializeOwned;
+use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{Notify, watch};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use stowage_core::domain::catalog::Catalog;
@@ -70,13 +78,14 @@ use stowage_core::weights::Weights;
 use stowage_decide::cloud::{CloudError, CloudProvider};
 use stowage_input::api::{EC2NodeClass, NodeClaim, NodePool};
 
+use clock::Clock;
 use disruption::Disruption;
 use events::{Events, Reason};
 use launcher::{Launched, Unavailable};
 use leader::LeaderConfig;
 use metrics::{Health, Metrics, Stage};
 use provisioner::{Nominated, PlannerSettings};
-use registration::{Step, Timeouts};
+use registration::Timeouts;
 use state::{ClusterState, Kind, StateObject, TERMINATION_FINALIZER};
 use stowage_decide::batch::{BatchConfig, Batcher};
 
@@ -92,10 +101,12 @@ pub struct Config {
     /// Garbage collection period and grace for instances no NodeClaim tracks.
     pub gc_interval: Duration,
     pub gc_grace: Duration,
-    /// Resync period of the lifecycle loop (it also wakes on every change).
-    pub lifecycle_interval: Duration,
     pub disruption_interval: Duration,
-    /// How long a plan's nomination keeps a node from being judged empty.
+    /// How often EC2NodeClasses are resolved again and their `Ready` condition written (each batch
+    /// resolves them too).
+    pub nodeclass_interval: Duration,
+    /// How long a plan's nomination keeps a node from being judged empty (in memory from the batch; for
+    /// the nominations persisted on a NodeClaim, from its initialization).
     pub nomination_ttl: Duration,
     /// How long the cloud's catalog is reused before it is asked again.
     pub catalog_ttl: Duration,
@@ -119,8 +130,8 @@ impl Default for Config {
             unavailable_ttl: Duration::from_secs(180),
             gc_interval: Duration::from_secs(10),
             gc_grace: Duration::from_secs(30),
-            lifecycle_interval: Duration::from_secs(1),
             disruption_interval: Duration::from_secs(2),
+            nodeclass_interval: Duration::from_secs(5),
             nomination_ttl: Duration::from_secs(20),
             catalog_ttl: Duration::from_secs(60),
             leader: None,
@@ -157,14 +168,19 @@ pub struct Ctx<P> {
     pub(crate) cloud: Arc<P>,
     pub(crate) config: Config,
     pub(crate) state: Mutex<ClusterState>,
+    /// The one clock the controller reads (clock.rs).
+    pub(crate) clock: Clock,
     batcher: Mutex<Batcher<Instant>>,
     provision_wake: Notify,
-    lifecycle_wake: Notify,
     pub(crate) unavailable: Mutex<Unavailable>,
     /// NodeClaims whose launch runs now.
     pub(crate) launching: Mutex<BTreeSet<String>>,
-    /// NodeClaim → earliest next launch attempt.
-    launch_backoff: Mutex<BTreeMap<String, Instant>>,
+    /// Asks the running NodeClaim controller to reconcile one NodeClaim (`None`: not running).
+    pub(crate) lifecycle_trigger: Mutex<Option<UnboundedSender<ObjectRef<NodeClaim>>>>,
+    /// The NodeClaim controller's per-object backoff.
+    pub(crate) lifecycle_backoff: Mutex<lifecycle::Backoff>,
+    /// Provider ids garbage collection found gone (for the lifecycle decision's `instance_gone`).
+    pub(crate) vanished: Mutex<BTreeSet<String>>,
     /// Node or NodeClaim names a recent plan put pods on, until when.
     nominations: Mutex<BTreeMap<String, Instant>>,
     /// Pod uid → the last Nominated / FailedScheduling note sent (events only when it changes).
@@ -187,8 +203,13 @@ impl<P: CloudProvider> Ctx<P> {
         self.provision_wake.notify_one();
     }
 
-    pub(crate) fn wake_lifecycle(&self) {
-        self.lifecycle_wake.notify_one();
+    /// Reconciles one NodeClaim soon (its launch finished, its instance is gone, the state index saw
+    /// it or its Node change). Dropped when the NodeClaim controller is not running: it reconciles
+    /// every NodeClaim when it starts.
+    pub(crate) fn wake_lifecycle(&self, nodeclaim: &str) {
+        if let Some(tx) = lock(&self.lifecycle_trigger).as_ref() {
+            let _ = tx.send(ObjectRef::new(nodeclaim));
+        }
     }
 
     pub(crate) fn wake_provisioner(&self) {
@@ -236,6 +257,21 @@ impl<P: CloudProvider> Ctx<P> {
         {
             triggers.push(p.metadata.uid.clone().unwrap_or_default());
         }
+        // The NodeClaim controller watches NodeClaims and Nodes itself, but decides on this index: a
+        // change the index sees after the controller's watch did must reconcile again (once applied).
+        let wake: Vec<String> = match &ev {
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                let any = o as &dyn Any;
+                if let Some(c) = any.downcast_ref::<NodeClaim>() {
+                    c.metadata.name.clone().into_iter().collect()
+                } else if let Some(n) = any.downcast_ref::<Node>() {
+                    lifecycle::claims_of_node(self, n).into_iter().map(|r| r.name).collect()
+                } else {
+                    Vec::new()
+                }
+            }
+            _ => Vec::new(),
+        };
         let (was, now_synced, gone) = {
             let mut s = lock(&self.state);
             let was = s.synced();
@@ -268,8 +304,8 @@ impl<P: CloudProvider> Ctx<P> {
             drop(b);
             self.provision_wake.notify_one();
         }
-        if matches!(K::KIND, Kind::NodeClaim | Kind::Node | Kind::Pod) {
-            self.lifecycle_wake.notify_one();
+        for name in &wake {
+            self.wake_lifecycle(name);
         }
     }
 }
@@ -313,11 +349,13 @@ impl Controller {
             batcher: Mutex::new(Batcher::new(config.batch)),
             config: config.clone(),
             state: Mutex::new(ClusterState::default()),
+            clock: Clock::new(),
             provision_wake: Notify::new(),
-            lifecycle_wake: Notify::new(),
             unavailable: Mutex::new(Unavailable::default()),
             launching: Mutex::new(BTreeSet::new()),
-            launch_backoff: Mutex::new(BTreeMap::new()),
+            lifecycle_trigger: Mutex::new(None),
+            lifecycle_backoff: Mutex::new(lifecycle::Backoff::default()),
+            vanished: Mutex::new(BTreeSet::new()),
             nominations: Mutex::new(BTreeMap::new()),
             pod_notes: Mutex::new(BTreeMap::new()),
             catalog: tokio::sync::Mutex::new(None),
@@ -341,9 +379,10 @@ impl Controller {
         let work = vec![
             tokio::spawn(warm_up(ctx.clone(), work_rx.clone())),
             tokio::spawn(provisioning_loop(ctx.clone(), work_rx.clone())),
-            tokio::spawn(lifecycle_loop(ctx.clone(), work_rx.clone())),
+            tokio::spawn(lifecycle::run(ctx.clone(), work_rx.clone())),
             tokio::spawn(disruption_loop(ctx.clone(), work_rx.clone())),
-            tokio::spawn(gc_loop(ctx.clone(), work_rx)),
+            tokio::spawn(gc_loop(ctx.clone(), work_rx.clone())),
+            tokio::spawn(nodeclass_loop(ctx.clone(), work_rx)),
         ];
         tracing::info!(identity = %config.identity, leader_election = config.leader.is_some(), "controller started");
         Ok(Controller { work_stop, infra_stop, work, infra, leader_task, metrics, metrics_addr, grace })
@@ -535,7 +574,7 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
     ctx.metrics.batch(pending, status, solver.time_ms / 1000.0, solver.gap, decision.plan.cost_per_hour);
     ctx.metrics.pods(pending, decision.nominations.len(), decision.unschedulable.len());
     tracing::info!(
-        batch = %batch_id, triggers, pending, new_nodes = decision.claims.len(), unschedulable = decision.unschedulable.len(),
+        batch = %batch_id, triggers, pending, pinned = decision.pins.len(), new_nodes = decision.claims.len(), unschedulable = decision.unschedulable.len(),
         cost_per_hour = decision.plan.cost_per_hour, solver = %solver.name, status, time_ms = solver.time_ms, detail = %solver.detail,
         "batch planned"
     );
@@ -617,185 +656,174 @@ fn pod_event<P: CloudProvider>(ctx: &Ctx<P>, pod: &provisioner::PodRef, reason: 
     ctx.events.pod(pod, reason, note);
 }
 
+/// After a batch launched a NodeClaim directly: a failure or a deferred launch is the NodeClaim
+/// controller's to retry, with its per-object backoff.
 fn after_launch<P: CloudProvider>(ctx: &Ctx<P>, name: &str, r: Result<Launched, launcher::LaunchError>) {
     match r {
-        Ok(Launched::Retry { after }) => {
-            lock(&ctx.launch_backoff).insert(name.to_string(), Instant::now() + after);
-        }
-        Ok(_) => {
-            lock(&ctx.launch_backoff).remove(name);
-        }
+        Ok(Launched::Done { .. } | Launched::Skipped | Launched::Refused) => {}
+        Ok(Launched::Retry { .. }) => ctx.wake_lifecycle(name),
         Err(e) => {
             ctx.metrics.error(Stage::Launch);
-            tracing::warn!(nodeclaim = name, error = %e, "launch failed; retrying later");
-            lock(&ctx.launch_backoff).insert(name.to_string(), Instant::now() + Duration::from_secs(5));
+            tracing::warn!(nodeclaim = name, error = %e, "launch failed; the NodeClaim controller retries it");
+            ctx.wake_lifecycle(name);
         }
     }
 }
 
-async fn lifecycle_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::Receiver<bool>) {
-    let mut launches: JoinSet<()> = JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(ctx.config.lifecycle_interval) => {}
-            _ = ctx.lifecycle_wake.notified() => {}
-            Some(_) = launches.join_next(), if !launches.is_empty() => continue,
-            _ = stop.changed() => break,
-        }
-        if !ctx.is_leader() || !lock(&ctx.state).synced() {
-            continue;
-        }
-        nodeclass::reconcile_all(&ctx).await;
-        let names: Vec<String> = lock(&ctx.state).nodeclaims.iter().filter_map(|c| c.metadata.name.clone()).collect();
-        lock(&ctx.launch_backoff).retain(|n, _| names.contains(n));
-        for name in names {
-            match registration::reconcile(&ctx, &name).await {
-                Ok(Step::Launch) => {
-                    let due = lock(&ctx.launch_backoff).get(&name).is_none_or(|t| *t <= Instant::now());
-                    if due && !lock(&ctx.launching).contains(&name) {
-                        let ctx = ctx.clone();
-                        launches.spawn(async move {
-                            let r = launcher::launch(&ctx, &name).await;
-                            after_launch(&ctx, &name, r);
-                        });
-                    }
-                }
-                Ok(Step::Terminate) => match termination::terminate(&ctx, &name).await {
-                    Ok(p) => tracing::debug!(nodeclaim = %name, progress = ?p, "termination"),
-                    Err(e) => {
-                        ctx.metrics.error(Stage::Terminate);
-                        tracing::warn!(error = %e, "termination step failed; retrying");
-                    }
-                },
-                Ok(_) => {}
-                Err(e) if e.is_conflict() => tracing::debug!(error = %e, "lifecycle step raced another writer; retrying"),
-                Err(e) => {
-                    ctx.metrics.error(Stage::Register);
-                    tracing::warn!(error = %e, "lifecycle step failed; retrying");
-                }
-            }
-        }
-        // Nodes deleted directly while they carry our finalizer.
-        let deleted: Vec<String> = lock(&ctx.state)
-            .nodes
-            .iter()
-            .filter(|n| n.metadata.deletion_timestamp.is_some() && n.metadata.finalizers.iter().flatten().any(|f| f == TERMINATION_FINALIZER))
-            .filter_map(|n| n.metadata.name.clone())
-            .collect();
-        for node in deleted {
-            if let Err(e) = termination::node_deleted(&ctx, &node).await {
-                ctx.metrics.error(Stage::Terminate);
-                tracing::warn!(node = %node, error = %e, "handling a deleted Node failed; retrying");
-            }
-        }
+/// The wait before a periodic task's next round: its interval after a clean round, else the task's
+/// backoff (doubling from the interval up to 5 minutes), so a failing API or cloud is not hammered
+/// every tick.
+fn next_round(interval: Duration, backoff: &mut lifecycle::Backoff, ok: bool) -> Duration {
+    if ok {
+        backoff.succeeded("round");
+        interval
+    } else {
+        backoff.failed("round").max(interval)
     }
-    // Graceful shutdown: running launches finish (the caller bounds the wait).
-    while launches.join_next().await.is_some() {}
 }
 
-async fn disruption_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::Receiver<bool>) {
-    let mut d = Disruption::default();
+/// Disruption is a whole-cluster decision (budgets count a pool's nodes; emptiness needs the pods of
+/// every node), so it runs as one periodic task over the state index rather than per NodeClaim.
+async fn disruption_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watch::Receiver<bool>) {
+    let d = tokio::sync::Mutex::new(Disruption::default());
+    periodic(ctx.config.disruption_interval, stop, || async { if ctx.is_leader() && lock(&ctx.state).synced() { disrupt(&ctx, &mut *d.lock().await).await } else { true } }).await;
+}
+
+/// Runs `round` every `interval` until `stop`; after a failed round (false) the next waits for the
+/// backoff instead (see [`next_round`]).
+async fn periodic<F, Fut>(interval: Duration, mut stop: watch::Receiver<bool>, mut round: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let mut backoff = lifecycle::Backoff::new(interval, Duration::from_secs(300));
+    let mut wait = interval;
     loop {
         tokio::select! {
-            _ = tokio::time::sleep(ctx.config.disruption_interval) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = stop.changed() => break,
         }
-        if !ctx.is_leader() {
-            continue;
-        }
-        let (candidates, pools) = {
-            let s = lock(&ctx.state);
-            if !s.synced() {
-                continue;
-            }
-            let nominated = |n: &str| ctx.nominated(n);
-            let pools: BTreeMap<String, disruption::PoolPolicy> = s.nodepools.iter().filter_map(|p| Some((p.metadata.name.clone()?, disruption::pool_policy(p)))).collect();
-            (disruption::candidates(&s, &nominated), pools)
+        let ok = round().await;
+        wait = next_round(interval, &mut backoff, ok);
+    }
+}
+
+/// One round of disruption; false if a deletion failed.
+async fn disrupt<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &mut Disruption) -> bool {
+    let now = ctx.clock.now();
+    let (candidates, pools) = {
+        let s = lock(&ctx.state);
+        // Nominations survive a restart: the NodeClaims carry theirs (`stowage_decide::provision`).
+        let persisted = disruption::persisted_nominations(&s, now, ctx.config.nomination_ttl);
+        let nominated = |n: &str| ctx.nominated(n) || persisted.contains(n);
+        let pools: BTreeMap<String, disruption::PoolPolicy> = s.nodepools.iter().filter_map(|p| Some((p.metadata.name.clone()?, disruption::pool_policy(p)))).collect();
+        (disruption::candidates(&s, &nominated), pools)
+    };
+    let actions = d.decide(&candidates, &pools, now);
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let mut ok = true;
+    for a in actions {
+        let why = match &a.cause {
+            disruption::Cause::Empty { for_ } => format!("empty for {}s (consolidateAfter)", for_.as_secs()),
+            disruption::Cause::Expired { age } => format!("expired after {}s (expireAfter)", age.as_secs()),
         };
-        let actions = d.decide(&candidates, &pools, Timestamp::now());
-        let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-        for a in actions {
-            let why = match &a.cause {
-                disruption::Cause::Empty { for_ } => format!("empty for {}s (consolidateAfter)", for_.as_secs()),
-                disruption::Cause::Expired { age } => format!("expired after {}s (expireAfter)", age.as_secs()),
-            };
-            let claim = lock(&ctx.state).nodeclaim(&a.nodeclaim).cloned();
-            tracing::info!(nodeclaim = %a.nodeclaim, nodepool = %a.nodepool, cause = a.cause.label(), %why, "disrupting");
-            match api.delete(&a.nodeclaim, &DeleteParams::default()).await {
-                Ok(r) => {
-                    if let Some(c) = r.left() {
-                        lock(&ctx.state).apply(c);
-                    }
-                    ctx.metrics.disrupted(a.cause.label());
-                    if let Some(c) = claim {
-                        ctx.events.nodeclaim(&c, Reason::Disrupting, why);
-                    }
-                    ctx.wake_lifecycle();
+        let claim = lock(&ctx.state).nodeclaim(&a.nodeclaim).cloned();
+        tracing::info!(nodeclaim = %a.nodeclaim, nodepool = %a.nodepool, cause = a.cause.label(), %why, "disrupting");
+        match api.delete(&a.nodeclaim, &DeleteParams::default()).await {
+            Ok(r) => {
+                if let Some(c) = r.left() {
+                    lock(&ctx.state).apply(c);
                 }
-                Err(e) if kube_status(&e) == Some(404) => {}
-                Err(e) => {
-                    ctx.metrics.error(Stage::Disrupt);
-                    tracing::warn!(nodeclaim = %a.nodeclaim, error = %e, "deleting a NodeClaim for disruption failed");
+                ctx.metrics.disrupted(a.cause.label());
+                if let Some(c) = claim {
+                    ctx.events.nodeclaim(&c, Reason::Disrupting, why);
                 }
+                ctx.wake_lifecycle(&a.nodeclaim);
             }
-        }
-    }
-}
-
-async fn gc_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::Receiver<bool>) {
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(ctx.config.gc_interval) => {}
-            _ = stop.changed() => break,
-        }
-        if !ctx.is_leader() || !lock(&ctx.state).synced() {
-            continue;
-        }
-        let instances = match ctx.cloud.list().await {
-            Ok(i) => i,
+            Err(e) if kube_status(&e) == Some(404) => {}
             Err(e) => {
-                ctx.metrics.error(Stage::Gc);
-                tracing::warn!(error = %e, "listing instances failed; garbage collection skipped this round");
-                continue;
-            }
-        };
-        // Read the NodeClaims after the instances: an instance launched in between is young, hence kept.
-        let (claims, launching): (Vec<NodeClaim>, BTreeSet<String>) = {
-            let s = lock(&ctx.state);
-            (s.nodeclaims.iter().cloned().collect(), lock(&ctx.launching).clone())
-        };
-        let actions = gc::decide(&instances, &claims, &launching, Timestamp::now(), ctx.config.gc_grace);
-        let (mut terminated, mut deleted) = (0, 0);
-        for pid in &actions.terminate {
-            tracing::warn!(provider_id = %pid, "terminating an instance no NodeClaim tracks");
-            match ctx.cloud.terminate(pid).await {
-                Ok(()) | Err(CloudError::NotFound(_)) => terminated += 1,
-                Err(e) => {
-                    ctx.metrics.error(Stage::Gc);
-                    tracing::warn!(provider_id = %pid, error = %e, "terminating a leaked instance failed; retrying next round");
-                }
+                ok = false;
+                ctx.metrics.error(Stage::Disrupt);
+                tracing::warn!(nodeclaim = %a.nodeclaim, error = %e, "deleting a NodeClaim for disruption failed; retrying with backoff");
             }
         }
-        let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-        for name in &actions.delete {
-            let claim = lock(&ctx.state).nodeclaim(name).cloned();
-            tracing::warn!(nodeclaim = %name, "its instance is gone; deleting the NodeClaim");
-            match api.delete(name, &DeleteParams::default()).await {
-                Ok(_) => {
-                    deleted += 1;
-                    if let Some(c) = claim {
-                        ctx.events.nodeclaim(&c, Reason::InstanceVanished, "the instance no longer exists; deleting the NodeClaim".into());
-                    }
-                }
-                Err(e) if kube_status(&e) == Some(404) => {}
-                Err(e) => {
-                    ctx.metrics.error(Stage::Gc);
-                    tracing::warn!(nodeclaim = %name, error = %e, "deleting a NodeClaim failed");
-                }
-            }
-        }
-        ctx.metrics.gc(terminated, deleted);
     }
+    ok
+}
+
+/// Garbage collection compares the cloud's whole instance list with every NodeClaim, so it is one
+/// periodic task; what it finds about one NodeClaim (its instance gone) goes to that NodeClaim's
+/// reconcile.
+async fn gc_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watch::Receiver<bool>) {
+    periodic(ctx.config.gc_interval, stop, || async { if ctx.is_leader() && lock(&ctx.state).synced() { collect(&ctx).await } else { true } }).await;
+}
+
+/// EC2NodeClass readiness: every NodeClass resolved by the cloud and its status written (as leader),
+/// periodically; a NodeClass that becomes resolvable becomes Ready without waiting for a batch.
+async fn nodeclass_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watch::Receiver<bool>) {
+    periodic(ctx.config.nodeclass_interval, stop, || async {
+        if lock(&ctx.state).synced() {
+            nodeclass::reconcile_all(&ctx).await;
+        }
+        true
+    })
+    .await;
+}
+
+/// One round of garbage collection; false if something failed.
+async fn collect<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>) -> bool {
+    let instances = match ctx.cloud.list().await {
+        Ok(i) => i,
+        Err(e) => {
+            ctx.metrics.error(Stage::Gc);
+            tracing::warn!(error = %e, "listing instances failed; garbage collection retries with backoff");
+            return false;
+        }
+    };
+    // Read the NodeClaims after the instances: an instance launched in between is young, hence kept.
+    let (claims, launching): (Vec<NodeClaim>, BTreeSet<String>) = {
+        let s = lock(&ctx.state);
+        (s.nodeclaims.iter().cloned().collect(), lock(&ctx.launching).clone())
+    };
+    let actions = gc::decide(&instances, &claims, &launching, ctx.clock.now(), ctx.config.gc_grace);
+    let mut ok = true;
+    let mut terminated = 0;
+    for pid in &actions.terminate {
+        tracing::warn!(provider_id = %pid, "terminating an instance no NodeClaim tracks");
+        match ctx.cloud.terminate(pid).await {
+            Ok(()) | Err(CloudError::NotFound(_)) => terminated += 1,
+            Err(e) => {
+                ok = false;
+                ctx.metrics.error(Stage::Gc);
+                tracing::warn!(provider_id = %pid, error = %e, "terminating a leaked instance failed; retrying with backoff");
+            }
+        }
+    }
+    ctx.metrics.gc(terminated, 0);
+    // NodeClaims whose instance vanished: their reconcile deletes them (the lifecycle decision's InstanceGone).
+    let gone: BTreeSet<String> = claims.iter().filter(|c| c.metadata.name.as_ref().is_some_and(|n| actions.delete.contains(n))).filter_map(|c| c.status.as_ref()?.provider_id.clone()).collect();
+    *lock(&ctx.vanished) = gone;
+    for name in &actions.delete {
+        ctx.wake_lifecycle(name);
+    }
+    // Nodes deleted directly while they carry our finalizer and no NodeClaim owns them (a Node with a
+    // NodeClaim is its NodeClaim's reconcile: NodeDeleted).
+    let orphans: Vec<String> = {
+        let s = lock(&ctx.state);
+        s.nodes
+            .iter()
+            .filter(|n| n.metadata.deletion_timestamp.is_some() && n.metadata.finalizers.iter().flatten().any(|f| f == TERMINATION_FINALIZER) && s.nodeclaim_of(n).is_none())
+            .filter_map(|n| n.metadata.name.clone())
+            .collect()
+    };
+    for node in orphans {
+        if let Err(e) = termination::node_deleted(ctx, &node).await {
+            ok = false;
+            ctx.metrics.error(Stage::Gc);
+            tracing::warn!(node = %node, error = %e, "releasing a deleted Node failed; retrying with backoff");
+        }
+    }
+    ok
 }
 
 /// Whether a watch error is the API server saying the resource version is too old (HTTP 410), which
@@ -805,5 +833,64 @@ fn watch_expired(e: &watcher::Error) -> bool {
         watcher::Error::WatchError(s) => s.code == 410,
         watcher::Error::InitialListFailed(kube::Error::Api(s)) | watcher::Error::WatchFailed(kube::Error::Api(s)) | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.code == 410,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A periodic task whose rounds fail backs off (interval, then doubling) and returns to its interval
+    /// after a clean round; all in tokio's paused time, without a real sleep.
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_periodic_task_backs_off_and_recovers() {
+        let start = Instant::now();
+        let (stop_tx, stop) = watch::channel(false);
+        let attempts: Arc<Mutex<Vec<u64>>> = Arc::default();
+        let n = Arc::new(AtomicUsize::new(0));
+        let task = {
+            let (attempts, n) = (attempts.clone(), n.clone());
+            tokio::spawn(periodic(Duration::from_secs(2), stop, move || {
+                let (attempts, n) = (attempts.clone(), n.clone());
+                async move {
+                    lock(&attempts).push(start.elapsed().as_secs());
+                    // Rounds 0..5 fail, the rest succeed.
+                    n.fetch_add(1, Ordering::SeqCst) >= 5
+                }
+            }))
+        };
+        // Stop between two rounds (a timer due at the same instant as the stop may run first or not).
+        tokio::time::sleep(Duration::from_secs(81)).await;
+        let _ = stop_tx.send(true);
+        task.await.unwrap();
+        // Fails at 2, 4, 8, 16 and 32 (waits of 2, 4, 8, 16, 32: backoff from the interval), succeeds at
+        // 64, then runs every 2 s again.
+        assert_eq!(lock(&attempts).clone(), vec![2, 4, 8, 16, 32, 64, 66, 68, 70, 72, 74, 76, 78, 80]);
+    }
+
+    /// The batch window closes on tokio's clock: 1 s after the last new pod, at most 10 s after the
+    /// first (paused time; `Batcher<Instant>` is the controller's).
+    #[tokio::test(start_paused = true)]
+    async fn batch_windows_close_on_tokio_time() {
+        let start = Instant::now();
+        let mut b: Batcher<Instant> = Batcher::new(BatchConfig::default());
+        b.trigger("a", Instant::now());
+        for i in 0..30 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            b.trigger(&format!("p{i}"), Instant::now());
+            if let Some(d) = b.deadline()
+                && d <= Instant::now()
+            {
+                break;
+            }
+        }
+        tokio::time::sleep_until(b.deadline().unwrap()).await;
+        assert_eq!(b.close_if_due(Instant::now()), Some(21), "the max window bounds a steady trickle");
+        assert_eq!(start.elapsed(), Duration::from_secs(10));
+        b.trigger("q", Instant::now());
+        tokio::time::sleep_until(b.deadline().unwrap()).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(11), "an idle second closes a lone pod's window");
+        assert_eq!(b.close_if_due(Instant::now()), Some(1));
     }
 }

@@ -61,7 +61,7 @@ pub(crate) async fn reconcile_all<P: CloudProvider>(ctx: &Ctx<P>) {
             ctx.metrics.error(super::metrics::Stage::Cloud);
             continue;
         }
-        let status = status_for(nc.status.as_ref(), resolved.as_ref().cloned(), Timestamp::now());
+        let status = status_for(nc.status.as_ref(), resolved.as_ref().cloned(), ctx.clock.now());
         // Followers resolve too (their provider's cache stays warm for a takeover) but never write.
         if !differs(nc.status.as_ref(), &status) || !ctx.is_leader() {
             continue;

@@ -1,40 +1,19 @@
-//! One batch: snapshot → [`Problem`] → planner (MILP with greedy warm start and fallback, or greedy) →
-//! NodeClaims to create, nominations and unschedulable pods.
+//! One batch in the controller: the shared provisioning decision (`stowage_decide::provision`, which
+//! the simulator runs too and which documents the rules: NodeClaims, fallback types, persisted
+//! nominations) over the controller's snapshot, with the controller's planner settings.
 //!
-//! Each new node of the plan becomes one NodeClaim (`karpenter.sh/v1`, `generateName: <nodepool>-`) whose
-//! requirements pin the chosen offering: `node.kubernetes.io/instance-type In [chosen, fallbacks...]`,
-//! the zone, the capacity type and the values the plan chose for keys the NodePool leaves open (for
-//! example `capacity-spread In ["1"]`), followed by the NodePool's other requirements. Fallback types
-//! (for capacity errors) are ranked by price and admitted only if a node of that type would take the
-//! same pods under every constraint: same zone and capacity type, the same values on every label key a
-//! constraint of the batch reads, room for the pods plus the DaemonSets that would run there, every
-//! pod's static filters, and no more capacity in a NodePool-limited resource than the chosen type.
-//!
-//! Invariants: the function is pure apart from the MILP's time budget (same snapshot, same NodeClaims:
-//! every order is explicit); the planner counts existing nodes and NodeClaims in flight (the snapshot
-//! holds them), so NodePool limits include in-flight capacity and pods already planned onto an
-//! in-flight NodeClaim are planned there again rather than launched for twice.
+//! Invariants: the function is pure apart from the MILP's time budget (same snapshot, same NodeClaims);
+//! the planner counts existing nodes and NodeClaims in flight (the snapshot holds them), and pods a
+//! NodeClaim in flight names in its nominated-pods annotation are planned onto it, so a batch (even the
+//! first after a restart) never launches twice for the same pods.
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-
-use super::state::{TERMINATION_FINALIZER, quantities};
 use stowage_core::domain::Cluster;
 use stowage_core::domain::catalog::Catalog;
-use stowage_core::domain::labels::{Labels, keys};
-use stowage_core::domain::pod::PodId;
-use stowage_core::domain::resources::Resources;
-use stowage_core::plan::Plan;
-use stowage_core::semantics::{daemonsets, nodepool};
-use stowage_core::solve::problem::{Config, static_check};
-use stowage_core::solve::{self, Outcome, Problem, Target};
+use stowage_core::solve;
 use stowage_core::weights::Weights;
+use stowage_decide::provision::{self, Input};
+pub use stowage_decide::provision::{BATCH_ANNOTATION, Decision, NOMINATED_PODS_ANNOTATION, Nominated, PlannedClaim, PodRef, ProvisionError};
 use stowage_input::Objects;
-use stowage_input::api::{self, NodeClaim, NodeClaimSpec, NodeSelectorRequirementWithMinValues};
-
-/// Annotation naming the batch a NodeClaim was planned in.
-pub const BATCH_ANNOTATION: &str = "stowage.dev/batch";
 
 /// How a batch is planned: the planner (`stowage_core::solve::Planner`, what every command uses) and
 /// how many instance types one NodeClaim may offer the cloud.
@@ -51,255 +30,21 @@ impl Default for PlannerSettings {
     }
 }
 
-/// A pod, as events and logs name it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct PodRef {
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-}
-
-impl PodRef {
-    pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
-    }
-}
-
-/// Where the plan puts a pod.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Nominated {
-    /// A registered node.
-    Node(String),
-    /// A NodeClaim in flight (created by an earlier batch).
-    InFlight(String),
-    /// A NodeClaim of this batch (index into [`Decision::claims`]).
-    New(usize),
-}
-
-/// A NodeClaim to create, with the pods the plan put on it.
-#[derive(Clone, Debug)]
-pub struct PlannedClaim {
-    pub nodeclaim: NodeClaim,
-    pub nodepool: String,
-    pub instance_type: String,
-    pub zone: String,
-    pub capacity_type: String,
-    pub price: f64,
-    pub pods: Vec<PodRef>,
-}
-
-/// What a batch decided.
-#[derive(Clone, Debug)]
-pub struct Decision {
-    /// The plan as `stowage plan` writes it (solver report, placements, costs).
-    pub plan: Plan,
-    pub claims: Vec<PlannedClaim>,
-    pub nominations: Vec<(PodRef, Nominated)>,
-    /// Pods left pending, with the planner's reason.
-    pub unschedulable: Vec<(PodRef, String)>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ProvisionError {
-    /// The snapshot cannot be planned (a NodePool's node class is missing, or the weights make leaving a
-    /// pod pending cheaper than a node). Fix the named object or the weights; the batch is retried on the
-    /// next change.
-    #[error("cannot plan the batch: {0}")]
-    Problem(#[from] solve::problem::ProblemError),
-}
-
-fn pod_ref(cluster: &Cluster, id: PodId) -> PodRef {
-    let p = cluster.pod(id);
-    PodRef { namespace: p.namespace.clone(), name: p.name.clone(), uid: p.uid.clone() }
-}
-
-/// Plans a batch. `objects` are the snapshot's objects (the NodePools' owner references and templates
-/// come from them); `catalog` already has the offerings the cloud refused marked unavailable.
-pub(crate) fn plan_batch(cluster: &Cluster, objects: &Objects, catalog: &Catalog, weights: &Weights, settings: &PlannerSettings, batch_id: &str) -> Result<Decision, ProvisionError> {
-    let (problem, outcome, report) = solve::driver::build_and_plan(cluster, catalog, weights, settings.planner)?;
-    let plan = solve::to_plan(&problem, &outcome, report);
-
-    let mut views: BTreeMap<String, Catalog> = BTreeMap::new();
-    let mut claims = Vec::new();
-    for k in 0..outcome.new_nodes.len() {
-        let f = outcome.new_nodes[k];
-        let pool = &cluster.nodepools[problem.configs[f].pool];
-        let view = views.entry(pool.node_class.clone()).or_insert_with(|| match cluster.nodeclass(&pool.node_class) {
-            Some(nc) => stowage_core::catalog::for_nodeclass(catalog, nc),
-            None => catalog.clone(),
-        });
-        let pool_obj = objects.nodepools.iter().map(|o| &o.obj).find(|o| o.metadata.name.as_deref() == Some(pool.name.as_str()));
-        claims.push(planned_claim(&problem, &outcome, k, view, pool_obj, settings.max_instance_types, batch_id));
-    }
-    let mut nominations = Vec::new();
-    for &(id, t) in &outcome.placements {
-        let target = match t {
-            Target::New(k) => Nominated::New(k),
-            Target::Existing(n) => {
-                let node = &cluster.nodes[n];
-                if node.in_flight { Nominated::InFlight(node.name.clone()) } else { Nominated::Node(node.name.clone()) }
-            }
-        };
-        nominations.push((pod_ref(cluster, id), target));
-    }
-    let unschedulable = outcome.unschedulable.iter().map(|(id, r)| (pod_ref(cluster, *id), r.to_string())).collect();
-    Ok(Decision { plan, claims, nominations, unschedulable })
-}
-
-/// The NodeClaim for new node `k` of an outcome.
-fn planned_claim(p: &Problem, o: &Outcome, k: usize, view: &Catalog, pool_obj: Option<&api::NodePool>, max_types: usize, batch_id: &str) -> PlannedClaim {
-    let cluster = p.cluster;
-    let c = &p.configs[o.new_nodes[k]];
-    let pool = &cluster.nodepools[c.pool];
-    let pods: Vec<PodId> = o.placements.iter().filter(|(_, t)| *t == Target::New(k)).map(|(id, _)| *id).collect();
-    let types = instance_types(p, c, &pods, view, max_types);
-
-    // Keys the plan chose a value for that neither the type, the offering nor the template fixes.
-    let base = view.get(&c.instance_type).map(|t| nodepool::base_labels(pool, t, &c.zone, &c.capacity_type, p.region.as_deref())).unwrap_or_default();
-    let open: Labels = c.labels.iter().filter(|(k, _)| !base.contains_key(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-
-    let mut pinned: BTreeSet<&str> = [keys::INSTANCE_TYPE, keys::ZONE, keys::CAPACITY_TYPE].into();
-    pinned.extend(open.keys().map(String::as_str));
-    let template = pool_obj.map(|o| &o.spec.template);
-    let pool_reqs: &[NodeSelectorRequirementWithMinValues] = template.map(|t| t.spec.requirements.as_slice()).unwrap_or(&[]);
-    let type_min_values = pool_reqs.iter().filter(|r| r.key == keys::INSTANCE_TYPE).find_map(|r| r.min_values).filter(|&m| m >= 1 && (m as usize) <= types.len());
-    let in_req = |key: &str, values: Vec<String>, min_values: Option<i64>| NodeSelectorRequirementWithMinValues { key: key.into(), operator: "In".into(), values, min_values };
-    let mut requirements =
-        vec![in_req(keys::INSTANCE_TYPE, types.clone(), type_min_values), in_req(keys::ZONE, vec![c.zone.clone()], None), in_req(keys::CAPACITY_TYPE, vec![c.capacity_type.clone()], None)];
-    for (key, v) in &open {
-        requirements.push(in_req(key, vec![v.clone()], None));
-    }
-    requirements.extend(pool_reqs.iter().filter(|r| !pinned.contains(r.key.as_str())).cloned());
-
-    let mut labels: Labels = pool.labels.clone();
-    labels.insert(keys::NODEPOOL.into(), pool.name.clone());
-    labels.insert(keys::NODECLASS.into(), pool.node_class.clone());
-    labels.insert(keys::ZONE.into(), c.zone.clone());
-    labels.insert(keys::CAPACITY_TYPE.into(), c.capacity_type.clone());
-    if let [only] = types.as_slice() {
-        labels.insert(keys::INSTANCE_TYPE.into(), only.clone());
-    }
-    labels.extend(open.clone());
-
-    let mut requests = c.ds_overhead.clone();
-    for &id in &pods {
-        requests.add(&cluster.pod(id).requests);
-    }
-
-    let owner = pool_obj.and_then(|o| {
-        Some(OwnerReference {
-            api_version: "karpenter.sh/v1".into(),
-            kind: "NodePool".into(),
-            name: o.metadata.name.clone()?,
-            uid: o.metadata.uid.clone()?,
-            block_owner_deletion: Some(true),
-            controller: None,
-        })
-    });
-    let tspec = template.map(|t| &t.spec);
-    let spec = NodeClaimSpec {
-        taints: tspec.and_then(|s| s.taints.clone()),
-        startup_taints: tspec.and_then(|s| s.startup_taints.clone()),
-        requirements,
-        resources: Some(api::nodeclaim::ResourceRequirements { requests: Some(quantities(&requests)) }),
-        node_class_ref: tspec.map(|s| s.node_class_ref.clone()).unwrap_or_else(|| api::NodeClassReference {
-            group: "karpenter.k8s.aws".into(),
-            kind: "EC2NodeClass".into(),
-            name: pool.node_class.clone(),
-        }),
-        expire_after: Some(tspec.and_then(|s| s.expire_after.clone()).unwrap_or_else(|| "720h".into())),
-        termination_grace_period: tspec.and_then(|s| s.termination_grace_period.clone()),
-    };
-    let mut annotations: BTreeMap<String, String> = template.and_then(|t| t.metadata.as_ref()).and_then(|m| m.annotations.clone()).unwrap_or_default();
-    annotations.insert(BATCH_ANNOTATION.into(), batch_id.into());
-    let nodeclaim = NodeClaim {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("{}-", pool.name)),
-            labels: Some(labels),
-            annotations: Some(annotations),
-            finalizers: Some(vec![TERMINATION_FINALIZER.into()]),
-            owner_references: owner.map(|o| vec![o]),
-            ..Default::default()
-        },
-        spec,
-        status: None,
-    };
-    PlannedClaim {
-        nodeclaim,
-        nodepool: pool.name.clone(),
-        instance_type: c.instance_type.clone(),
-        zone: c.zone.clone(),
-        capacity_type: c.capacity_type.clone(),
-        price: c.price,
-        pods: pods.iter().map(|&id| pod_ref(cluster, id)).collect(),
-    }
-}
-
-/// The chosen type, then the types that would take the same pods as well, cheapest first (ties by
-/// name), at most `max` in all.
-pub fn instance_types(p: &Problem, c: &Config, pods: &[PodId], view: &Catalog, max: usize) -> Vec<String> {
-    let cluster = p.cluster;
-    let pool = &cluster.nodepools[c.pool];
-    let projection = |l: &Labels| -> Vec<(String, String)> { l.iter().filter(|(k, _)| p.relevant_keys.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect() };
-    let wanted = projection(&c.labels);
-    let base_chosen = view.get(&c.instance_type).map(|t| nodepool::base_labels(pool, t, &c.zone, &c.capacity_type, p.region.as_deref())).unwrap_or_default();
-    let open: Vec<(String, String)> = c.labels.iter().filter(|(k, _)| !base_chosen.contains_key(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-    let mut need = Resources::default();
-    for &id in pods {
-        need.add(&cluster.pod(id).requests);
-    }
-    let limited: Vec<String> = pool.limits.as_ref().map(|l| l.limited.clone()).unwrap_or_default();
-
-    let mut others: Vec<(f64, String)> = Vec::new();
-    for t in &view.types {
-        if t.name == c.instance_type {
-            continue;
-        }
-        let Some(offering) = t.offerings.iter().find(|o| o.available && o.zone == c.zone && o.capacity_type == c.capacity_type) else { continue };
-        let mut labels = nodepool::base_labels(pool, t, &c.zone, &c.capacity_type, p.region.as_deref());
-        labels.extend(open.iter().cloned());
-        if nodepool::violated(pool, &labels).is_some() || projection(&labels) != wanted {
-            continue;
-        }
-        if limited.iter().any(|r| t.capacity.get(r) > c.capacity.get(r)) {
-            continue;
-        }
-        let (ds_overhead, dss) = daemonsets::overhead(&cluster.daemonsets, &labels, &pool.taints, None);
-        let alloc = t.allocatable();
-        if !need.plus(&ds_overhead).fits_in(&alloc) {
-            continue;
-        }
-        let candidate = Config {
-            pool: c.pool,
-            instance_type: t.name.clone(),
-            zone: c.zone.clone(),
-            capacity_type: c.capacity_type.clone(),
-            price: offering.price,
-            synthetic: offering.synthetic,
-            cost: c.cost,
-            labels,
-            taints: pool.taints.clone(),
-            capacity: t.capacity.clone(),
-            allocatable: alloc,
-            daemonsets: dss.iter().filter_map(|d| cluster.daemonsets.iter().position(|x| std::ptr::eq(x, *d))).collect(),
-            ds_overhead,
-            group: c.group,
-        };
-        if pods.iter().all(|&id| static_check(cluster, cluster.pod(id), &candidate).is_ok()) {
-            others.push((offering.price, t.name.clone()));
-        }
-    }
-    others.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-    let mut out = vec![c.instance_type.clone()];
-    out.extend(others.into_iter().map(|(_, n)| n).take(max.saturating_sub(1)));
-    out
+/// Plans a batch. `objects` are the snapshot's objects (the NodePools' owner references and templates,
+/// the NodeClaims' nominations come from them); `catalog` already has the offerings the cloud refused
+/// marked unavailable.
+pub fn plan_batch(cluster: &Cluster, objects: &Objects, catalog: &Catalog, weights: &Weights, settings: &PlannerSettings, batch_id: &str) -> Result<Decision, ProvisionError> {
+    let input = Input { cluster, objects, catalog, weights, max_instance_types: settings.max_instance_types, batch: batch_id };
+    let mut planner = settings.planner;
+    provision::decide(&input, &mut planner)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::ClusterState;
+    use crate::state::{ClusterState, TERMINATION_FINALIZER};
     use std::path::Path;
+    use stowage_core::domain::labels::keys;
 
     /// A workload of the scenarios folder as the controller would see it (pods unschedulable).
     fn load(files: &[&str]) -> (Cluster, Objects) {
@@ -387,9 +132,12 @@ mod tests {
         assert_eq!(a, run());
     }
 
+    /// A controller restarted between creating its NodeClaims and their registration: a fresh
+    /// `ClusterState` lists the pods (still unschedulable) and the NodeClaims (not launched yet), and
+    /// the first batch plans nothing new. The NodeClaims' nominated-pods annotation carries it: every
+    /// pod is pinned to the NodeClaim created for it, none is given to the planner.
     #[test]
-    fn pods_planned_onto_an_in_flight_claim_are_not_launched_for_again() {
-        // Plan a batch, feed the NodeClaims back as in flight (not launched yet), plan again.
+    fn a_restarted_controller_does_not_plan_the_same_pods_twice() {
         let (cluster, objects) = load(&[
             "scenarios/common-ec2nodeclass.yaml",
             "scenarios/seed-1-statefulset-capacity-spread/nodepools.yaml",
@@ -398,35 +146,51 @@ mod tests {
         ]);
         let cat = stowage_input::catalog::default_catalog();
         let d = plan_batch(&cluster, &objects, cat, &Weights::default(), &PlannerSettings::default(), "b").unwrap();
-        let mut s = ClusterState::default();
-        for o in &objects.nodepools {
-            s.apply(o.obj.clone());
-        }
-        for o in &objects.nodeclasses {
-            s.apply(o.obj.clone());
-        }
-        for o in &objects.storageclasses {
-            s.apply(o.obj.clone());
-        }
-        for o in &objects.pvcs {
-            s.apply(o.obj.clone());
-        }
-        for o in &objects.pods {
-            let mut p = o.obj.clone();
-            p.status.get_or_insert_with(Default::default).conditions =
-                Some(vec![k8s_openapi::api::core::v1::PodCondition { type_: "PodScheduled".into(), status: "False".into(), reason: Some("Unschedulable".into()), ..Default::default() }]);
-            s.apply(p);
-        }
-        for (i, c) in d.claims.iter().enumerate() {
-            let mut nc = c.nodeclaim.clone();
-            nc.metadata.name = Some(format!("claim-{i}"));
-            nc.metadata.uid = Some(format!("uid-{i}"));
-            s.apply(nc);
-        }
-        let snap = s.snapshot(cat).unwrap();
-        let again = plan_batch(&snap.cluster, &snap.objects, cat, &Weights::default(), &PlannerSettings::default(), "b2").unwrap();
+        assert_eq!(d.claims.len(), 3);
+        let restarted = |annotate: bool| {
+            let mut s = ClusterState::default();
+            for o in &objects.nodepools {
+                s.apply(o.obj.clone());
+            }
+            for o in &objects.nodeclasses {
+                s.apply(o.obj.clone());
+            }
+            for o in &objects.storageclasses {
+                s.apply(o.obj.clone());
+            }
+            for o in &objects.pvcs {
+                s.apply(o.obj.clone());
+            }
+            for o in &objects.pods {
+                let mut p = o.obj.clone();
+                p.status.get_or_insert_with(Default::default).conditions =
+                    Some(vec![k8s_openapi::api::core::v1::PodCondition { type_: "PodScheduled".into(), status: "False".into(), reason: Some("Unschedulable".into()), ..Default::default() }]);
+                s.apply(p);
+            }
+            for (i, c) in d.claims.iter().enumerate() {
+                let mut nc = c.named(&format!("claim-{i}"));
+                nc.metadata.uid = Some(format!("uid-{i}"));
+                if !annotate {
+                    nc.metadata.annotations.get_or_insert_with(Default::default).remove(NOMINATED_PODS_ANNOTATION);
+                }
+                s.apply(nc);
+            }
+            let snap = s.snapshot(cat).unwrap();
+            plan_batch(&snap.cluster, &snap.objects, cat, &Weights::default(), &PlannerSettings::default(), "b2").unwrap()
+        };
+        let again = restarted(true);
         assert!(again.claims.is_empty(), "{:#?}", again.plan);
-        assert!(again.nominations.iter().all(|(_, n)| matches!(n, Nominated::InFlight(_))));
-        assert_eq!(again.nominations.len(), 3);
+        assert_eq!(again.pins.len(), 3, "the annotation pins every pod to its NodeClaim");
+        assert!(again.plan.placements.is_empty(), "pinned pods are not planned again: {:#?}", again.plan);
+        let mut nominated: Vec<(String, Nominated)> = again.nominations.iter().map(|(p, n)| (p.uid.clone(), n.clone())).collect();
+        nominated.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut expected: Vec<(String, Nominated)> = d.claims.iter().enumerate().flat_map(|(i, c)| c.pods.iter().map(move |p| (p.uid.clone(), Nominated::InFlight(format!("claim-{i}"))))).collect();
+        expected.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(nominated, expected, "each pod stays with the NodeClaim created for it");
+        // Without the annotation the planner sees the pods again (and, here, finds the same in-flight
+        // room): the pin is what the annotation adds.
+        let unannotated = restarted(false);
+        assert!(unannotated.pins.is_empty());
+        assert_eq!(unannotated.plan.placements.len(), 3);
     }
 }

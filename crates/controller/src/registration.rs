@@ -1,88 +1,47 @@
-//! A NodeClaim's life after creation (Karpenter's `nodeclaim/lifecycle`, aws.md §9): launched →
-//! registered → initialized, with the launch and registration timeouts.
+//! Registration and initialization of a NodeClaim's Node (Karpenter's `nodeclaim/lifecycle`, aws.md §9),
+//! and what the shared lifecycle decision (`stowage_decide::lifecycle`) observes of a NodeClaim.
 //!
-//! - **Launch**: a NodeClaim without `status.providerID` is launched (launcher.rs). Not launched within
-//!   `launch_timeout` (5 min) of its creation: deleted.
 //! - **Registration**: the Node whose `spec.providerID` equals the NodeClaim's is adopted: finalizer
 //!   `karpenter.sh/termination`, an owner reference to the NodeClaim, the NodeClaim's labels (with every
 //!   single-valued `In` requirement) and taints synced onto it, `karpenter.sh/unregistered` removed,
 //!   label `karpenter.sh/registered=true`; the NodeClaim gets `status.nodeName` and `Registered=True`,
-//!   and the instance is tagged. No Node within `registration_timeout` (15 min) of the launch: the
-//!   NodeClaim is deleted, which terminates its instance.
+//!   and the instance is tagged.
 //! - **Initialization**: once the Node is Ready and its startup taints are gone, label
 //!   `karpenter.sh/initialized=true`, conditions `Initialized=True` and `Ready=True`.
 //!
-//! [`step`] is the pure decision; [`reconcile`] carries it out. Node writes carry the resource version
-//! they were computed from, so a concurrent change makes them fail and they are recomputed on the next
-//! tick rather than overwrite it.
+//! [`observe`] turns a NodeClaim and its Node into the decision's input; the NodeClaim controller
+//! (lifecycle.rs) decides and calls [`register`] and [`initialize`]. Node writes carry the resource
+//! version they were computed from, so a concurrent change makes them fail (409) and the NodeClaim is
+//! reconciled again with a fresh copy rather than overwrite it.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::conditions::{CONDITION_INITIALIZED, CONDITION_LAUNCHED, CONDITION_READY, CONDITION_REGISTERED, condition, set_condition};
+use super::Ctx;
+use super::conditions::{CONDITION_INITIALIZED, CONDITION_LAUNCHED, CONDITION_READY, CONDITION_REGISTERED, condition, set_condition_at};
 use super::events::Reason;
 use super::metrics::Stage;
 use super::state::{INITIALIZED_LABEL, REGISTERED_LABEL, TERMINATION_FINALIZER, claim_labels};
-use super::{Ctx, kube_status};
 use stowage_core::domain::labels::keys;
 use stowage_core::domain::taints::well_known;
 use stowage_decide::cloud::CloudProvider;
+use stowage_decide::lifecycle::{Decision, NodeSeen, Observed};
+pub use stowage_decide::lifecycle::{Step, Timeouts};
 use stowage_input::api::NodeClaim;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Timeouts {
-    /// From creation to `status.providerID`.
-    pub launch: Duration,
-    /// From launch to a registered Node.
-    pub registration: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts { launch: Duration::from_secs(5 * 60), registration: Duration::from_secs(15 * 60) }
-    }
-}
-
-/// What a NodeClaim needs next.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Step {
-    Launch,
-    LaunchTimeout {
-        age: Duration,
-    },
-    AwaitNode,
-    RegistrationTimeout {
-        since_launch: Duration,
-    },
-    Register {
-        node: String,
-    },
-    Initialize {
-        node: String,
-    },
-    Settled,
-    /// Being deleted with our finalizer: termination.rs.
-    Terminate,
-    /// Being deleted without our finalizer: not ours to finish.
-    Nothing,
-}
 
 fn is_true(claim: &NodeClaim, type_: &str) -> bool {
     condition(claim, type_).is_some_and(|c| c.status == "True")
 }
 
-fn since(now: Timestamp, then: Timestamp) -> Duration {
-    Duration::from_millis((now.as_millisecond() - then.as_millisecond()).max(0) as u64)
-}
-
-/// When the NodeClaim launched: its `Launched=True` transition, else its creation.
+/// When the NodeClaim launched: its `Launched=True` transition, else its creation; `None` while it
+/// has no provider id.
 fn launched_at(claim: &NodeClaim) -> Option<Timestamp> {
+    claim.status.as_ref().and_then(|s| s.provider_id.as_deref()).filter(|p| !p.is_empty())?;
     condition(claim, CONDITION_LAUNCHED)
         .filter(|c| c.status == "True")
         .and_then(|c| c.last_transition_time.as_deref())
@@ -123,33 +82,34 @@ pub(crate) fn is_initialized(claim: &NodeClaim, node: &Node) -> bool {
     is_true(claim, CONDITION_INITIALIZED) && node_labels(node).get(INITIALIZED_LABEL).is_some_and(|v| v == "true")
 }
 
-/// The next step of a NodeClaim, given its Node (found by provider id) and the time.
+/// What the lifecycle decision sees of a NodeClaim, its Node (found by provider id) and whether the
+/// cloud lost its instance.
+pub(crate) fn observe(claim: &NodeClaim, node: Option<&Node>, instance_gone: bool) -> Observed<Timestamp> {
+    Observed {
+        created: claim.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        deleting: claim.metadata.deletion_timestamp.is_some(),
+        finalizer: claim.metadata.finalizers.iter().flatten().any(|f| f == TERMINATION_FINALIZER),
+        launched: launched_at(claim),
+        instance_gone,
+        node: node.map(|n| NodeSeen {
+            name: n.metadata.name.clone().unwrap_or_default(),
+            deleting: n.metadata.deletion_timestamp.is_some(),
+            registered: is_registered(claim, n),
+            ready: is_ready_for_pods(claim, n),
+            initialized: is_initialized(claim, n),
+        }),
+    }
+}
+
+/// The shared lifecycle decision on the controller's objects: a NodeClaim, its Node and whether its
+/// instance is gone, at `now` (the controller's clock).
+pub fn decision(claim: &NodeClaim, node: Option<&Node>, instance_gone: bool, now: Timestamp, timeouts: &Timeouts) -> Decision<Timestamp> {
+    stowage_decide::lifecycle::decide(&observe(claim, node, instance_gone), now, timeouts)
+}
+
+/// The next step of a NodeClaim at `now`.
 pub fn step(claim: &NodeClaim, node: Option<&Node>, now: Timestamp, timeouts: &Timeouts) -> Step {
-    if claim.metadata.deletion_timestamp.is_some() {
-        let ours = claim.metadata.finalizers.iter().flatten().any(|f| f == TERMINATION_FINALIZER);
-        return if ours { Step::Terminate } else { Step::Nothing };
-    }
-    let provider_id = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()).filter(|p| !p.is_empty());
-    if provider_id.is_none() {
-        let age = claim.metadata.creation_timestamp.as_ref().map(|t| since(now, t.0)).unwrap_or_default();
-        return if age >= timeouts.launch { Step::LaunchTimeout { age } } else { Step::Launch };
-    }
-    let Some(node) = node else {
-        let since_launch = launched_at(claim).map(|t| since(now, t)).unwrap_or_default();
-        return if since_launch >= timeouts.registration { Step::RegistrationTimeout { since_launch } } else { Step::AwaitNode };
-    };
-    let node_name = node.metadata.name.clone().unwrap_or_default();
-    if node.metadata.deletion_timestamp.is_some() {
-        // The Node is going away; termination.rs deletes the NodeClaim.
-        return Step::Settled;
-    }
-    if !is_registered(claim, node) {
-        return Step::Register { node: node_name };
-    }
-    if !is_initialized(claim, node) && is_ready_for_pods(claim, node) {
-        return Step::Initialize { node: node_name };
-    }
-    Step::Settled
+    decision(claim, node, false, now, timeouts).step
 }
 
 /// The merge patch that adopts a Node: labels, finalizer, owner reference, taints; with the resource
@@ -191,95 +151,64 @@ pub(crate) fn registration_patch(claim: &NodeClaim, node: &Node) -> serde_json::
     })
 }
 
+/// An API call of registration or initialization failed (a 409 conflict included: someone changed the
+/// object since it was read, usually the kubelet's first status updates). The NodeClaim is reconciled
+/// again, with backoff, from a fresh copy.
 #[derive(Debug, thiserror::Error)]
-pub enum RegistrationError {
-    /// An API call failed (a conflict included); the step is recomputed and retried on the next tick.
-    #[error("NodeClaim {claim}: {what}: {error}")]
-    Kube { claim: String, what: String, error: kube::Error },
+#[error("NodeClaim {claim}: {what}: {error}")]
+pub struct RegistrationError {
+    pub claim: String,
+    pub what: String,
+    #[source]
+    pub error: kube::Error,
 }
 
-impl RegistrationError {
-    /// Someone changed the object since it was read (the kubelet's first status updates, usually):
-    /// expected, and retried with a fresh copy on the next tick.
-    pub(crate) fn is_conflict(&self) -> bool {
-        let RegistrationError::Kube { error, .. } = self;
-        kube_status(error) == Some(409)
-    }
-}
-
-/// Carries out the next step of one NodeClaim (termination excepted).
-pub async fn reconcile<P: CloudProvider>(ctx: &Ctx<P>, name: &str) -> Result<Step, RegistrationError> {
-    let (claim, node) = {
-        let s = super::lock(&ctx.state);
-        let Some(c) = s.nodeclaim(name).cloned() else { return Ok(Step::Nothing) };
-        let n = s.node_of(&c).cloned();
-        (c, n)
-    };
-    let step = step(&claim, node.as_ref(), Timestamp::now(), &ctx.config.timeouts);
-    let kube_err = |what: &str, error: kube::Error| RegistrationError::Kube { claim: name.to_string(), what: what.into(), error };
+/// Adopts the NodeClaim's Node and marks the NodeClaim registered.
+pub(crate) async fn register<P: CloudProvider>(ctx: &Ctx<P>, claim: &NodeClaim, node: &Node) -> Result<(), RegistrationError> {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let node_name = node.metadata.name.clone().unwrap_or_default();
+    let kube_err = |what: String, error: kube::Error| RegistrationError { claim: name.clone(), what, error };
     let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
     let nodes: Api<Node> = Api::all(ctx.client.clone());
-    match &step {
-        Step::LaunchTimeout { age } => {
-            tracing::warn!(nodeclaim = name, age_s = age.as_secs(), "not launched within the launch timeout; deleting");
-            ctx.events.nodeclaim(&claim, Reason::LaunchTimeout, format!("not launched after {}s; deleting", age.as_secs()));
-            delete(ctx, &claims, name).await.map_err(|e| kube_err("deleting it", e))?;
-        }
-        Step::RegistrationTimeout { since_launch } => {
-            tracing::warn!(nodeclaim = name, since_launch_s = since_launch.as_secs(), "no Node registered within the registration timeout; deleting");
-            ctx.events.nodeclaim(&claim, Reason::RegistrationTimeout, format!("no Node registered {}s after launch; deleting (the instance is terminated)", since_launch.as_secs()));
-            delete(ctx, &claims, name).await.map_err(|e| kube_err("deleting it", e))?;
-        }
-        Step::Register { node: node_name } => {
-            let Some(node) = &node else { return Ok(step) };
-            let patch = registration_patch(&claim, node);
-            let n = nodes.patch(node_name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| kube_err(&format!("adopting Node {node_name}"), e))?;
-            super::lock(&ctx.state).apply(n);
-            let mut conditions = claim.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
-            set_condition(&mut conditions, CONDITION_REGISTERED, "True", "Registered", &format!("Node {node_name} registered"));
-            let status = json!({ "status": { "nodeName": node_name, "conditions": conditions } });
-            let c = claims.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.map_err(|e| kube_err("writing Registered", e))?;
-            super::lock(&ctx.state).apply(c);
-            if let Some(pid) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref())
-                && let Err(e) = ctx.cloud.tag_registered(pid, name, node_name).await
-            {
-                // Tags are informational (GC matches instances by provider id); never block registration.
-                tracing::warn!(nodeclaim = name, error = %e, "tagging the registered instance failed");
-                ctx.metrics.error(Stage::Register);
-            }
-            tracing::info!(nodeclaim = name, node = %node_name, "registered");
-            ctx.events.nodeclaim(&claim, Reason::Registered, format!("Node {node_name} registered"));
-            ctx.metrics.registered();
-            ctx.wake_lifecycle();
-        }
-        Step::Initialize { node: node_name } => {
-            let patch = json!({ "metadata": { "labels": { INITIALIZED_LABEL: "true" } } });
-            let n = nodes.patch(node_name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| kube_err(&format!("labelling Node {node_name} initialized"), e))?;
-            super::lock(&ctx.state).apply(n);
-            let mut conditions = claim.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
-            set_condition(&mut conditions, CONDITION_INITIALIZED, "True", "Initialized", &format!("Node {node_name} is ready"));
-            set_condition(&mut conditions, CONDITION_READY, "True", "Ready", "");
-            let status = json!({ "status": { "conditions": conditions } });
-            let c = claims.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.map_err(|e| kube_err("writing Initialized", e))?;
-            super::lock(&ctx.state).apply(c);
-            ctx.events.nodeclaim(&claim, Reason::Initialized, format!("Node {node_name} initialized"));
-        }
-        Step::Launch | Step::AwaitNode | Step::Settled | Step::Terminate | Step::Nothing => {}
+    let patch = registration_patch(claim, node);
+    let n = nodes.patch(&node_name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| kube_err(format!("adopting Node {node_name}"), e))?;
+    super::lock(&ctx.state).apply(n);
+    let mut conditions = claim.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    set_condition_at(&mut conditions, CONDITION_REGISTERED, "True", "Registered", &format!("Node {node_name} registered"), ctx.clock.now());
+    let status = json!({ "status": { "nodeName": node_name, "conditions": conditions } });
+    let c = claims.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.map_err(|e| kube_err("writing Registered".into(), e))?;
+    super::lock(&ctx.state).apply(c);
+    if let Some(pid) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref())
+        && let Err(e) = ctx.cloud.tag_registered(pid, &name, &node_name).await
+    {
+        // Tags are informational (GC matches instances by provider id); never block registration.
+        tracing::warn!(nodeclaim = %name, error = %e, "tagging the registered instance failed");
+        ctx.metrics.error(Stage::Register);
     }
-    Ok(step)
+    tracing::info!(nodeclaim = %name, node = %node_name, "registered");
+    ctx.events.nodeclaim(claim, Reason::Registered, format!("Node {node_name} registered"));
+    ctx.metrics.registered();
+    Ok(())
 }
 
-async fn delete<P: CloudProvider>(ctx: &Ctx<P>, api: &Api<NodeClaim>, name: &str) -> Result<(), kube::Error> {
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(r) => {
-            if let Some(c) = r.left() {
-                super::lock(&ctx.state).apply(c);
-            }
-            Ok(())
-        }
-        Err(e) if kube_status(&e) == Some(404) => Ok(()),
-        Err(e) => Err(e),
-    }
+/// Marks a registered Node that is ready for pods initialized, on the Node and the NodeClaim.
+pub(crate) async fn initialize<P: CloudProvider>(ctx: &Ctx<P>, claim: &NodeClaim, node_name: &str) -> Result<(), RegistrationError> {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let kube_err = |what: String, error: kube::Error| RegistrationError { claim: name.clone(), what, error };
+    let claims: Api<NodeClaim> = Api::all(ctx.client.clone());
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let patch = json!({ "metadata": { "labels": { INITIALIZED_LABEL: "true" } } });
+    let n = nodes.patch(node_name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| kube_err(format!("labelling Node {node_name} initialized"), e))?;
+    super::lock(&ctx.state).apply(n);
+    let mut conditions = claim.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    let now = ctx.clock.now();
+    set_condition_at(&mut conditions, CONDITION_INITIALIZED, "True", "Initialized", &format!("Node {node_name} is ready"), now);
+    set_condition_at(&mut conditions, CONDITION_READY, "True", "Ready", "", now);
+    let status = json!({ "status": { "conditions": conditions } });
+    let c = claims.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.map_err(|e| kube_err("writing Initialized".into(), e))?;
+    super::lock(&ctx.state).apply(c);
+    ctx.events.nodeclaim(claim, Reason::Initialized, format!("Node {node_name} initialized"));
+    Ok(())
 }
 
 #[cfg(test)]
@@ -288,6 +217,7 @@ mod tests {
     use crate::conditions::{set_condition_at, timestamp};
     use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use std::time::Duration;
     use stowage_input::api::{NodeClaimSpec, NodeClaimStatus, NodeSelectorRequirementWithMinValues};
 
     fn t(s: i64) -> Timestamp {
@@ -372,7 +302,7 @@ mod tests {
         st.node_name = Some("ip-10-0-1-4.ec2.internal".into());
         set_condition_at(st.conditions.as_mut().unwrap(), CONDITION_REGISTERED, "True", "Registered", "", t(6));
         assert!(is_registered(&c2, &n2));
-        assert_eq!(step(&c2, Some(&n2), t(7), &to), Step::Settled, "the startup taint is still there");
+        assert_eq!(step(&c2, Some(&n2), t(7), &to), Step::AwaitInitialization, "the startup taint is still there");
         n2.spec.as_mut().unwrap().taints.as_mut().unwrap().retain(|t| t.key != "agent-not-ready");
         assert_eq!(step(&c2, Some(&n2), t(8), &to), Step::Initialize { node: "ip-10-0-1-4.ec2.internal".into() });
     }

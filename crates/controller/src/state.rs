@@ -14,9 +14,14 @@
 //!   (after an API server restart or a too-old resource version) marks it unsynced until the new list
 //!   is complete, and then replaces its objects wholesale, so objects deleted while the watch was down
 //!   disappear. [`ClusterState::synced`] is false until every kind is synced.
-//! - **Newer wins.** An event older than what the index holds (same uid, smaller resource version) is
-//!   ignored, so writing the API server's answer to our own update into the index (which the controller
-//!   does, to see its own writes at once) is never undone by a late watch event.
+//! - **Newer wins, with resourceVersions opaque.** The API promises nothing about resourceVersions
+//!   but equality, so none is ever compared for order. Watch events are applied in the order the watch
+//!   delivers them (which is the order of the changes). The controller also writes the API server's
+//!   answer to its own writes into the index, to see them at once ([`ClusterState::apply`]); such an
+//!   object waits for the watch: until an event of that uid carries the *same* resourceVersion, the
+//!   watch is behind our write and its events are older, so they are ignored. If the watch delivered
+//!   that version before our answer was recorded (it remembers the last few versions it delivered per
+//!   object), the write is already superseded and is dropped. A re-list clears every pending write.
 //! - **The snapshot is what kube-scheduler will see, soon.** Managed Nodes lose
 //!   `karpenter.sh/unregistered` (registration removes it) and, while not initialised, their startup and
 //!   not-ready taints; Nodes whose NodeClaim is being deleted are marked disrupted; NodeClaims that have
@@ -25,7 +30,7 @@
 //!   that are terminal or terminating, are left out.
 //! - Pure: no clock, no IO, no async. Tests feed it objects directly.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -97,6 +102,18 @@ impl std::fmt::Display for Kind {
 /// `(namespace or "", name)`.
 pub(crate) type Key = (String, String);
 
+/// How many resourceVersions the watch delivered are remembered per object: enough to recognise the
+/// version of our own write when the watch delivers it before the write's answer is recorded (the
+/// answer is recorded right after the response, so only a handful of events can come in between).
+const SEEN_VERSIONS: usize = 8;
+
+/// Our own write of an object, recorded before the watch delivered it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Pending {
+    uid: Option<String>,
+    resource_version: String,
+}
+
 /// The objects of one kind, and the list in progress while the kind re-lists.
 #[derive(Clone, Debug)]
 pub struct Index<T> {
@@ -105,11 +122,15 @@ pub struct Index<T> {
     relisting: Option<BTreeMap<Key, T>>,
     /// An initial list has completed at least once.
     listed: bool,
+    /// Objects holding our own write, which the watch has not delivered yet.
+    pending: BTreeMap<Key, Pending>,
+    /// The last resourceVersions the watch delivered per object (uid, version), newest last.
+    seen: BTreeMap<Key, VecDeque<(Option<String>, String)>>,
 }
 
 impl<T> Default for Index<T> {
     fn default() -> Self {
-        Index { objects: BTreeMap::new(), relisting: None, listed: false }
+        Index { objects: BTreeMap::new(), relisting: None, listed: false, pending: BTreeMap::new(), seen: BTreeMap::new() }
     }
 }
 
@@ -140,18 +161,8 @@ fn key_of<T: Resource>(o: &T) -> Key {
     (md.namespace.clone().unwrap_or_default(), md.name.clone().unwrap_or_default())
 }
 
-/// True if `new` is not older than `old`: a different object (uid), or a resource version at least as
-/// large. Resource versions are opaque by contract but etcd revisions in practice; when either does not
-/// parse as a number the newer event wins, as a watch would have it.
-fn not_older<T: Resource>(old: &T, new: &T) -> bool {
-    let (o, n) = (old.meta(), new.meta());
-    if o.uid != n.uid {
-        return true;
-    }
-    match (o.resource_version.as_deref().map(str::parse::<u64>), n.resource_version.as_deref().map(str::parse::<u64>)) {
-        (Some(Ok(a)), Some(Ok(b))) => b >= a,
-        _ => true,
-    }
+fn version_of<T: Resource>(o: &T) -> (Option<String>, Option<String>) {
+    (o.meta().uid.clone(), o.meta().resource_version.clone())
 }
 
 /// A kind the index holds.
@@ -229,14 +240,18 @@ pub enum StateError {
 }
 
 impl ClusterState {
-    /// Adds or replaces an object (a watch `Apply`, or the API server's answer to our own write).
+    /// Records the API server's answer to our own write, so the controller sees it before the watch
+    /// delivers it (the module invariant says how a later watch event is judged against it).
     pub fn apply<T: StateObject>(&mut self, obj: T) {
         let key = key_of(&obj);
         let index = T::index_mut(self);
-        if let Some(old) = index.objects.get(&key)
-            && !not_older(old, &obj)
-        {
-            return;
+        let (uid, rv) = version_of(&obj);
+        if let Some(rv) = rv {
+            if index.seen.get(&key).is_some_and(|s| s.iter().any(|(u, v)| *u == uid && *v == rv)) {
+                // The watch delivered this version already, and maybe newer ones since: it knows better.
+                return;
+            }
+            index.pending.insert(key.clone(), Pending { uid, resource_version: rv });
         }
         if let Some(list) = &mut index.relisting {
             list.insert(key.clone(), obj.clone());
@@ -244,7 +259,37 @@ impl ClusterState {
         index.objects.insert(key, obj);
     }
 
-    /// Removes an object (a watch `Delete`).
+    /// A watch `Apply`: the newest state of the object, unless our own write of it is newer (the watch
+    /// has not reached it yet).
+    pub(crate) fn observe<T: StateObject>(&mut self, obj: T) {
+        let key = key_of(&obj);
+        let index = T::index_mut(self);
+        let (uid, rv) = version_of(&obj);
+        if let Some(rv) = &rv {
+            let seen = index.seen.entry(key.clone()).or_default();
+            if seen.front().is_some_and(|(u, _)| *u != uid) {
+                seen.clear();
+            }
+            seen.push_back((uid.clone(), rv.clone()));
+            if seen.len() > SEEN_VERSIONS {
+                seen.pop_front();
+            }
+        }
+        if let Some(p) = index.pending.get(&key) {
+            if p.uid == uid && rv.as_ref() != Some(&p.resource_version) {
+                // Same object, a version before our write: the watch is behind.
+                return;
+            }
+            // Our write itself (the watch caught up), or a new incarnation of the name.
+            index.pending.remove(&key);
+        }
+        if let Some(list) = &mut index.relisting {
+            list.insert(key.clone(), obj.clone());
+        }
+        index.objects.insert(key, obj);
+    }
+
+    /// Removes an object (a watch `Delete`, or the answer to our own delete).
     pub fn delete<T: StateObject>(&mut self, obj: &T) {
         let key = key_of(obj);
         let index = T::index_mut(self);
@@ -257,6 +302,8 @@ impl ClusterState {
             return;
         }
         index.objects.remove(&key);
+        index.pending.remove(&key);
+        index.seen.remove(&key);
         if let Some(list) = &mut index.relisting {
             list.remove(&key);
         }
@@ -280,6 +327,9 @@ impl ClusterState {
         let index = T::index_mut(self);
         if let Some(list) = index.relisting.take() {
             index.objects = list;
+            // The list is the API server's state at one moment; what the watch delivers next is newer.
+            index.pending.clear();
+            index.seen.clear();
         }
         index.listed = true;
     }
@@ -287,7 +337,7 @@ impl ClusterState {
     /// Feeds one watcher event.
     pub(crate) fn on_event<T: StateObject>(&mut self, ev: watcher::Event<T>) {
         match ev {
-            watcher::Event::Apply(o) => self.apply(o),
+            watcher::Event::Apply(o) => self.observe(o),
             watcher::Event::Delete(o) => self.delete(&o),
             watcher::Event::Init => self.init::<T>(),
             watcher::Event::InitApply(o) => self.init_apply(o),
@@ -696,25 +746,64 @@ mod tests {
 
     #[test]
     fn a_late_event_never_undoes_a_newer_write() {
+        // resourceVersions are opaque: none of these parse as numbers, and their text order is not the
+        // order of the changes ("zz" comes before "aa" here).
+        let with = |rv: &str, pid: Option<&str>| {
+            let mut c = claim("c", &["m5.large"], pid);
+            c.metadata.resource_version = Some(rv.into());
+            c
+        };
         let mut s = synced_state();
-        let mut newer = claim("c", &["m5.large"], Some("aws:///us-east-1a/i-1"));
-        newer.metadata.resource_version = Some("7".into());
-        s.apply(newer);
-        let mut older = claim("c", &["m5.large"], None);
-        older.metadata.resource_version = Some("5".into());
-        s.apply(older);
+        s.observe(with("zz", None));
+        // Our own write's answer: seen at once.
+        s.apply(with("mm", Some("aws:///us-east-1a/i-1")));
+        assert!(s.nodeclaim("c").unwrap().status.is_some());
+        // The watch is behind: an event it delivers before our write's version is older.
+        s.observe(with("qq", None));
         assert!(s.nodeclaim("c").unwrap().status.is_some(), "the older event was ignored");
-        // A new object of the same name (different uid) always replaces.
+        // The watch delivers our write, then a newer change by someone else.
+        s.observe(with("mm", Some("aws:///us-east-1a/i-1")));
+        s.observe(with("aa", None));
+        assert_eq!(s.nodeclaim("c").unwrap().metadata.resource_version.as_deref(), Some("aa"), "after our write, the watch order decides");
+        assert!(s.nodeclaim("c").unwrap().status.is_none());
+        // The watch delivered our write (and a newer version) before the answer was recorded: the
+        // answer is stale and dropped, and later events are not held back by it.
+        s.observe(with("k1", Some("aws:///us-east-1a/i-2")));
+        s.observe(with("k2", None));
+        s.apply(with("k1", Some("aws:///us-east-1a/i-2")));
+        assert_eq!(s.nodeclaim("c").unwrap().metadata.resource_version.as_deref(), Some("k2"));
+        s.observe(with("k3", None));
+        assert_eq!(s.nodeclaim("c").unwrap().metadata.resource_version.as_deref(), Some("k3"));
+        // A new object of the same name (different uid) always replaces, even over a pending write.
+        s.apply(with("p1", Some("aws:///us-east-1a/i-3")));
         let mut other = claim("c", &["m5.large"], None);
         other.metadata.uid = Some("uid-other".into());
-        other.metadata.resource_version = Some("3".into());
-        s.apply(other.clone());
+        other.metadata.resource_version = Some("b".into());
+        s.observe(other.clone());
         assert_eq!(s.nodeclaim("c").unwrap().metadata.uid.as_deref(), Some("uid-other"));
         // A delete of the previous incarnation leaves the new one.
         s.delete(&claim("c", &["m5.large"], None));
         assert!(s.nodeclaim("c").is_some());
         s.delete(&other);
         assert!(s.nodeclaim("c").is_none());
+    }
+
+    #[test]
+    fn a_relist_clears_pending_writes() {
+        let mut s = synced_state();
+        let mut mine = claim("c", &["m5.large"], Some("aws:///us-east-1a/i-1"));
+        mine.metadata.resource_version = Some("x-2".into());
+        s.apply(mine);
+        s.init::<NodeClaim>();
+        let mut listed = claim("c", &["m5.large"], None);
+        listed.metadata.resource_version = Some("x-1".into());
+        s.init_apply(listed);
+        s.init_done::<NodeClaim>();
+        assert!(s.nodeclaim("c").unwrap().status.is_none(), "the list replaces the kind");
+        let mut next = claim("c", &["m5.large"], None);
+        next.metadata.resource_version = Some("x-3".into());
+        s.observe(next);
+        assert_eq!(s.nodeclaim("c").unwrap().metadata.resource_version.as_deref(), Some("x-3"), "nothing waits for the write any more");
     }
 
     #[test]

@@ -4,17 +4,22 @@
 //! the NodeClaim's `terminationGracePeriod`), terminate the instance, delete the Node and remove the
 //! finalizers (Node first, then NodeClaim).
 //!
+//! [`terminate`] is the NodeClaim controller's `Cleanup` (lifecycle.rs, under kube-runtime's
+//! `finalizer()`): it returns [`Progress::Done`] only once the instance is terminated and the Node is
+//! gone, and only then does `finalizer()` remove the NodeClaim's finalizer.
+//!
 //! Invariants: the NodeClaim's finalizer goes last, after the instance was terminated, so an instance is
 //! never left without the NodeClaim that tracks it; a NodeClaim whose launch is still running in this
-//! process waits for it. A Node deleted directly (with our finalizer) makes its NodeClaim deleted, and
-//! the same path runs.
+//! process waits for it. A Node deleted directly (with our finalizer) makes its NodeClaim deleted (the
+//! lifecycle decision's `NodeDeleted`), and the same path runs; a Node with our finalizer and no
+//! NodeClaim just loses the finalizer ([`node_deleted`], from garbage collection).
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams};
 use serde_json::json;
+use stowage_decide::disruption::Moment;
 
 use super::events::Reason;
 use super::state::{TERMINATION_FINALIZER, is_daemon_pod, is_terminal, owner_kind};
@@ -55,13 +60,17 @@ fn grace(claim: &NodeClaim) -> Option<Duration> {
 }
 
 /// One pass of a NodeClaim's termination.
-pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, name: &str) -> Result<Progress, TerminationError> {
+/// `seen` is the NodeClaim as the caller saw it being deleted; the state index's copy is used when it
+/// is the same object (it holds our own writes), so an index that has not caught up yet never makes
+/// termination skip the instance.
+pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Result<Progress, TerminationError> {
+    let name = seen.metadata.name.as_deref().unwrap_or_default();
     if super::lock(&ctx.launching).contains(name) {
         return Ok(Progress::AwaitLaunch);
     }
     let (claim, node, pods) = {
         let s = super::lock(&ctx.state);
-        let Some(c) = s.nodeclaim(name).cloned() else { return Ok(Progress::Done) };
+        let c = s.nodeclaim(name).filter(|c| c.metadata.uid == seen.metadata.uid).cloned().unwrap_or_else(|| seen.clone());
         let n = s.node_of(&c).cloned();
         let pods: Vec<Pod> = match &n {
             Some(n) => s.pods_on(n.metadata.name.as_deref().unwrap_or_default()).filter(|p| evictable(p)).cloned().collect(),
@@ -97,8 +106,9 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, name: &str) -> Result<Pro
                 Err(e) => return Err(kube_err(format!("evicting pod {ns}/{pname}"), e)),
             }
         }
-        let deleting_since = claim.metadata.deletion_timestamp.as_ref().map(|t| t.0).unwrap_or_else(Timestamp::now);
-        let waited = Duration::from_millis((Timestamp::now().as_millisecond() - deleting_since.as_millisecond()).max(0) as u64);
+        let now = ctx.clock.now();
+        let deleting_since = claim.metadata.deletion_timestamp.as_ref().map(|t| t.0).unwrap_or(now);
+        let waited = Moment::since(now, deleting_since);
         let out_of_time = grace(&claim).is_some_and(|g| waited >= g);
         if !pods.is_empty() && !out_of_time {
             return Ok(Progress::Draining { remaining: pods.len() });
@@ -129,23 +139,8 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, name: &str) -> Result<Pro
         remove_node_finalizer(ctx, &node_name).await.map_err(|e| kube_err(format!("removing the finalizer of Node {node_name}"), e))?;
     }
 
-    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-    let finalizers: Vec<String> = claim.metadata.finalizers.clone().unwrap_or_default().into_iter().filter(|f| f != TERMINATION_FINALIZER).collect();
-    let patch = json!({ "metadata": { "resourceVersion": claim.metadata.resource_version, "finalizers": finalizers } });
-    match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-        Ok(c) => {
-            let mut s = super::lock(&ctx.state);
-            if c.metadata.finalizers.as_ref().is_none_or(|f| f.is_empty()) {
-                s.delete(&c);
-            } else {
-                s.apply(c);
-            }
-        }
-        Err(e) if kube_status(&e) == Some(404) => {}
-        Err(e) => return Err(kube_err("removing its finalizer".into(), e)),
-    }
+    // The NodeClaim's finalizer is removed by the caller (`finalizer()`), after this returns Done.
     tracing::info!(nodeclaim = name, "terminated");
-    ctx.metrics.terminated();
     ctx.wake_provisioner();
     Ok(Progress::Done)
 }

@@ -129,7 +129,7 @@ proptest! {
 #[test]
 fn the_size_class_bound_sees_whole_nodes() {
     use std::time::{Duration, Instant};
-    use stowage_core::solve::milp::{Options, bound, structure::Structure};
+    use stowage_core::solve::milp::{Options, bound, families};
     use stowage_core::solve::{greedy, problem::Problem};
 
     let mut text = format!("{NODECLASS}{}", default_pool());
@@ -139,9 +139,9 @@ fn the_size_class_bound_sees_whole_nodes() {
     let w = stowage_input::load_texts([(Path::new("seven.yaml"), text.as_str())]).expect("loads");
     let weights = Weights::default();
     let p = Problem::new(&w.cluster, small_catalog(), &weights).expect("builds");
-    let s = Structure::build(&p);
+    let (s, fams) = families::build(&p);
     let start = greedy::plan(&p);
-    let sb = bound::size_bound(&p, &s, &start, Instant::now() + Duration::from_secs(30), Options { threads: 1, seed: 0 }).expect("solves");
+    let sb = bound::size_bound(&p, &s, &fams, &start, Instant::now() + Duration::from_secs(30), Options { threads: 1, seed: 0 }).expect("solves");
     assert!(sb.converged, "no pattern prices out at the end");
     let b = sb.bound.expect("a bound");
     assert!((b - 0.36).abs() < 1e-6, "size-class bound {b}, optimum 0.36");

@@ -1,10 +1,16 @@
 //! The controller's decisions that do not depend on how the cluster or the cloud is reached, written
 //! once and run by both the controller (crates/controller, tokio's clock, kube-rs, EC2) and the
 //! simulator (crates/sim, a simulated clock and cluster): batching ([`batch`]), the refused-offering
-//! cache ([`offerings`]), disruption of empty and expired nodes ([`disruption`]), and the
-//! `CloudProvider` seam ([`cloud`]: EC2 in `stowage-aws`).
+//! cache ([`offerings`]), provisioning ([`provision`]: cluster → NodeClaims, nominations, unschedulable
+//! pods), the launch request for a NodeClaim and the labels its instance gives it ([`launch`]),
+//! disruption of empty and expired nodes ([`disruption`]), a NodeClaim's lifecycle: launch,
+//! registration, initialization, timeouts ([`lifecycle`]), and the `CloudProvider` seam ([`cloud`]:
+//! EC2 in `stowage-aws`, the simulator's cloud in `stowage-sim`).
 
 pub mod batch;
 pub mod cloud;
 pub mod disruption;
+pub mod launch;
+pub mod lifecycle;
 pub mod offerings;
+pub mod provision;

@@ -3,8 +3,9 @@
 //! At every instant something happens, the engine first brings the world to rest (controllers,
 //! Immediate volumes, then a binder pass whenever anything kube-scheduler watches changed, repeated
 //! until nothing moves), then jumps to the next timed event: a batch window closing, an instance
-//! running or registering, an empty node due for consolidation, a refused offering coming back, a node
-//! expiring. Nothing else advances time, so a run is a pure function of the scenario (and of the
+//! running or registering, a NodeClaim's registration timeout, an empty node due for consolidation, a
+//! refused offering coming back, a node expiring. Whether a NodeClaim registers or times out is the
+//! controller's own decision (`stowage_decide::lifecycle`) on the simulated clock. Nothing else advances time, so a run is a pure function of the scenario (and of the
 //! planner's answers).
 //!
 //! Who knows what:
@@ -21,7 +22,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::PodStatus;
 
 use super::binder;
-use super::cloud::{Cloud, Instance};
+use super::cloud::{self, Cloud, INSUFFICIENT_CAPACITY};
 use super::controllers::{self, remove_named, suffix};
 use super::disruption::Disruption;
 use super::events::{Event, EventKind, PlanVerdict};
@@ -37,9 +38,14 @@ use stowage_core::check;
 use stowage_core::domain::Cluster;
 use stowage_core::domain::catalog::Catalog;
 use stowage_core::domain::labels::keys;
-use stowage_core::plan::{NewNode, Plan};
+use stowage_core::plan::Plan;
 use stowage_decide::batch::{BatchConfig, Batcher};
+use stowage_decide::cloud::{CloudProvider, LaunchRequest};
+use stowage_decide::launch;
+use stowage_decide::lifecycle::{self, Step};
 use stowage_decide::offerings::Unavailable;
+use stowage_decide::provision::{self, Decision, PlannedClaim, ProvisionError};
+use stowage_input::api::{NodeClaim, NodeClaimStatus};
 use stowage_input::ids::stable_hash;
 use stowage_input::objects::Obj;
 
@@ -70,11 +76,23 @@ impl std::error::Error for SimError {}
 struct Claim {
     zone: String,
     instance: String,
+    /// When the cloud accepted the launch (the NodeClaim's `Launched=True`).
+    launched_at: SimTime,
     running_at: SimTime,
+    /// When the simulated kubelet creates its Node.
     registers_at: SimTime,
     expires_at: Option<SimTime>,
     running_logged: bool,
     registered: bool,
+}
+
+impl Claim {
+    /// What the shared lifecycle decision sees of it at `now`. The simulated kubelet's Node is ready at
+    /// once and has no startup taints, so registration initializes it too.
+    fn observed(&self, name: &str, now: SimTime) -> lifecycle::Observed<SimTime> {
+        let node = (self.registers_at <= now).then(|| lifecycle::NodeSeen { name: name.to_string(), deleting: false, registered: self.registered, ready: true, initialized: self.registered });
+        lifecycle::Observed { created: Some(self.launched_at), deleting: false, finalizer: true, launched: Some(self.launched_at), instance_gone: false, node }
+    }
 }
 
 /// Counted since the previous `expect` step.
@@ -127,7 +145,7 @@ impl<'a> Engine<'a> {
             now: SimTime::ZERO,
             step: None,
             world: World::default(),
-            cloud: Cloud::new(&s.fail_offerings, s.launch_delay, s.launch_jitter),
+            cloud: Cloud::new(s.catalog.clone(), &s.fail_offerings, s.launch_delay, s.launch_jitter),
             batcher: Batcher::new(BatchConfig { idle: s.batch_idle, max: s.batch_max }),
             refused: Unavailable::default(),
             disruption: Disruption::default(),
@@ -273,8 +291,13 @@ impl<'a> Engine<'a> {
     }
 
     fn next_activity(&self) -> Option<SimTime> {
-        let claims = self.claims.values().flat_map(|c| [(!c.running_logged).then_some(c.running_at), (!c.registered).then_some(c.registers_at)]).flatten();
-        [self.batcher.deadline(), self.disruption.next_due(), self.refused.next_expiry()].into_iter().flatten().chain(claims).min()
+        let timeouts = lifecycle::Timeouts::default();
+        let claims = self.claims.iter().flat_map(|(name, c)| {
+            // A timeout of the lifecycle decision is an event too (a Node later than the registration timeout).
+            let until = lifecycle::decide(&c.observed(name, self.now), self.now, &timeouts).until;
+            [(!c.running_logged).then_some(c.running_at), (!c.registered).then_some(c.registers_at), until]
+        });
+        [self.batcher.deadline(), self.disruption.next_due(), self.refused.next_expiry()].into_iter().flatten().chain(claims.flatten()).min()
     }
 
     fn next_expiry(&self) -> Option<SimTime> {
@@ -313,8 +336,13 @@ impl<'a> Engine<'a> {
                 }
                 self.log(EventKind::InstanceRunning { node: name.clone(), instance: c.instance.clone() });
             }
-            if !c.registered && c.registers_at <= now {
-                self.register(&name);
+            // The controller's own lifecycle decision (`stowage_decide::lifecycle`), on the simulated clock.
+            match lifecycle::decide(&c.observed(&name, now), now, &lifecycle::Timeouts::default()).step {
+                Step::Register { .. } => self.register(&name),
+                Step::RegistrationTimeout { since_launch } => self.remove_node(&name, format!("no Node registered {}s after launch (registration timeout)", since_launch.as_secs())),
+                // Launched synchronously, never deleted by anything but `remove_node`, registered and
+                // initialized at once: the other steps do not arise in the simulation.
+                _ => {}
             }
         }
         // kube-scheduler sees new nodes before a batch closing at the same instant does.
@@ -403,7 +431,8 @@ impl<'a> Engine<'a> {
         self.unschedulable = now_unschedulable;
     }
 
-    /// A batch window closed: plan every pending pod, launch the plan's new nodes.
+    /// A batch window closed: the provisioning decision (the controller's) over every pending pod,
+    /// then a launch per NodeClaim it creates.
     fn provision(&mut self) -> Result<(), SimError> {
         let now = self.now;
         // provision() runs when the window is due (tick), so this closes it.
@@ -417,16 +446,18 @@ impl<'a> Engine<'a> {
         self.since.batches += 1;
         let batch = self.batches;
         let catalog = self.refused.view(&self.sc.settings.catalog, now);
-        let plan = match self.planner.plan(&cluster, &catalog, &self.sc.settings.weights) {
-            Ok(p) => p,
-            Err(e) => {
+        let decision = match provisioner::decide(&self.world, &cluster, &catalog, &self.sc.settings.weights, &mut *self.planner, batch) {
+            Ok(d) => d,
+            Err(ProvisionError::Plan(e)) => {
                 self.log(EventKind::BatchFailed { batch, pods: pending.len(), message: e.to_string() });
                 return Ok(());
             }
+            Err(e @ ProvisionError::InvalidPlan(_)) => return Err(self.error(e.to_string())),
         };
-        self.log_batch(batch, pending.len(), &cluster, &catalog, &plan);
-        let launched = self.launch(&cluster, &catalog, &plan)?;
-        self.nominate(&cluster, &plan, &launched);
+        let planned = if decision.pins.is_empty() { cluster } else { provision::with_pins(&cluster, &decision.pins) };
+        self.log_batch(batch, pending.len() - decision.pins.len(), &planned, &catalog, &decision.plan);
+        let launched = self.launch(&planned, &catalog, &decision)?;
+        self.nominate(&planned, &decision.plan, &launched);
         Ok(())
     }
 
@@ -457,42 +488,40 @@ impl<'a> Engine<'a> {
         });
     }
 
-    /// Launches one NodeClaim per new node of the plan; a refused one marks its offering unavailable.
-    /// Returns plan node name → the NodeClaim launched for it (`None`: refused).
-    fn launch(&mut self, cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Result<BTreeMap<String, Option<String>>, SimError> {
+    /// Launches each NodeClaim of a decision through the cloud seam, as the controller's launcher
+    /// does: the request's offerings are the plan's choice, then its fallbacks. Refused offerings are
+    /// marked unavailable. Returns plan node name → the NodeClaim launched for it (`None`: refused).
+    fn launch(&mut self, cluster: &Cluster, catalog: &Catalog, decision: &Decision) -> Result<BTreeMap<String, Option<String>>, SimError> {
         let mut launched: BTreeMap<String, Option<String>> = BTreeMap::new();
         let mut any = false;
-        for n in &plan.new_nodes {
-            let name = self.claim_name(&n.node_pool);
-            let custom: BTreeMap<String, String> = n.labels.iter().filter(|(k, _)| report::is_custom_label(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-            self.log(EventKind::Launch {
-                node: name.clone(),
-                node_pool: n.node_pool.clone(),
-                instance_type: n.instance_type.clone(),
-                zone: n.zone.clone(),
-                capacity_type: n.capacity_type.clone(),
-                price_per_hour: n.price_per_hour,
-                labels: custom,
-                pods: n.pods.clone(),
-            });
-            match self.cloud.launch(&name, &n.instance_type, &n.zone, &n.capacity_type, n.price_per_hour, self.now) {
+        for c in &decision.claims {
+            let name = self.claim_name(&c.nodepool);
+            let claim = c.named(&name);
+            let class = self.world.objects.nodeclasses.iter().map(|o| &o.obj).find(|o| o.metadata.name.as_deref() == Some(claim.spec.node_class_ref.name.as_str())).cloned();
+            let view = nodeclass_view(cluster, catalog, &c.nodepool);
+            let req = launch::launch_request(&claim, &view, class.as_ref()).map_err(|e| self.error(format!("the decision's NodeClaim cannot be launched: {e}")))?;
+            self.cloud.set_now(self.now);
+            let result = cloud::ready(CloudProvider::launch(&self.cloud, &req)).ok_or_else(|| self.error("the simulated cloud's launch is not ready at once"))?;
+            for o in self.cloud.take_refused() {
+                let until = self.now.plus(self.sc.settings.unavailable_offering_ttl);
+                self.refused.mark((o.instance_type.clone(), o.zone.clone(), o.capacity_type.clone()), until);
+                self.log(EventKind::LaunchFailed {
+                    node: name.clone(),
+                    instance_type: o.instance_type,
+                    zone: o.zone,
+                    capacity_type: o.capacity_type,
+                    reason: INSUFFICIENT_CAPACITY.to_string(),
+                    unavailable_until: until,
+                });
+            }
+            match result {
                 Ok(inst) => {
-                    self.claim_launched(cluster, catalog, n, &name, inst)?;
-                    launched.insert(n.name.clone(), Some(name));
+                    self.claim_launched(cluster, &view, decision, c, claim, &req, &inst)?;
+                    launched.insert(c.plan_node.clone(), Some(name));
                     any = true;
                 }
-                Err(reason) => {
-                    let until = self.now.plus(self.sc.settings.unavailable_offering_ttl);
-                    self.refused.mark((n.instance_type.clone(), n.zone.clone(), n.capacity_type.clone()), until);
-                    self.log(EventKind::LaunchFailed {
-                        node: name,
-                        instance_type: n.instance_type.clone(),
-                        zone: n.zone.clone(),
-                        capacity_type: n.capacity_type.clone(),
-                        reason: reason.to_string(),
-                        unavailable_until: until,
-                    });
-                    launched.insert(n.name.clone(), None);
+                Err(_) => {
+                    launched.insert(c.plan_node.clone(), None);
                 }
             }
         }
@@ -502,26 +531,54 @@ impl<'a> Engine<'a> {
         Ok(launched)
     }
 
-    /// The cloud started an instance for the plan's node `n`: its NodeClaim `name` enters the world,
-    /// in flight until the instance registers.
-    fn claim_launched(&mut self, cluster: &Cluster, catalog: &Catalog, n: &NewNode, name: &str, inst: Instance) -> Result<(), SimError> {
-        let pool = cluster.nodepool(&n.node_pool);
-        let view = match pool.and_then(|p| cluster.nodeclass(&p.node_class)) {
-            Some(nc) => stowage_core::catalog::for_nodeclass(catalog, nc),
-            None => catalog.clone(),
+    /// The cloud started an instance for a NodeClaim of the decision: the NodeClaim enters the world
+    /// with the instance's labels and capacity (as the controller's launcher writes them), in flight
+    /// until the instance registers.
+    // Everything the launch produced (NodeClaim, request, instance) and where it came from (cluster,
+    // catalog view, decision, claim) is needed to log it and to put the NodeClaim in the world.
+    #[allow(clippy::too_many_arguments)]
+    fn claim_launched(
+        &mut self,
+        cluster: &Cluster,
+        view: &Catalog,
+        decision: &Decision,
+        c: &PlannedClaim,
+        mut claim: NodeClaim,
+        req: &LaunchRequest,
+        inst: &stowage_decide::cloud::Instance,
+    ) -> Result<(), SimError> {
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        let Some(it) = view.get(&inst.instance_type) else {
+            return Err(self.error(format!("the plan launches {}, which the catalog does not have", inst.instance_type)));
         };
-        let Some(it) = view.get(&n.instance_type) else {
-            return Err(self.error(format!("the plan launches {}, which the catalog does not have", n.instance_type)));
-        };
-        let class_ref =
-            self.world.objects.nodepools.iter().find(|p| p.obj.metadata.name.as_deref() == Some(n.node_pool.as_str())).map(|p| p.obj.spec.template.spec.node_class_ref.clone()).unwrap_or_default();
-        let claim = provisioner::node_claim(name, n, class_ref, &it.capacity, &it.allocatable());
+        let n = decision.plan.new_nodes.iter().find(|n| n.name == c.plan_node);
+        let custom: BTreeMap<String, String> = n.map(|n| n.labels.iter().filter(|(k, _)| report::is_custom_label(k)).map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
+        let price = launch::launched_offering(&req.offerings, inst).map(|o| o.price).unwrap_or(c.price);
+        self.log(EventKind::Launch {
+            node: name.clone(),
+            node_pool: c.nodepool.clone(),
+            instance_type: inst.instance_type.clone(),
+            zone: inst.zone.clone(),
+            capacity_type: inst.capacity_type.clone(),
+            price_per_hour: price,
+            labels: custom,
+            pods: n.map(|n| n.pods.clone()).unwrap_or_else(|| c.pods.iter().map(|p| p.key()).collect()),
+        });
+        let labels = claim.metadata.labels.get_or_insert_with(Default::default);
+        labels.extend(launch::instance_labels(inst, view));
+        labels.insert(keys::HOSTNAME.into(), name.clone());
+        claim.status = Some(NodeClaimStatus { capacity: Some(provision::quantities(&it.capacity)), allocatable: Some(provision::quantities(&it.allocatable())), ..Default::default() });
         self.world.objects.nodeclaims.push(Obj { source: sim_source("provisioner"), obj: claim });
-        let registers_at = inst.running_at.plus(self.sc.settings.registration_delay);
-        let expires_at = pool.and_then(|p| p.expire_after).map(|s| self.now.plus(Duration::from_secs(s)));
-        self.claims.insert(name.to_string(), Claim { zone: n.zone.clone(), instance: inst.id, running_at: inst.running_at, registers_at, expires_at, running_logged: false, registered: false });
+        let pool = cluster.nodepool(&c.nodepool).and_then(|p| p.expire_after);
+        let Some(sim_inst) = self.cloud.instance(&name) else { return Err(self.error(format!("the cloud lost the instance of {name}"))) };
+        let registers_at = sim_inst.running_at.plus(self.sc.settings.registration_delay);
+        let expires_at = pool.map(|s| self.now.plus(Duration::from_secs(s)));
+        self.claims.insert(
+            name.clone(),
+            Claim { zone: inst.zone.clone(), instance: inst.id.clone(), launched_at: self.now, running_at: sim_inst.running_at, registers_at, expires_at, running_logged: false, registered: false },
+        );
         self.since.launches += 1;
-        self.since.new_nodes.insert(name.to_string());
+        self.since.new_nodes.insert(name);
         Ok(())
     }
 
@@ -591,7 +648,7 @@ impl<'a> Engine<'a> {
     fn remove_node(&mut self, node: &str, reason: String) {
         self.world.objects.nodes.retain(|n| n.obj.metadata.name.as_deref() != Some(node));
         self.world.objects.nodeclaims.retain(|c| c.obj.metadata.name.as_deref() != Some(node) && c.obj.status.as_ref().and_then(|s| s.node_name.as_deref()) != Some(node));
-        self.cloud.terminate(node, self.now);
+        self.cloud.terminate_node(node, self.now);
         self.claims.remove(node);
         self.disruption.forget(node);
         self.nominated.retain(|_, n| n != node);
@@ -669,5 +726,13 @@ impl<'a> Engine<'a> {
         }
         self.world.touch();
         if found { Ok(()) } else { Err(self.error(format!("no {} {} to delete", r.kind, r.name))) }
+    }
+}
+
+/// The catalog as a NodePool's node class sees it (what its nodes' capacity is).
+fn nodeclass_view(cluster: &Cluster, catalog: &Catalog, pool: &str) -> Catalog {
+    match cluster.nodepool(pool).and_then(|p| cluster.nodeclass(&p.node_class)) {
+        Some(nc) => stowage_core::catalog::for_nodeclass(catalog, nc),
+        None => catalog.clone(),
     }
 }

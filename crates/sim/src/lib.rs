@@ -7,9 +7,11 @@
 //!                        │        ├── volumes (WaitForFirstConsumer at bind, Immediate at creation)
 //!                        │        ├── binder (kube-scheduler: Filter model + score, one pod at a time)
 //!                        ▼        │
-//!        unschedulable pods ─► provisioner: batcher ─► Planner (stowage's MILP or greedy, or a test's)
+//!        unschedulable pods ─► provisioner: batcher ─► stowage_decide::provision (the controller's):
+//!                                 │        Planner (stowage's MILP or greedy, or a test's) → NodeClaims
 //!                                 │                     └─► checker (every plan, optionally)
-//!                                 └─► cloud: launch (boot delay, insufficient capacity, bill)
+//!                                 └─► cloud (a CloudProvider): launch (fallbacks, boot delay,
+//!                                          │               insufficient capacity, bill)
 //!                                          └─► NodeClaim in flight ─► Node registers
 //!                                 disruption: empty nodes after consolidateAfter, expireAfter
 //! ```
@@ -20,8 +22,8 @@
 //! simulation shows it.
 //!
 //! One module per concern: [`scenario`] (the file format), [`world`] (the objects), [`controllers`],
-//! [`volumes`], [`binder`], [`cloud`], [`provisioner`] (batching, refused offerings, NodeClaims),
-//! [`disruption`], [`planner`] (the seam), [`engine`] (the event loop), [`expect`], [`events`] and
+//! [`volumes`], [`binder`], [`cloud`], [`provisioner`] (the shared provisioning decision over the
+//! world; registered Nodes), [`disruption`], [`planner`] (stowage's planners behind the seam), [`engine`] (the event loop), [`expect`], [`events`] and
 //! [`report`] (outputs), [`time`].
 
 pub mod binder;

@@ -11,35 +11,11 @@ use stowage_core::domain::catalog::Catalog;
 use stowage_core::plan::Plan;
 use stowage_core::solve;
 use stowage_core::solve::Solver;
-use stowage_core::solve::problem::ProblemError;
 use stowage_core::weights::Weights;
 
-/// Why a planner made no plan for a batch. The batch's pods stay pending and the timeline shows this
-/// message.
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    /// stowage's planners could not build the planning problem from the cluster, catalog and weights.
-    #[error(transparent)]
-    Problem(#[from] ProblemError),
-    /// Another planner's reason (a test's planner, say).
-    #[error("{0}")]
-    Other(String),
-}
-
-pub trait Planner {
-    /// Plans one batch: every pending pod of `cluster` appears in the plan, placed or unschedulable.
-    /// An error leaves the batch's pods pending until something changes.
-    fn plan(&mut self, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, PlanError>;
-}
-
-impl<F> Planner for F
-where
-    F: FnMut(&Cluster, &Catalog, &Weights) -> Result<Plan, PlanError>,
-{
-    fn plan(&mut self, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, PlanError> {
-        self(cluster, catalog, weights)
-    }
-}
+/// The seam itself is the controller's (`stowage_decide::provision`): a planner's plan goes through
+/// the same provisioning decision in both.
+pub use stowage_decide::provision::{PlanError, Planner};
 
 /// stowage's own planners: the MILP driver (greedy start, fallback) or the greedy planner alone.
 #[derive(Clone, Copy, Debug)]

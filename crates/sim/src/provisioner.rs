@@ -1,6 +1,8 @@
-//! Karpenter's provisioning loop, the parts that are not planning: the NodeClaim and Node objects a plan
-//! turns into. The batcher and the cache of offerings the cloud refused are the controller's own
-//! (`stowage_decide::{batch, offerings}`), as described here.
+//! Karpenter's provisioning loop in the simulator. Everything it decides is the controller's own,
+//! from `stowage_decide`: the batcher (`batch`), the cache of offerings the cloud refused
+//! (`offerings`), the provisioning decision (`provision`: the NodeClaims, their fallback offerings,
+//! nominations) and the launch request for a NodeClaim (`launch`). What is left here is the part a
+//! real cluster's kubelet does: the Node a NodeClaim's instance registers.
 //!
 //! Batching (karpenter.md §1): a pod kube-scheduler cannot place triggers the batcher. The window
 //! opens at the first trigger and closes when no *new* pod has triggered for `batchIdle` (1 s) or
@@ -11,47 +13,26 @@
 //! `unavailableOfferingTTL` (3 minutes, Karpenter's cache); the planner sees the catalog with those
 //! offerings marked `available: false`.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::world::World;
+use stowage_core::domain::Cluster;
+use stowage_core::domain::catalog::Catalog;
 use stowage_core::domain::labels::keys;
-use stowage_core::domain::resources::Resources;
-use stowage_core::plan::NewNode;
-use stowage_input::api::{NodeClaim, NodeClaimSpec, NodeClaimStatus};
-use stowage_input::quantity;
+use stowage_core::weights::Weights;
+use stowage_decide::provision::{self, Decision, Input, Planner, ProvisionError};
+use stowage_input::api::NodeClaim;
 
-pub fn quantities(r: &Resources) -> BTreeMap<String, Quantity> {
-    r.iter().map(|(n, v)| (n.to_string(), Quantity(quantity::format(n, v)))).collect()
-}
+/// Most instance types one NodeClaim allows (the controller's default, `--max-instance-types`).
+pub const MAX_INSTANCE_TYPES: usize = 20;
 
-fn plan_taints(n: &NewNode) -> Vec<Taint> {
-    n.taints.iter().map(|t| Taint { key: t.key.clone(), value: (!t.value.is_empty()).then(|| t.value.clone()), effect: t.effect.clone(), time_added: None }).collect()
-}
-
-/// The NodeClaim for a plan's new node: the plan's labels (hostname = the claim's name), the
-/// NodePool's taints, and the instance type's capacity already in its status, so that later batches
-/// count it as capacity in flight (`input::karpenter::in_flight`).
-pub(crate) fn node_claim(name: &str, n: &NewNode, node_class: stowage_input::api::NodeClassReference, capacity: &Resources, allocatable: &Resources) -> NodeClaim {
-    let mut labels = n.labels.clone();
-    labels.insert(keys::HOSTNAME.into(), name.to_string());
-    let mut c = NodeClaim::new(
-        name,
-        NodeClaimSpec {
-            taints: Some(plan_taints(n)).filter(|t| !t.is_empty()),
-            startup_taints: None,
-            requirements: Vec::new(),
-            resources: None,
-            node_class_ref: node_class,
-            expire_after: None,
-            termination_grace_period: None,
-        },
-    );
-    c.metadata.labels = Some(labels);
-    c.status = Some(NodeClaimStatus { capacity: Some(quantities(capacity)), allocatable: Some(quantities(allocatable)), ..Default::default() });
-    c
+/// The provisioning decision for batch `batch` of the world (`cluster` is its build): the
+/// controller's, over the world's objects. `catalog` has the refused offerings unavailable.
+pub fn decide(world: &World, cluster: &Cluster, catalog: &Catalog, weights: &Weights, planner: &mut dyn Planner, batch: u32) -> Result<Decision, ProvisionError> {
+    let batch_id = format!("sim-{batch}");
+    let input = Input { cluster, objects: &world.objects, catalog, weights, max_instance_types: MAX_INSTANCE_TYPES, batch: &batch_id };
+    provision::decide(&input, planner)
 }
 
 /// The Node a NodeClaim's instance registers: its labels plus Karpenter's registration labels, its

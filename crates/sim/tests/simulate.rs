@@ -319,13 +319,14 @@ steps:
     let r = run(&sc, Solver::Milp);
     assert_passed(&r);
     let second = r.timeline.iter().find_map(|e| match &e.kind {
-        EventKind::Batch { batch: 2, new_nodes, on_existing, .. } => Some((*new_nodes, *on_existing)),
+        EventKind::Batch { batch: 2, pods, new_nodes, on_existing, .. } => Some((*pods, *new_nodes, *on_existing)),
         _ => None,
     });
-    // The in-flight m5.large (1930m allocatable) keeps 1 CPU for the DaemonSet pod: a stays on it, b
-    // needs a node of its own. Counting the in-flight node as empty put both on it, and the binder then
-    // left one Pending for a third batch.
-    assert_eq!(second, Some((1, 1)), "batch 2 keeps a on the in-flight node and launches one for b\n{}", text(&r));
+    // a is nominated to the in-flight m5.large (its NodeClaim's nominated-pods annotation), so batch 2
+    // plans b alone, with a's place taken: the in-flight node (1930m allocatable) keeps 1 CPU for the
+    // DaemonSet pod and 900m for a, so b needs a node of its own. Counting the in-flight node as empty
+    // put both on it, and the binder then left one Pending for a third batch.
+    assert_eq!(second, Some((1, 1, 0)), "batch 2 plans b alone and launches a node for it\n{}", text(&r));
 }
 
 #[test]
@@ -334,4 +335,31 @@ fn steps_naming_missing_objects_are_errors_not_panics() {
     let sc = scenario::parse(Path::new("x.yaml"), text_sc, &stowage_sim::Embedded).unwrap();
     let e = stowage_sim::run(&sc, &Options::default()).unwrap_err();
     assert!(e.to_string().contains("no StatefulSet default/nope"), "{e}");
+}
+
+/// A Node that takes longer than Karpenter's registration timeout (15 minutes from the launch): the
+/// shared lifecycle decision (`stowage_decide::lifecycle`, the controller's) deletes the NodeClaim at
+/// exactly launch + 15 min, its instance is terminated and the node never registers.
+#[test]
+fn a_node_later_than_the_registration_timeout_is_removed_at_the_timeout() {
+    let mut sc = seed("seed-2");
+    sc.settings.registration_delay = std::time::Duration::from_secs(20 * 60);
+    let r = stowage_sim::run(&sc, &Options { solver: Some(Solver::Greedy), check_plans: true }).unwrap_or_else(|e| panic!("{e}"));
+    let launched: Vec<(String, stowage_sim::time::SimTime)> = r.timeline.iter().filter_map(|e| if let EventKind::Launch { node, .. } = &e.kind { Some((node.clone(), e.at)) } else { None }).collect();
+    let timed_out: Vec<(String, stowage_sim::time::SimTime)> = r
+        .timeline
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::NodeRemoved { node, reason } if reason.contains("registration timeout") => Some((node.clone(), e.at)),
+            _ => None,
+        })
+        .collect();
+    assert!(timed_out.len() >= 2, "each launch times out and the pods are planned again\n{}", text(&r));
+    for (node, at) in &timed_out {
+        let launch = launched.iter().find(|(n, _)| n == node).map(|(_, t)| *t).unwrap_or_else(|| panic!("{node} was never launched"));
+        assert_eq!(*at, launch.plus(std::time::Duration::from_secs(15 * 60)), "{node}");
+    }
+    // A launch that had not reached its timeout when the run ended is still waiting, not removed.
+    assert!(launched.len() > timed_out.len(), "{}", text(&r));
+    assert!(!r.timeline.iter().any(|e| matches!(&e.kind, EventKind::Registered { .. })), "no node registers\n{}", text(&r));
 }

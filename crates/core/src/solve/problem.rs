@@ -194,7 +194,7 @@ fn matcher_keys(m: &NodeMatcher, out: &mut BTreeSet<String>) {
 
 /// Label keys any constraint of these pods (or of the DaemonSets, or of existing pods' anti-affinity)
 /// reads.
-fn relevant_keys(cluster: &Cluster, batch: &[PodId]) -> BTreeSet<String> {
+pub fn relevant_keys(cluster: &Cluster, batch: &[PodId]) -> BTreeSet<String> {
     let mut k = BTreeSet::new();
     for key in [keys::ZONE, keys::CAPACITY_TYPE, keys::NODEPOOL] {
         k.insert(key.to_string());

@@ -40,8 +40,9 @@ use std::time::{Duration, Instant};
 use highs::{ColProblem, Sense};
 use rustc_hash::FxHashMap;
 
+use super::families::Families;
+use super::families::capacity::unit;
 use super::highs_lp::{self, MipStatus, Options, SolveError};
-use super::master::unit;
 use super::structure::Structure;
 use crate::solve::problem::Problem;
 use crate::solve::{Outcome, Target};
@@ -126,9 +127,11 @@ struct Column {
 /// Sizes a reduced cost must beat to count as improving.
 const RC_EPS: f64 = 1e-7;
 
-pub fn size_bound(p: &Problem, s: &Structure, greedy: &Outcome, deadline: Instant, opts: Options) -> Result<SizeBound, SolveError> {
+/// The size-class bound of the batch (`s`, `fams`: [`super::families::build`]) from the greedy plan's
+/// nodes, until `deadline`.
+pub fn size_bound(p: &Problem, s: &Structure, fams: &Families, greedy: &Outcome, deadline: Instant, opts: Options) -> Result<SizeBound, SolveError> {
     let scale: Vec<f64> = s.dims.iter().map(|d| unit(d)).collect();
-    let Items { items, groups: item_groups, of_class: item_of_class } = merge_items(p, s, &scale);
+    let Items { items, groups: item_groups, of_class: item_of_class } = merge_items(s, fams, &scale);
     let Some(bins) = merge_bins(p, s, &item_groups, &scale) else {
         // The node-count argument needs every node to cost something.
         return Ok(SizeBound { bound: None, items: items.len(), rounds: 0, columns: 0, converged: false });
@@ -196,13 +199,14 @@ struct Items {
 
 /// Merges classes alike in everything the relaxation keeps (requests, groups, targets, cliques,
 /// one-per-node) into items, in class order.
-fn merge_items(p: &Problem, s: &Structure, scale: &[f64]) -> Items {
+fn merge_items(s: &Structure, fams: &Families, scale: &[f64]) -> Items {
     let nc = s.n.len();
-    let cliques = s.hostname_cliques(p);
+    // What the node-conflict family leaves the bound: cliques and one-per-node classes.
+    let conflicts = &fams.node_conflicts;
     let mut class_cliques: Vec<Vec<usize>> = vec![Vec::new(); nc];
-    for (k, members) in cliques.iter().enumerate() {
+    for (k, members) in conflicts.cliques.iter().enumerate() {
         for &c in members {
-            class_cliques[c].push(k);
+            class_cliques[c.ix()].push(k);
         }
     }
     type ItemKey = (Vec<i64>, Vec<usize>, Vec<(usize, u32)>, Vec<usize>, bool);
@@ -211,11 +215,11 @@ fn merge_items(p: &Problem, s: &Structure, scale: &[f64]) -> Items {
     let mut item_groups: Vec<Vec<usize>> = Vec::new();
     let mut item_of_class: Vec<usize> = vec![usize::MAX; nc];
     for c in 0..nc {
-        let mut groups: Vec<usize> = if s.no_new_nodes[c] { Vec::new() } else { s.class_groups[c].iter().copied().collect() };
+        let mut groups: Vec<usize> = if s.no_new_nodes[c] { Vec::new() } else { s.class_groups[c].iter().map(|g| g.ix()).collect() };
         groups.sort_unstable();
-        let mut allowed = s.allowed[c].clone();
+        let mut allowed: Vec<(usize, u32)> = s.allowed[c].iter().map(|&(t, cap)| (t.ix(), cap)).collect();
         allowed.sort_unstable();
-        let one = s.one_per_node[c] && class_cliques[c].is_empty();
+        let one = conflicts.one_per_node[c] && class_cliques[c].is_empty();
         let key = (s.req[c].clone(), groups.clone(), allowed.clone(), class_cliques[c].clone(), one);
         let i = *item_of_key.entry(key).or_insert_with(|| {
             items.push(Item {

@@ -96,11 +96,11 @@ pub(crate) struct Solved {
 fn base(m: &Master, integer: bool, from: usize, rows_out: &mut Vec<Row>) -> ColProblem {
     let mut pb = ColProblem::default();
     rows_out.clear();
-    for i in 0..m.row_lo.len() {
-        rows_out.push(pb.add_row(m.row_lo[i]..=m.row_hi[i]));
+    for r in m.model.rows() {
+        rows_out.push(pb.add_row(r.lo..=r.hi));
     }
-    for c in &m.cols[..from] {
-        let e: Vec<(Row, f64)> = c.entries.iter().map(|&(r, v)| (rows_out[r], v)).collect();
+    for c in &m.model.cols()[..from] {
+        let e: Vec<(Row, f64)> = c.entries.iter().map(|&(r, v)| (rows_out[r.ix()], v)).collect();
         pb.add_column_with_integrality(c.cost, c.lo..=c.hi, e, integer && c.integer);
     }
     pb
@@ -139,19 +139,19 @@ pub(crate) struct Lp {
 impl Lp {
     pub fn new(m: &Master, options: Options) -> Self {
         let mut rows = Vec::new();
-        let pb = base(m, false, m.cols.len(), &mut rows);
+        let pb = base(m, false, m.model.n_cols(), &mut rows);
         let model = pb.optimise(Sense::Minimise);
-        Lp { model: Some(model), rows, cols: m.cols.len(), options }
+        Lp { model: Some(model), rows, cols: m.model.n_cols(), options }
     }
 
     /// Adds the master's new columns and re-solves.
     pub fn solve(&mut self, m: &Master, time_limit: Duration) -> Result<Solved, SolveError> {
         let mut model = self.model.take().ok_or(SolveError::LpLost)?;
-        for c in &m.cols[self.cols..] {
-            let e: Vec<(Row, f64)> = c.entries.iter().map(|&(r, v)| (self.rows[r], v)).collect();
+        for c in &m.model.cols()[self.cols..] {
+            let e: Vec<(Row, f64)> = c.entries.iter().map(|&(r, v)| (self.rows[r.ix()], v)).collect();
             model.try_add_column(c.cost, c.lo..=c.hi, e).map_err(|e| SolveError::ColumnRejected(format!("{e:?}")))?;
         }
-        self.cols = m.cols.len();
+        self.cols = m.model.n_cols();
         configure(&mut model, &self.options, time_limit);
         let solved = model.try_solve().map_err(failed("LP relaxation"))?;
         let out = extract(&solved, false);
@@ -163,7 +163,7 @@ impl Lp {
 /// Solves a master's LP relaxation once (every column continuous).
 pub(crate) fn solve_lp(m: &Master, options: Options, time_limit: Duration) -> Result<Solved, SolveError> {
     let mut rows = Vec::new();
-    let pb = base(m, false, m.cols.len(), &mut rows);
+    let pb = base(m, false, m.model.n_cols(), &mut rows);
     let mut model = pb.optimise(Sense::Minimise);
     configure(&mut model, &options, time_limit);
     let solved = model.try_solve().map_err(failed("LP relaxation"))?;
@@ -173,14 +173,14 @@ pub(crate) fn solve_lp(m: &Master, options: Options, time_limit: Duration) -> Re
 /// The integer master over the generated columns, started from `start` (a full column vector).
 pub(crate) fn solve_mip(m: &Master, options: Options, time_limit: Duration, rel_gap: f64, start: Option<&[f64]>) -> Result<Solved, SolveError> {
     let mut rows = Vec::new();
-    let pb = base(m, true, m.cols.len(), &mut rows);
+    let pb = base(m, true, m.model.n_cols(), &mut rows);
     let mut model = pb.optimise(Sense::Minimise);
     configure(&mut model, &options, time_limit);
     model.set_option("mip_rel_gap", rel_gap);
     // Feasibility matters most under a short budget.
     model.set_option("mip_heuristic_effort", 0.2);
     if let Some(s) = start
-        && s.len() == m.cols.len()
+        && s.len() == m.model.n_cols()
     {
         // A rejected start is not fatal: HiGHS searches without it.
         let _ = model.try_set_solution(Some(s), None, None, None);

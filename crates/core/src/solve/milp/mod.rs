@@ -7,17 +7,24 @@
 //! Constraints that couple nodes (spread over zones, capacity types and custom keys; domain-level
 //! anti-affinity and affinity; hostname-spread regimes; NodePool limits) are rows over the counts.
 //!
+//! Each constraint family is one module of [`families`] (its formula at the top) owning its rows,
+//! pattern check, auxiliary columns and share of the bounds; [`master`] builds the model by calling them
+//! in registration order. Index spaces are types ([`ids`]).
+//!
 //! Solving: column generation on the LP relaxation (pricing by a greedy knapsack per configuration),
 //! then the integer program over the generated columns, started from the greedy plan, under the time
-//! budget. The lower bound is the restricted master's LP value plus a Lagrangian correction that bounds
-//! every configuration's best possible column with a fractional knapsack, so it is valid for the whole
-//! model, not only for the generated columns.
+//! budget. The lower bound is the larger of the aggregated relaxation's LP value
+//! ([`Master::aggregate`]) and the size-class bound ([`bound`]), both valid for the whole model, not
+//! only for the generated columns; with every pattern enumerated, HiGHS's dual bound too.
 //!
 //! The budget, the comparison with greedy and the fallback live in [`crate::solve::driver`].
 
 pub mod bound;
+pub mod families;
 pub mod highs_lp;
+pub mod ids;
 pub mod master;
+pub mod model;
 pub mod pricing;
 pub mod structure;
 
@@ -25,7 +32,10 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-use master::{Aux, ColKind, Master, Pattern};
+use ids::Target as TargetId;
+use ids::{Class, Col, Config, Group};
+use master::Master;
+use model::{ColKind, Pattern};
 
 use super::problem::Problem;
 use super::{Outcome, Target};
@@ -51,6 +61,27 @@ pub struct Run {
     pub note: String,
 }
 
+/// The tracing target of the model dumps: at TRACE, [`solve`] writes each model it hands HiGHS as
+/// canonical text ([`Master::dump`]; field `model`, phase in `phase`): the aggregated relaxation, the
+/// pattern master before column generation (with the greedy start), the columns each round adds and
+/// the integer program. Two builds can then be compared model by model.
+pub const MODEL_TRACE: &str = "stowage_core::solve::milp::model";
+
+/// Writes a model dump (see [`MODEL_TRACE`]) if anyone listens.
+fn trace_model(phase: &str, model: impl FnOnce() -> String) {
+    if tracing::enabled!(target: MODEL_TRACE, tracing::Level::TRACE) {
+        tracing::trace!(target: MODEL_TRACE, phase, model = model().as_str());
+    }
+}
+
+/// The start vector in a model dump.
+fn dump_start(start: Option<&[f64]>) -> String {
+    match start {
+        Some(s) => format!("start {}\n", s.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(" ")),
+        None => "start none\n".to_string(),
+    }
+}
+
 /// Up to this many count vectors, every pattern is enumerated instead of generated.
 const ENUMERATION_LIMIT: usize = 4000;
 
@@ -61,12 +92,12 @@ fn ms(d: Duration) -> f64 {
 /// Counts per class on each greedy node, as patterns, and the greedy plan as a full column vector.
 fn warm_start(m: &mut Master, greedy: &Outcome) -> Option<Vec<f64>> {
     let p = m.p;
-    let mut per_node: Vec<FxHashMap<usize, u32>> = vec![FxHashMap::default(); greedy.new_nodes.len()];
-    let mut assign: FxHashMap<(usize, usize), u32> = FxHashMap::default();
-    let target_of: FxHashMap<usize, usize> = m.s.targets.iter().enumerate().map(|(t, &e)| (e, t)).collect();
+    let mut per_node: Vec<FxHashMap<Class, u32>> = vec![FxHashMap::default(); greedy.new_nodes.len()];
+    let mut assign: FxHashMap<(Class, TargetId), u32> = FxHashMap::default();
+    let target_of: FxHashMap<usize, TargetId> = m.s.targets.iter().enumerate().map(|(t, &e)| (e, TargetId::at(t))).collect();
     let mut ok = true;
     for (id, t) in &greedy.placements {
-        let c = p.class_of[id];
+        let c = Class::at(p.class_of[id]);
         match *t {
             Target::New(k) => *per_node[k].entry(c).or_default() += 1,
             Target::Existing(e) => match target_of.get(&e) {
@@ -75,10 +106,10 @@ fn warm_start(m: &mut Master, greedy: &Outcome) -> Option<Vec<f64>> {
             },
         }
     }
-    let mut z: FxHashMap<usize, f64> = FxHashMap::default();
+    let mut z: FxHashMap<Col, f64> = FxHashMap::default();
     for (k, counts) in per_node.into_iter().enumerate() {
-        let counts: Vec<(usize, u32)> = counts.into_iter().collect();
-        match pricing::validate(m, greedy.new_nodes[k], counts) {
+        let counts: Vec<(Class, u32)> = counts.into_iter().collect();
+        match pricing::validate(m, Config::at(greedy.new_nodes[k]), counts) {
             Ok(pat) => {
                 let col = m.add_pattern(pat);
                 *z.entry(col).or_default() += 1.0;
@@ -92,19 +123,19 @@ fn warm_start(m: &mut Master, greedy: &Outcome) -> Option<Vec<f64>> {
     if !ok {
         return None;
     }
-    let mut x = vec![0.0; m.cols.len()];
+    let mut x = vec![0.0; m.model.n_cols()];
     for (col, v) in z {
-        x[col] = v;
+        x[col.ix()] = v;
     }
     for ((c, t), v) in assign {
-        x[m.assign_col[&(c, t)]] = v as f64;
+        x[m.assign_col[&(c, t)].ix()] = v as f64;
     }
     let mut pending = vec![0.0; m.s.n.len()];
     for (id, _) in &greedy.unschedulable {
         pending[p.class_of[id]] += 1.0;
     }
     for (c, v) in pending.iter().enumerate() {
-        x[m.pending_col[c]] = *v;
+        x[m.pending_col[c].ix()] = *v;
     }
     fill_aux(m, &mut x);
     if tracing::enabled!(tracing::Level::DEBUG) {
@@ -117,53 +148,18 @@ fn warm_start(m: &mut Master, greedy: &Outcome) -> Option<Vec<f64>> {
 
 /// Rows a full column vector violates (diagnostics).
 pub fn violations(m: &Master, x: &[f64]) -> Vec<String> {
-    let mut act = vec![0.0; m.row_lo.len()];
-    for (j, c) in m.cols.iter().enumerate() {
-        for &(r, v) in &c.entries {
-            act[r] += v * x[j];
-        }
-    }
-    (0..act.len()).filter(|&r| act[r] < m.row_lo[r] - 1e-6 || act[r] > m.row_hi[r] + 1e-6).map(|r| format!("row {r} {}: {} not in [{}, {}]", m.row_name[r], act[r], m.row_lo[r], m.row_hi[r])).collect()
+    let act = m.model.activities(x, |_, _| false);
+    let rows = m.model.rows();
+    (0..act.len()).filter(|&r| act[r] < rows[r].lo - 1e-6 || act[r] > rows[r].hi + 1e-6).map(|r| format!("row {r} {}: {} not in [{}, {}]", rows[r].name, act[r], rows[r].lo, rows[r].hi)).collect()
 }
 
-/// Sets the auxiliary columns to values consistent with the other columns.
+/// Sets the auxiliary columns to values consistent with the other columns: each family sets its own
+/// from the row activities of the others.
 fn fill_aux(m: &Master, x: &mut [f64]) {
-    let mut act = vec![0.0; m.row_lo.len()];
-    for (j, c) in m.cols.iter().enumerate() {
-        if matches!(c.kind, ColKind::Aux(_)) || x[j] == 0.0 {
-            continue;
-        }
-        for &(r, v) in &c.entries {
-            act[r] += v * x[j];
-        }
-    }
-    // First the indicators, then the minima and the first-pod choices that depend on them.
-    for (j, c) in m.cols.iter().enumerate() {
-        if let ColKind::Aux(a) = &c.kind {
-            x[j] = match a {
-                Aux::SpreadW { g, d } => (act[m.rows.sp_place[*g][*d]] > 0.5) as u8 as f64,
-                Aux::HostRegime { h } => m.rows.hs_regime1[*h].map_or(0.0, |r| (act[r] > 0.5) as u8 as f64),
-                Aux::AntiW { a, d } => m.rows.an_class[*a].get(d).map_or(0.0, |&r| (act[r] > 0.5) as u8 as f64),
-                Aux::AffH { a, d } => m.rows.af_free[*a].get(d).map_or(0.0, |&r| (act[r] < -0.5) as u8 as f64),
-                _ => continue,
-            };
-        }
-    }
-    for (j, c) in m.cols.iter().enumerate() {
-        if let ColKind::Aux(a) = &c.kind {
-            match a {
-                Aux::SpreadM { g } => {
-                    let sg = &m.s.spread[*g];
-                    x[j] = if sg.min_zero { 0.0 } else { (0..sg.domains.len()).map(|d| sg.existing[d] - act[m.rows.sp_min[*g][d]]).fold(f64::INFINITY, f64::min).max(0.0) };
-                }
-                Aux::AffV { a, d } => {
-                    let placed = m.s.affinity[*a].classes.iter().any(|&c| m.rows.af_dom[*a].get(&(c, d.clone())).is_some_and(|&r| act[r] > 0.5));
-                    let has_target = m.rows.af_free[*a].get(d).is_some_and(|&r| act[r] < -0.5);
-                    x[j] = (placed && !has_target) as u8 as f64;
-                }
-                _ => {}
-            }
-        }
+    let act = m.model.activities(x, |c, v| matches!(c.kind, ColKind::Aux(_)) || v == 0.0);
+    let cx = m.cx();
+    for f in m.fams.all() {
+        f.fill_aux(&cx, &act, x);
     }
 }
 
@@ -171,27 +167,21 @@ fn fill_aux(m: &Master, x: &mut [f64]) {
 /// LP sees every class on new nodes.
 fn seed_columns(m: &mut Master) {
     let p = m.p;
-    for c in 0..m.s.n.len() {
-        let mut groups: Vec<usize> = m.s.class_groups[c].iter().copied().collect();
+    for c in m.s.classes() {
+        let mut groups: Vec<Group> = m.s.class_groups[c.ix()].iter().copied().collect();
         groups.sort();
         for g in groups {
-            for &f in p.groups[g].iter().take(3) {
-                let f = f as usize;
-                let room = p.configs[f].room();
-                let pod = p.pod(p.classes[c].rep);
-                let mut k = pod.requests.copies_in(&room).min(m.s.n[c]);
-                if m.s.one_per_node[c] {
-                    k = k.min(1);
-                }
-                for hs in &m.s.hspread {
-                    if hs.constrained.contains(&c) && hs.members.binary_search(&c).is_ok() {
-                        k = k.min(hs.max_skew);
-                    }
-                }
-                if k == 0 {
+            for &f in p.groups[g.ix()].iter().take(3) {
+                let f = Config(f);
+                let room = p.configs[f.ix()].room();
+                let pod = p.pod(p.classes[c.ix()].rep);
+                let k = pod.requests.copies_in(&room).min(m.s.n_of(c)) as i64;
+                let cx = m.cx();
+                let k = m.fams.all().iter().filter_map(|fam| fam.cap(&cx, c, &[], families::Purpose::Seed)).fold(k, i64::min);
+                if k <= 0 {
                     continue;
                 }
-                if let Some(pat) = pricing::complete(m, f, vec![(c, k)]) {
+                if let Some(pat) = pricing::complete(m, f, vec![(c, k as u32)]) {
                     m.add_pattern(pat);
                 }
             }
@@ -212,7 +202,7 @@ const SMOOTHING: f64 = 0.5;
 
 /// Reduced cost of a pattern under row duals `y`.
 fn reduced_cost(m: &Master, pat: &Pattern, y: &[f64]) -> f64 {
-    m.pattern_cost(pat) - m.pattern_entries(pat).iter().map(|&(r, a)| y[r] * a).sum::<f64>()
+    m.pattern_cost(pat) - m.pattern_entries(pat).iter().map(|&(r, a)| y[r.ix()] * a).sum::<f64>()
 }
 
 /// Why a MIP answer cannot be used as HiGHS gave it: its solution breaks a row or bound, or its
@@ -224,7 +214,7 @@ fn check_answer(m: &Master, mip: &mut highs_lp::Solved) -> Option<String> {
         mip.dual_bound = None;
         return Some(v);
     }
-    let obj: f64 = m.cols.iter().zip(&mip.columns).map(|(c, x)| c.cost * x).sum();
+    let obj: f64 = m.model.cols().iter().zip(&mip.columns).map(|(c, x)| c.cost * x).sum();
     if (obj - mip.objective).abs() <= 1e-6 * (1.0 + obj.abs()) {
         return None;
     }
@@ -281,6 +271,7 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
     // The aggregated relaxation's model (its structure serves the size-class bound too).
     let t0 = Instant::now();
     let agg = Master::aggregate(p);
+    trace_model("aggregate", || agg.dump(true, 0));
     if Instant::now() >= deadline {
         return Ok(log.out_of_time("the aggregated relaxation"));
     }
@@ -302,6 +293,7 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
     let mut m = Master::new(p);
     let start = warm_start(&mut m, greedy);
     let complete = initial_columns(&mut m, center.as_deref());
+    trace_model("initial", || format!("{}{}", m.dump(true, 0), dump_start(start.as_deref())));
     log.phase("milp-model", t1);
     if Instant::now() >= deadline {
         return Ok(log.out_of_time("the integer program"));
@@ -316,9 +308,10 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
     // The integer program over the generated columns.
     let t3 = Instant::now();
     let start_vec = start.map(|mut s| {
-        s.resize(m.cols.len(), 0.0);
+        s.resize(m.model.n_cols(), 0.0);
         s
     });
+    trace_model("mip", || format!("{}{}", m.dump(true, 0), dump_start(start_vec.as_deref())));
     let mip = integer_program(&m, start_vec.as_deref(), deadline, gap, opts, &mut log)?;
     log.phase("integer-program", t3);
     let outcome = if mip.has_solution { Some(decode(&m, &mip.columns)) } else { None };
@@ -359,7 +352,7 @@ fn aggregated_relaxation(agg: &Master, deadline: Instant, opts: Options, log: &m
 fn size_class_bound(p: &Problem, agg: &Master, greedy: &Outcome, deadline: Instant, opts: Options, log: &mut Log) -> Result<(), SolveError> {
     let tb = Instant::now();
     let share = deadline.saturating_duration_since(tb).mul_f64(SIZE_BOUND_SHARE);
-    let sb = bound::size_bound(p, &agg.s, greedy, tb + share, opts)?;
+    let sb = bound::size_bound(p, &agg.s, &agg.fams, greedy, tb + share, opts)?;
     tracing::debug!(bound = ?sb.bound, items = sb.items, rounds = sb.rounds, columns = sb.columns, converged = sb.converged, "size bound");
     if let Some(b) = sb.bound {
         log.raise_bound(b);
@@ -415,11 +408,12 @@ fn column_generation(m: &mut Master, center: &mut Option<Vec<f64>>, cg_deadline:
         if cols.is_empty() {
             break;
         }
-        let before = m.cols.len();
+        let before = m.model.n_cols();
         for pat in cols {
             m.add_pattern(pat);
         }
-        if m.cols.len() == before {
+        trace_model(&format!("round-{rounds}"), || m.dump(false, before));
+        if m.model.n_cols() == before {
             break;
         }
     }
@@ -483,35 +477,35 @@ fn decode(m: &Master, x: &[f64]) -> Outcome {
     let p = m.p;
     let mut next: Vec<usize> = vec![0; m.s.n.len()];
     let mut o = Outcome::default();
-    let take = |c: usize, next: &mut Vec<usize>| {
-        let pods = &p.classes[c].pods;
-        let id = pods.get(next[c]).copied();
-        next[c] += 1;
+    let take = |c: Class, next: &mut Vec<usize>| {
+        let pods = &p.classes[c.ix()].pods;
+        let id = pods.get(next[c.ix()]).copied();
+        next[c.ix()] += 1;
         id
     };
-    for (j, col) in m.cols.iter().enumerate() {
-        let v = x[j].round() as i64;
+    for (j, col) in m.model.columns() {
+        let v = x[j.ix()].round() as i64;
         if v <= 0 {
             continue;
         }
         if let ColKind::Assign { class, target } = col.kind {
             for _ in 0..v {
                 if let Some(id) = take(class, &mut next) {
-                    o.placements.push((id, Target::Existing(m.s.targets[target])));
+                    o.placements.push((id, Target::Existing(m.s.targets[target.ix()])));
                 }
             }
         }
     }
-    for (j, col) in m.cols.iter().enumerate() {
-        let v = x[j].round() as i64;
+    for (j, col) in m.model.columns() {
+        let v = x[j.ix()].round() as i64;
         if v <= 0 {
             continue;
         }
         if let ColKind::Pattern(pi) = col.kind {
-            let pat: &Pattern = &m.patterns[pi];
+            let pat: &Pattern = &m.patterns[pi.ix()];
             for _ in 0..v {
                 let k = o.new_nodes.len();
-                o.new_nodes.push(pat.config);
+                o.new_nodes.push(pat.config.ix());
                 for &(c, cnt) in &pat.counts {
                     for _ in 0..cnt {
                         if let Some(id) = take(c, &mut next) {
@@ -522,7 +516,7 @@ fn decode(m: &Master, x: &[f64]) -> Outcome {
             }
         }
     }
-    for c in 0..m.s.n.len() {
+    for c in m.s.classes() {
         while let Some(id) = take(c, &mut next) {
             o.unschedulable.push((id, crate::semantics::Reject::new(crate::semantics::Plugin::NodePool, "left pending by the integer program")));
         }

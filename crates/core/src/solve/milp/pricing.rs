@@ -1,31 +1,30 @@
 //! Pattern rules and pricing.
 //!
-//! A pattern is valid when its pods fit the configuration's room (allocatable minus DaemonSets) in every
-//! resource, and it respects what one node may hold: hostname anti-affinity (a class with a self-
-//! matching term at most once, conflicting classes never together), host ports, hostname spread (at
-//! most maxSkew matching pods where a constrained class is present, maxSkew + mbar under regime 1),
-//! and hostname affinity (a free target on the node, or the node is the group's first-pod node).
+//! A pattern is valid when its classes may use the configuration's group and every constraint family
+//! accepts it ([`super::families::Family::validate`]: resources against the room, node conflicts,
+//! hostname spread, hostname affinity); the families also flag the rows the node enters by itself.
 //!
 //! Pricing solves, per configuration, max Σ v_c a_c over valid patterns (v_c: the dual value of one pod
 //! of class c on that configuration group) by a density-ordered greedy fill; a column enters when its
-//! reduced cost cost_f − node duals − Σ v_c a_c is negative. The greedy is a heuristic, so the lower
-//! bound does not rely on it: [`lagrangian_correction`] bounds every configuration's best pattern with a
-//! fractional knapsack per resource.
+//! reduced cost cost_f − node duals − flag duals − Σ v_c a_c is negative. The greedy is a heuristic, so
+//! the lower bounds do not rely on it.
 
 use rustc_hash::FxHashMap;
 
-use super::master::{Master, Pattern};
-use crate::domain::labels::keys;
+use super::families::{InvalidPattern, Node, Purpose};
+use super::ids::{Class, Config, Group};
+use super::master::Master;
+use super::model::Pattern;
 
 /// Dual value of one pod of class c on configuration group g: Σ rows y_r a_r(c, g) − soft cost.
-pub fn values(m: &Master, y: &[f64]) -> Vec<FxHashMap<usize, f64>> {
-    (0..m.s.n.len())
+pub fn values(m: &Master, y: &[f64]) -> Vec<FxHashMap<Group, f64>> {
+    m.s.classes()
         .map(|c| {
-            m.s.class_groups[c]
+            m.s.class_groups[c.ix()]
                 .iter()
                 .map(|&g| {
-                    let v: f64 = m.unit_entries_group(c, g).iter().map(|&(r, a)| y[r] * a).sum();
-                    (g, v - m.s.soft_group[c].get(&g).copied().unwrap_or(0.0))
+                    let v: f64 = m.unit_entries_group(c, g).iter().map(|&(r, a)| y[r.ix()] * a).sum();
+                    (g, v - m.s.soft_group[c.ix()].get(&g).copied().unwrap_or(0.0))
                 })
                 .collect()
         })
@@ -33,111 +32,47 @@ pub fn values(m: &Master, y: &[f64]) -> Vec<FxHashMap<usize, f64>> {
 }
 
 /// Completes a pattern's flags and checks its rules; None if invalid.
-pub fn complete(m: &Master, config: usize, counts: Vec<(usize, u32)>) -> Option<Pattern> {
+pub fn complete(m: &Master, config: Config, counts: Vec<(Class, u32)>) -> Option<Pattern> {
     validate(m, config, counts).ok()
 }
 
-/// The per-node rule a pattern breaks. The pattern cannot be a column: a caller that wanted it (the
-/// greedy start) must leave that node out of the model or give up the start.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum InvalidPattern {
-    #[error("class {class} may not use configuration group {group}: leave the class off this configuration")]
-    GroupNotAllowed { class: usize, group: usize },
-    #[error("class {class} at most once per node, {count} given: split its pods over more nodes")]
-    OncePerNode { class: usize, count: u32 },
-    #[error("{resource} {used} exceeds room {room}: use a larger configuration or fewer pods")]
-    ExceedsRoom { resource: String, used: i64, room: i64 },
-    #[error("classes {0} and {1} may not share a node (hostname anti-affinity or host ports): put them on different nodes")]
-    Conflict(usize, usize),
-    #[error("hostname spread {spread}: {members} members above maxSkew {max_skew} (mbar {mbar}): put fewer of them on the node")]
-    HostSpread { spread: usize, members: u32, max_skew: u32, mbar: u32 },
-    #[error("hostname affinity group {0} without a target on the node: add a pod the terms match")]
-    AffinityWithoutTarget(usize),
-}
-
 /// Like [`complete`], with the rule a pattern breaks.
-pub(crate) fn validate(m: &Master, config: usize, mut counts: Vec<(usize, u32)>) -> Result<Pattern, InvalidPattern> {
+pub(crate) fn validate(m: &Master, config: Config, mut counts: Vec<(Class, u32)>) -> Result<Pattern, InvalidPattern> {
     counts.retain(|&(_, k)| k > 0);
     counts.sort();
-    let p = m.p;
-    let cfg = &p.configs[config];
-    let room = cfg.room();
-    let s = &m.s;
-    let mut used = vec![0i64; s.dims.len()];
-    for &(c, k) in &counts {
-        if !s.class_groups[c].contains(&cfg.group) {
-            return Err(InvalidPattern::GroupNotAllowed { class: c, group: cfg.group });
-        }
-        if s.one_per_node[c] && k > 1 {
-            return Err(InvalidPattern::OncePerNode { class: c, count: k });
-        }
-        for (d, u) in used.iter_mut().enumerate() {
-            *u += s.req[c][d] * k as i64;
-        }
-    }
-    for (d, name) in s.dims.iter().enumerate() {
-        if used[d] > room.get(name) {
-            return Err(InvalidPattern::ExceedsRoom { resource: name.clone(), used: used[d], room: room.get(name) });
-        }
-    }
+    let group = Group::at(m.p.configs[config.ix()].group);
     for &(c, _) in &counts {
-        for &(q, _) in &counts {
-            if q != c && (s.host_conflicts[c].contains(&q) || s.port_conflicts[c].contains(&q)) {
-                return Err(InvalidPattern::Conflict(c, q));
-            }
+        if !m.s.class_groups[c.ix()].contains(&group) {
+            return Err(InvalidPattern::GroupNotAllowed { class: c, group });
         }
     }
-    let count_of = |c: usize| counts.binary_search_by_key(&c, |x| x.0).map_or(0, |i| counts[i].1);
-    let mut regime1 = Vec::new();
-    let mut low = Vec::new();
-    for (h, hs) in s.hspread.iter().enumerate() {
-        let members: u32 = counts.iter().filter(|(c, _)| hs.members.binary_search(c).is_ok()).map(|x| x.1).sum();
-        // Constrained members bind first on the node; other members after them.
-        let limited: u32 = counts.iter().filter(|(c, _)| hs.members.binary_search(c).is_ok() && hs.constrained.binary_search(c).is_ok()).map(|x| x.1).sum();
-        if limited > hs.max_skew {
-            let members = limited;
-            if hs.mbar == 0 || members > hs.max_skew + hs.mbar {
-                return Err(InvalidPattern::HostSpread { spread: h, members, max_skew: hs.max_skew, mbar: hs.mbar });
-            }
-            regime1.push(h);
-        }
-        if hs.mbar > 0 && hs.group_eligible.contains(&cfg.group) && members < hs.mbar {
-            low.push(h);
-        }
+    let cx = m.cx();
+    let node = Node { config, group, counts: &counts };
+    let mut flags = Vec::new();
+    for f in m.fams.all() {
+        f.validate(&cx, &node, &mut flags)?;
     }
-    let mut first_pod = Vec::new();
-    for (a, g) in s.affinity.iter().enumerate() {
-        if g.key != keys::HOSTNAME || !g.classes.iter().any(|&c| count_of(c) > 0) {
-            continue;
-        }
-        if g.free_targets.iter().any(|&q| count_of(q) > 0) {
-            continue;
-        }
-        if !g.self_match || g.any_existing {
-            return Err(InvalidPattern::AffinityWithoutTarget(a));
-        }
-        first_pod.push(a);
-    }
-    Ok(Pattern { config, counts, regime1, low, first_pod })
+    Ok(Pattern { config, counts, flags })
 }
 
 /// Node-level dual value of a configuration (pool limits, node count).
-pub(crate) fn node_value(m: &Master, y: &[f64], f: usize) -> f64 {
-    m.node_entries(f).iter().map(|&(r, a)| y[r] * a).sum()
+pub(crate) fn node_value(m: &Master, y: &[f64], f: Config) -> f64 {
+    m.node_entries(f).iter().map(|&(r, a)| y[r.ix()] * a).sum()
 }
 
 /// Density order of the candidate classes for a room: value per dominant share, densest first.
-fn density_order(m: &Master, room: &crate::domain::resources::Resources, cand: &[(usize, f64)]) -> Vec<(usize, f64)> {
+fn density_order(m: &Master, room: &crate::domain::resources::Resources, cand: &[(Class, f64)]) -> Vec<(Class, f64)> {
     let s = &m.s;
     let roomv: Vec<f64> = s.dims.iter().map(|d| room.get(d) as f64).collect();
-    let mut order: Vec<(f64, usize, f64)> = cand
+    let mut order: Vec<(f64, Class, f64)> = cand
         .iter()
         .filter_map(|&(c, v)| {
+            let req = &s.req[c.ix()];
             let size = (0..s.dims.len())
                 .map(|d| {
                     if roomv[d] > 0.0 {
-                        s.req[c][d] as f64 / roomv[d]
-                    } else if s.req[c][d] > 0 {
+                        req[d] as f64 / roomv[d]
+                    } else if req[d] > 0 {
                         f64::INFINITY
                     } else {
                         0.0
@@ -151,58 +86,41 @@ fn density_order(m: &Master, room: &crate::domain::resources::Resources, cand: &
     order.into_iter().map(|(_, c, v)| (c, v)).collect()
 }
 
+/// The most pods of class `c` the families let a node holding `counts` take for `purpose`, starting
+/// from `k`.
+fn family_cap(m: &Master, c: Class, counts: &[(Class, u32)], purpose: Purpose, mut k: i64) -> i64 {
+    let cx = m.cx();
+    for f in m.fams.all() {
+        if let Some(cap) = f.cap(&cx, c, counts, purpose) {
+            k = k.min(cap);
+        }
+    }
+    k
+}
+
 /// Greedy fill of configuration `f` with the classes of positive value, in the given order.
-fn fill(m: &Master, f: usize, order: &[(usize, f64)]) -> Option<Pattern> {
-    let p = m.p;
-    let cfg = &p.configs[f];
-    let room = cfg.room();
+fn fill(m: &Master, f: Config, order: &[(Class, f64)]) -> Option<Pattern> {
+    let room = m.p.configs[f.ix()].room();
     let s = &m.s;
     let mut left: Vec<i64> = s.dims.iter().map(|d| room.get(d)).collect();
-    let mut counts: Vec<(usize, u32)> = Vec::new();
-    let mut host_members: Vec<u32> = vec![0; s.hspread.len()];
+    let mut counts: Vec<(Class, u32)> = Vec::new();
     // Two passes: hostname-affinity classes may need their free target added first.
     for pass in 0..2 {
         for &(c, _) in order {
             if counts.iter().any(|x| x.0 == c) {
                 continue;
             }
-            if counts.iter().any(|&(q, _)| s.host_conflicts[c].contains(&q) || s.port_conflicts[c].contains(&q)) {
-                continue;
-            }
-            if let Some(a) = s.class_affinity[c] {
-                let g = &s.affinity[a];
-                if g.key == keys::HOSTNAME {
-                    let has_target = g.free_targets.iter().any(|&q| counts.iter().any(|x| x.0 == q));
-                    let first_ok = g.self_match && !g.any_existing;
-                    if !(has_target || first_ok && pass == 1) {
-                        continue;
-                    }
-                }
-            }
-            let mut k = s.n[c] as i64;
-            if s.one_per_node[c] {
-                k = k.min(1);
-            }
-            for (l, &q) in left.iter().zip(&s.req[c]) {
+            let mut k = family_cap(m, c, &counts, Purpose::Fill { first_pass: pass == 0 }, s.n_of(c) as i64);
+            for (l, &q) in left.iter().zip(&s.req[c.ix()]) {
                 if q > 0 {
                     k = k.min(l / q);
-                }
-            }
-            for (h, hs) in s.hspread.iter().enumerate() {
-                if hs.members.binary_search(&c).is_ok() && hs.constrained.binary_search(&c).is_ok() {
-                    k = k.min((hs.max_skew + hs.mbar) as i64 - host_members[h] as i64);
                 }
             }
             if k <= 0 {
                 continue;
             }
-            for (l, &q) in left.iter_mut().zip(&s.req[c]) {
+            for (l, &q) in left.iter_mut().zip(&s.req[c.ix()]) {
                 *l -= q * k;
-            }
-            for (h, hs) in s.hspread.iter().enumerate() {
-                if hs.members.binary_search(&c).is_ok() && hs.constrained.binary_search(&c).is_ok() {
-                    host_members[h] += k as u32;
-                }
             }
             counts.push((c, k as u32));
         }
@@ -216,16 +134,16 @@ fn fill(m: &Master, f: usize, order: &[(usize, f64)]) -> Option<Pattern> {
 /// Configurations priced per group: the cheapest few and a geometric sample over the rest by size.
 const PRICED_PER_GROUP: usize = 24;
 
-fn priced_configs(configs: &[u32]) -> Vec<usize> {
+fn priced_configs(configs: &[u32]) -> Vec<Config> {
     if configs.len() <= PRICED_PER_GROUP {
-        return configs.iter().map(|&f| f as usize).collect();
+        return configs.iter().map(|&f| Config(f)).collect();
     }
-    let mut out: Vec<usize> = configs.iter().take(PRICED_PER_GROUP / 3).map(|&f| f as usize).collect();
+    let mut out: Vec<Config> = configs.iter().take(PRICED_PER_GROUP / 3).map(|&f| Config(f)).collect();
     let n = configs.len();
     let rest = PRICED_PER_GROUP - out.len();
     for i in 0..rest {
         let ix = ((n as f64).powf((i + 1) as f64 / rest as f64) as usize).clamp(1, n) - 1;
-        out.push(configs[ix] as usize);
+        out.push(Config(configs[ix]));
     }
     out.sort();
     out.dedup();
@@ -233,10 +151,10 @@ fn priced_configs(configs: &[u32]) -> Vec<usize> {
 }
 
 /// Columns with negative reduced cost: the best pattern of the best configurations of each group.
-pub fn price(m: &Master, y: &[f64], vals: &[FxHashMap<usize, f64>], per_group: usize) -> Vec<(f64, Pattern)> {
+pub fn price(m: &Master, y: &[f64], vals: &[FxHashMap<Group, f64>], per_group: usize) -> Vec<(f64, Pattern)> {
     let p = m.p;
-    let mut by_group: FxHashMap<usize, Vec<(usize, f64)>> = FxHashMap::default();
-    for (c, vs) in vals.iter().enumerate() {
+    let mut by_group: FxHashMap<Group, Vec<(Class, f64)>> = FxHashMap::default();
+    for (c, vs) in m.s.classes().zip(vals) {
         for (&g, &v) in vs {
             if v > 1e-9 {
                 by_group.entry(g).or_default().push((c, v));
@@ -244,23 +162,22 @@ pub fn price(m: &Master, y: &[f64], vals: &[FxHashMap<usize, f64>], per_group: u
         }
     }
     let mut out = Vec::new();
-    let mut groups: Vec<usize> = by_group.keys().copied().collect();
+    let mut groups: Vec<Group> = by_group.keys().copied().collect();
     groups.sort();
     for g in groups {
         let cand = &by_group[&g];
         let mut best: Vec<(f64, Pattern)> = Vec::new();
-        let configs = priced_configs(&p.groups[g]);
+        let configs = priced_configs(&p.groups[g.ix()]);
         // Densities do not depend much on the size within a group: order once, by the largest room.
-        let largest = configs.iter().copied().max_by_key(|&f| p.configs[f].room().cpu_m).unwrap_or(configs[0]);
-        let order = density_order(m, &p.configs[largest].room(), cand);
+        let largest = configs.iter().copied().max_by_key(|&f| p.configs[f.ix()].room().cpu_m).unwrap_or(configs[0]);
+        let order = density_order(m, &p.configs[largest.ix()].room(), cand);
         for f in configs {
             let Some(pat) = fill(m, f, &order) else { continue };
-            let value: f64 = pat.counts.iter().map(|&(c, k)| k as f64 * vals[c][&g]).sum();
-            let flags: f64 = pat.regime1.iter().filter_map(|&h| m.rows.hs_regime1[h]).map(|r| y[r]).sum::<f64>()
-                + pat.low.iter().filter_map(|&h| m.rows.hs_low[h]).map(|r| y[r]).sum::<f64>()
-                + pat.first_pod.iter().filter_map(|&a| m.rows.af_first[a]).map(|r| y[r]).sum::<f64>();
-            let rc = p.configs[f].cost - node_value(m, y, f) - flags - value;
-            if rc < -1e-7 * p.configs[f].cost.max(1e-3) {
+            let value: f64 = pat.counts.iter().map(|&(c, k)| k as f64 * vals[c.ix()][&g]).sum();
+            let flags: f64 = pat.flags.iter().map(|rows| rows.iter().map(|r| y[r.ix()]).sum::<f64>()).sum();
+            let cost = p.configs[f.ix()].cost;
+            let rc = cost - node_value(m, y, f) - flags - value;
+            if rc < -1e-7 * cost.max(1e-3) {
                 best.push((rc, pat));
             }
         }
@@ -282,7 +199,8 @@ pub fn enumerate(m: &Master, limit: usize) -> Option<Vec<Pattern>> {
     let mut out = Vec::new();
     let mut seen = 0usize;
     for (g, configs) in p.groups.iter().enumerate() {
-        let classes: Vec<usize> = (0..s.n.len()).filter(|&c| s.class_groups[c].contains(&g)).collect();
+        let g = Group::at(g);
+        let classes: Vec<Class> = s.classes().filter(|&c| s.class_groups[c.ix()].contains(&g)).collect();
         if classes.is_empty() {
             continue;
         }
@@ -293,8 +211,8 @@ pub fn enumerate(m: &Master, limit: usize) -> Option<Vec<Pattern>> {
                 maxroom[d] = maxroom[d].max(room.get(name));
             }
         }
-        let mut vectors: Vec<Vec<(usize, u32)>> = Vec::new();
-        let mut cur: Vec<(usize, u32)> = Vec::new();
+        let mut vectors: Vec<Vec<(Class, u32)>> = Vec::new();
+        let mut cur: Vec<(Class, u32)> = Vec::new();
         if !enum_rec(m, &classes, 0, &mut cur, &mut maxroom.clone(), &mut vectors, limit.saturating_sub(seen)) {
             return None;
         }
@@ -305,7 +223,7 @@ pub fn enumerate(m: &Master, limit: usize) -> Option<Vec<Pattern>> {
         by_cost.sort_by(|&a, &b| p.configs[a as usize].cost.total_cmp(&p.configs[b as usize].cost).then(a.cmp(&b)));
         for v in vectors {
             for &f in &by_cost {
-                if let Some(pat) = complete(m, f as usize, v.clone()) {
+                if let Some(pat) = complete(m, Config(f), v.clone()) {
                     out.push(pat);
                     if !limited {
                         break;
@@ -317,7 +235,7 @@ pub fn enumerate(m: &Master, limit: usize) -> Option<Vec<Pattern>> {
     Some(out)
 }
 
-fn enum_rec(m: &Master, classes: &[usize], i: usize, cur: &mut Vec<(usize, u32)>, left: &mut [i64], out: &mut Vec<Vec<(usize, u32)>>, limit: usize) -> bool {
+fn enum_rec(m: &Master, classes: &[Class], i: usize, cur: &mut Vec<(Class, u32)>, left: &mut [i64], out: &mut Vec<Vec<(Class, u32)>>, limit: usize) -> bool {
     let s = &m.s;
     if i == classes.len() {
         if !cur.is_empty() {
@@ -329,21 +247,16 @@ fn enum_rec(m: &Master, classes: &[usize], i: usize, cur: &mut Vec<(usize, u32)>
         return true;
     }
     let c = classes[i];
-    let mut cap = s.n[c] as i64;
-    if s.one_per_node[c] {
-        cap = cap.min(1);
-    }
-    for (l, &q) in left.iter().zip(&s.req[c]) {
+    let req = &s.req[c.ix()];
+    let mut cap = family_cap(m, c, cur, Purpose::Enumerate, s.n_of(c) as i64);
+    for (l, &q) in left.iter().zip(req) {
         if q > 0 {
             cap = cap.min(l / q);
         }
     }
-    if cur.iter().any(|&(q, _)| s.host_conflicts[c].contains(&q) || s.port_conflicts[c].contains(&q)) {
-        cap = 0;
-    }
     for k in 0..=cap.max(0) {
         if k > 0 {
-            for (l, &q) in left.iter_mut().zip(&s.req[c]) {
+            for (l, &q) in left.iter_mut().zip(req) {
                 *l -= q * k;
             }
             cur.push((c, k as u32));
@@ -351,7 +264,7 @@ fn enum_rec(m: &Master, classes: &[usize], i: usize, cur: &mut Vec<(usize, u32)>
         let ok = enum_rec(m, classes, i + 1, cur, left, out, limit);
         if k > 0 {
             cur.pop();
-            for (l, &q) in left.iter_mut().zip(&s.req[c]) {
+            for (l, &q) in left.iter_mut().zip(req) {
                 *l += q * k;
             }
         }

@@ -1,0 +1,246 @@
+//! Hostname spread: hard topology spread constraints over `kubernetes.io/hostname`.
+//!
+//! ```text
+//!   per new node (pattern check), constrained members m_p = Σ_{c ∈ constrained ∩ members} a_c:
+//!       m_p ≤ s                    regime 0
+//!       m_p ≤ s + m̄               regime 1, flagged:   R1: Σ_{p: m_p > s} z_p ≤ U r_h
+//!   eligible nodes with fewer than m̄ members (flagged):  R2: Σ_{p low} z_p ≤ U (1 − r_h)
+//!   existing target t (E_t matching pods there), constrained members on it:
+//!       Σ x_{c,t} ≤ (s − E_t)⁺ + ((s + m̄ − E_t)⁺ − (s − E_t)⁺) r_h
+//!       E_t > s:  Σ x_{c,t} ≤ n r_h   (and no pod at all when E_t ≥ s + m̄)
+//! ```
+//!
+//! `s` = maxSkew, `m̄` = the smallest matching count over existing eligible nodes (0 without any: then
+//! there is only regime 0), `r_h` ∈ {0,1} the regime, `U` = pods in the batch. Only constrained members
+//! are limited per node: a bind order exists that places constrained pods before the other members, and
+//! a pod that does not match its own selector adds nothing. Aggregated relaxation: per configuration
+//! group `Σ_{c ∈ constrained ∩ members} x_{c,g} ≤ (s + m̄) Σ_f y_f`. Size-class bound: dropped.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::{AggRow, Cx, Family, InvalidPattern, Node, Purpose};
+use crate::domain::labels::{LabelSelector, keys};
+use crate::domain::pod::{Pod, SpreadConstraint};
+use crate::semantics::filter::FilterState;
+use crate::solve::milp::ids::{Class, Col, Group, Row, Target};
+use crate::solve::milp::model::{INF, Model};
+use crate::solve::milp::structure::{Context, Eligibility, matches_selector};
+
+/// A hard spread constraint over `kubernetes.io/hostname`.
+#[derive(Clone, Debug)]
+pub struct HostSpread {
+    pub max_skew: u32,
+    /// Classes the selector counts (all of them lower the global minimum when absent from a node).
+    pub members: Vec<Class>,
+    /// Classes carrying the constraint (sorted).
+    pub constrained: Vec<Class>,
+    /// Smallest matching count over existing eligible nodes (0 without any): with regime 1 every node
+    /// ends with at least this many and each may hold `max_skew + mbar`.
+    pub mbar: u32,
+    pub group_eligible: FxHashSet<Group>,
+    /// Per existing target: matching pods already there, if eligible.
+    pub target_count: Vec<Option<u32>>,
+}
+
+impl HostSpread {
+    /// Class `c` is limited per node: it carries the constraint and its selector counts it.
+    fn limits(&self, c: Class) -> bool {
+        self.members.binary_search(&c).is_ok() && self.constrained.binary_search(&c).is_ok()
+    }
+}
+
+/// The regime rows of one hostname spread (mbar > 0 only) and its regime column.
+#[derive(Clone, Copy)]
+struct Regime {
+    r1: Row,
+    r2: Row,
+}
+
+pub struct HostSpreads {
+    pub spreads: Vec<HostSpread>,
+    regimes: Vec<Option<Regime>>,
+    /// Per hostname spread: the regime binary (mbar > 0 only).
+    cols: Vec<Option<Col>>,
+}
+
+impl HostSpreads {
+    /// Every hard hostname spread of the batch, shared by the classes that carry the same constraint.
+    pub(crate) fn derive(cx: &Context, fs: &FilterState) -> Self {
+        let mut spreads: Vec<HostSpread> = Vec::new();
+        let mut ix: FxHashMap<(Option<LabelSelector>, String, Eligibility, i32), usize> = FxHashMap::default();
+        for c in cx.classes() {
+            let pod = cx.rep(c);
+            for sc in &pod.spread {
+                if sc.key != keys::HOSTNAME || !sc.is_hard() {
+                    continue;
+                }
+                let elig = Eligibility::of(pod, sc);
+                let key = (sc.selector.clone(), pod.namespace.clone(), elig.clone(), sc.max_skew);
+                let i = *ix.entry(key).or_insert_with(|| {
+                    let members: Vec<Class> = cx.classes().filter(|&q| matches_selector(sc.selector.as_ref(), &pod.namespace, cx.rep(q))).collect();
+                    spreads.push(host_spread(cx, fs, pod, sc, &elig, members));
+                    spreads.len() - 1
+                });
+                spreads[i].constrained.push(c);
+            }
+        }
+        for hs in &mut spreads {
+            hs.constrained.sort();
+            hs.constrained.dedup();
+        }
+        HostSpreads { spreads, regimes: Vec::new(), cols: Vec::new() }
+    }
+}
+
+/// A new hostname spread for constraint `sc` of `pod` (no constrained class yet).
+fn host_spread(cx: &Context, fs: &FilterState, pod: &Pod, sc: &SpreadConstraint, elig: &Eligibility, members: Vec<Class>) -> HostSpread {
+    let mut target_count = Vec::new();
+    let mut mbar: Option<u32> = None;
+    for &e in &cx.targets {
+        let n = &fs.nodes()[e];
+        if elig.admits(&n.labels, &n.taints, Some(&n.name)) {
+            let cnt = n.pods.iter().filter(|q| matches_selector(sc.selector.as_ref(), &pod.namespace, q)).count() as u32;
+            target_count.push(Some(cnt));
+        } else {
+            target_count.push(None);
+        }
+    }
+    // The minimum runs over every eligible node of the cluster, not only targets.
+    for n in fs.nodes() {
+        if elig.admits(&n.labels, &n.taints, Some(&n.name)) {
+            let cnt = n.pods.iter().filter(|q| matches_selector(sc.selector.as_ref(), &pod.namespace, q)).count() as u32;
+            mbar = Some(mbar.map_or(cnt, |m| m.min(cnt)));
+        }
+    }
+    let group_eligible = cx
+        .groups()
+        .filter(|&g| {
+            let mut l = cx.group_labels(g).clone();
+            l.insert(keys::HOSTNAME.into(), "new".into());
+            elig.admits(&l, cx.group_taints(g), None)
+        })
+        .collect();
+    HostSpread { max_skew: sc.max_skew as u32, members, constrained: Vec::new(), mbar: mbar.unwrap_or(0), group_eligible, target_count }
+}
+
+impl Family for HostSpreads {
+    fn rows(&mut self, cx: &Cx, m: &mut Model) {
+        for hs in &self.spreads {
+            if hs.mbar > 0 {
+                let r1 = m.row(-INF, 0.0);
+                let r2 = m.row(-INF, cx.big_nodes());
+                self.regimes.push(Some(Regime { r1, r2 }));
+            } else {
+                self.regimes.push(None);
+            }
+        }
+    }
+
+    /// The regime binary, and per existing target the caps on members (rows made here, after the
+    /// assignment columns they constrain).
+    fn aux_columns(&mut self, cx: &Cx, m: &mut Model) {
+        for (h, hs) in self.spreads.iter().enumerate() {
+            let big = cx.big_nodes();
+            let r = self.regimes[h].map(|rg| m.aux_col(format!("host-regime {h}"), 0.0, 1.0, true, vec![(rg.r1, -big), (rg.r2, big)]));
+            self.cols.push(r);
+            for (t, cnt) in hs.target_count.iter().enumerate() {
+                let Some(cnt) = *cnt else { continue };
+                let t = Target::at(t);
+                let s = hs.max_skew as f64;
+                let (e, mbar) = (cnt as f64, hs.mbar as f64);
+                let cap0 = (s - e).max(0.0);
+                let cap1 = (s + mbar - e).max(0.0);
+                // Constrained members bind first on the node.
+                let members: Vec<Class> = hs.members.iter().copied().filter(|&c| hs.constrained.contains(&c) && cx.assign.contains_key(&(c, t))).collect();
+                let constrained: Vec<Class> = hs.constrained.iter().copied().filter(|&c| cx.assign.contains_key(&(c, t))).collect();
+                if constrained.is_empty() {
+                    continue;
+                }
+                // Members on the node: ≤ cap0, or ≤ cap1 under regime 1.
+                let row = m.row(-INF, cap0);
+                for &c in &members {
+                    m.col_mut(cx.assign[&(c, t)]).entries.push((row, 1.0));
+                }
+                if let Some(r) = r {
+                    m.col_mut(r).entries.push((row, -(cap1 - cap0)));
+                }
+                // Constrained pods on a node already above maxSkew: only under regime 1 (and only if
+                // regime 1 lets it hold them).
+                if e > s {
+                    let n: f64 = constrained.iter().map(|&c| cx.s.n_of(c) as f64).sum();
+                    let row = m.row(-INF, 0.0);
+                    for &c in &constrained {
+                        let col = m.col_mut(cx.assign[&(c, t)]);
+                        col.entries.push((row, 1.0));
+                        if e >= s + mbar {
+                            col.hi = 0.0;
+                        }
+                    }
+                    if let Some(r) = r {
+                        m.col_mut(r).entries.push((row, -n));
+                    }
+                }
+            }
+        }
+    }
+
+    /// At most maxSkew constrained members per node, maxSkew + mbar under regime 1 (flagged); eligible
+    /// nodes with fewer than mbar members are flagged too.
+    fn validate(&self, _cx: &Cx, node: &Node, flags: &mut Vec<Vec<Row>>) -> Result<(), InvalidPattern> {
+        let mut regime1 = Vec::new();
+        let mut low = Vec::new();
+        for (h, hs) in self.spreads.iter().enumerate() {
+            let members: u32 = node.counts.iter().filter(|(c, _)| hs.members.binary_search(c).is_ok()).map(|x| x.1).sum();
+            // Constrained members bind first on the node; other members after them.
+            let limited: u32 = node.counts.iter().filter(|(c, _)| hs.limits(*c)).map(|x| x.1).sum();
+            if limited > hs.max_skew {
+                if hs.mbar == 0 || limited > hs.max_skew + hs.mbar {
+                    return Err(InvalidPattern::HostSpread { spread: h, members: limited, max_skew: hs.max_skew, mbar: hs.mbar });
+                }
+                regime1.extend(self.regimes[h].map(|rg| rg.r1));
+            }
+            if hs.mbar > 0 && hs.group_eligible.contains(&node.group) && members < hs.mbar {
+                low.extend(self.regimes[h].map(|rg| rg.r2));
+            }
+        }
+        flags.push(regime1);
+        flags.push(low);
+        Ok(())
+    }
+
+    /// The greedy fill keeps every node within maxSkew + mbar; the seed columns within maxSkew.
+    fn cap(&self, _cx: &Cx, c: Class, counts: &[(Class, u32)], purpose: Purpose) -> Option<i64> {
+        let mut cap: Option<i64> = None;
+        for hs in &self.spreads {
+            let k = match purpose {
+                Purpose::Fill { .. } if hs.limits(c) => {
+                    let held: u32 = counts.iter().filter(|(q, _)| hs.limits(*q)).map(|x| x.1).sum();
+                    (hs.max_skew + hs.mbar) as i64 - held as i64
+                }
+                Purpose::Seed if hs.constrained.contains(&c) && hs.members.binary_search(&c).is_ok() => hs.max_skew as i64,
+                _ => continue,
+            };
+            cap = Some(cap.map_or(k, |x| x.min(k)));
+        }
+        cap
+    }
+
+    fn fill_aux(&self, _cx: &Cx, act: &[f64], x: &mut [f64]) {
+        for (rg, col) in self.regimes.iter().zip(&self.cols) {
+            if let (Some(rg), Some(col)) = (rg, col) {
+                x[col.ix()] = (act[rg.r1.ix()] > 0.5) as u8 as f64;
+            }
+        }
+    }
+
+    fn aggregate_rows(&self, cx: &Cx, g: Group, m: &mut Model, out: &mut Vec<AggRow>) {
+        for (h, hs) in self.spreads.iter().enumerate() {
+            let limited: Vec<Class> = hs.members.iter().copied().filter(|c| hs.constrained.contains(c) && cx.s.class_groups[c.ix()].contains(&g)).collect();
+            if limited.is_empty() {
+                continue;
+            }
+            let row = m.named(format!("agg.hostspread[{h}][{g}]"), -INF, 0.0);
+            out.push(AggRow { row, per_node: (hs.max_skew + hs.mbar) as f64, members: limited });
+        }
+    }
+}
