@@ -70,7 +70,7 @@ pub struct MilpArgs {
     #[arg(long, default_value = "1s", value_parser = parse_budget)]
     pub time_budget: std::time::Duration,
     /// Target relative optimality gap of the MILP solver (a finite number >= 0).
-    #[arg(long, default_value_t = 0.01, value_parser = parse_gap)]
+    #[arg(long, default_value_t = 0.01, value_parser = parse_gap, allow_negative_numbers = true)]
     pub gap: f64,
     /// HiGHS threads per solve, 1-256 (one value per process: HiGHS's thread pool is global).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_THREADS as i64))]
