@@ -57,13 +57,13 @@ pub fn claim_labels(claim: &NodeClaim) -> Labels {
 
 /// The offerings a NodeClaim allows, in the order to try them (module doc). `catalog` is the catalog
 /// as the NodeClaim's node class sees it, with refused offerings already `available: false`.
-pub fn offerings_for(claim: &NodeClaim, catalog: &Catalog) -> Result<Vec<OfferingRef>, String> {
+pub fn offerings_for(claim: &NodeClaim, catalog: &Catalog) -> Result<Vec<OfferingRef>, stowage_input::InputError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let src = stowage_input::Source { file: "<cluster>".into(), doc: 0, item: None };
     let ctx = stowage_input::convert::Ctx { source: &src, object: format!("NodeClaim {name}") };
     let mut reqs = Vec::new();
     for (i, r) in claim.spec.requirements.iter().enumerate() {
-        let req = stowage_input::convert::node_requirement(&ctx, &format!("spec.requirements[{i}]"), &r.key, &r.operator, &r.values).map_err(|e| e.to_string())?;
+        let req = stowage_input::convert::node_requirement(&ctx, &format!("spec.requirements[{i}]"), &r.key, &r.operator, &r.values)?;
         reqs.push(req);
     }
     let order = |values: &[&str], v: &str| values.iter().position(|x| *x == v).unwrap_or(usize::MAX);
@@ -104,7 +104,7 @@ pub fn domain_taints(ts: Option<&Vec<KubeTaint>>) -> Vec<Taint> {
 /// The launch request for a NodeClaim. `catalog`: as for [`offerings_for`].
 pub fn launch_request(claim: &NodeClaim, catalog: &Catalog, nodeclass: Option<&EC2NodeClass>) -> Result<LaunchRequest, RequestError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
-    let offerings = offerings_for(claim, catalog).map_err(|message| RequestError::InvalidClaim { claim: name.clone(), message })?;
+    let offerings = offerings_for(claim, catalog).map_err(|e| RequestError::InvalidClaim { claim: name.clone(), message: e.to_string() })?;
     if offerings.is_empty() {
         return Err(RequestError::NoOffering { claim: name });
     }

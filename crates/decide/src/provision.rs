@@ -367,7 +367,7 @@ impl NodeSpec<'_> {
         }
         let pod_refs: Vec<PodRef> = pods.iter().map(|&id| pod_ref(cluster, id)).collect();
         let nodeclaim = self.nodeclaim(pool, labels, requirements, &requests, &pod_refs);
-        let offerings = launch::offerings_for(&nodeclaim, self.view).map_err(ProvisionError::InvalidPlan)?;
+        let offerings = launch::offerings_for(&nodeclaim, self.view).map_err(|e| ProvisionError::InvalidPlan(e.to_string()))?;
         Ok(PlannedClaim {
             nodeclaim,
             plan_node: n.name.clone(),
