@@ -590,24 +590,6 @@ pub fn is_provisionable(p: &Pod) -> bool {
     status.and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
 }
 
-/// Values of a NodeClaim requirement `key In [...]`, in the order written.
-pub(crate) fn requirement_values<'a>(claim: &'a NodeClaim, key: &str) -> Vec<&'a str> {
-    claim.spec.requirements.iter().filter(|r| r.key == key && r.operator == "In").flat_map(|r| r.values.iter().map(String::as_str)).collect()
-}
-
-/// Labels a NodeClaim gives its node: its labels plus every single-valued `In` requirement.
-pub(crate) fn claim_labels(claim: &NodeClaim) -> Labels {
-    let mut labels: Labels = claim.metadata.labels.clone().unwrap_or_default();
-    for r in &claim.spec.requirements {
-        if r.operator == "In"
-            && let [v] = r.values.as_slice()
-        {
-            labels.entry(r.key.clone()).or_insert_with(|| v.clone());
-        }
-    }
-    labels
-}
-
 /// A NodeClaim with its size known: launched ones as they are; others get, for planning only, the
 /// capacity and allocatable of the smallest instance type they allow (per resource) and the labels all
 /// those types share. Every type a NodeClaim allows fits the pods it was created for, so counting the
@@ -617,7 +599,7 @@ pub(crate) fn sized_nodeclaim(claim: &NodeClaim, catalog: &Catalog) -> NodeClaim
     if launched {
         return claim.clone();
     }
-    let types: Vec<_> = requirement_values(claim, keys::INSTANCE_TYPE).into_iter().filter_map(|t| catalog.get(t)).collect();
+    let types: Vec<_> = stowage_decide::launch::requirement_values(claim, keys::INSTANCE_TYPE).into_iter().filter_map(|t| catalog.get(t)).collect();
     let Some(first) = types.first() else { return claim.clone() };
     let mut capacity = first.capacity.clone();
     let mut allocatable = first.allocatable();
