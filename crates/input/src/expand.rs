@@ -111,8 +111,9 @@ fn room(source: &Source, what: &str, field: &str, new: usize, total: usize, max_
 
 /// Checks the counts of every controller before anything is expanded: none negative (the API server
 /// refuses them), none alone above `max_pods` (so that `replicas: 2000000000` fails before any
-/// allocation), StatefulSet ordinals in range.
-fn check_counts(o: &Objects, max_pods: usize) -> Result<(), InputError> {
+/// allocation), StatefulSet ordinals in range. The simulator checks a scenario's manifests with it
+/// too, before its own controllers expand them.
+pub fn check_counts(o: &Objects, max_pods: usize) -> Result<(), InputError> {
     let what = |kind: &str, md: &ObjectMeta| format!("{kind} {}/{}", ns_of(md), md.name.as_deref().unwrap_or(""));
     for d in &o.deployments {
         let w = what("Deployment", &d.obj.metadata);

@@ -435,6 +435,9 @@ pub(crate) const DEFAULT_SETTLE_MAX: Duration = Duration::from_secs(30 * 60);
 /// The longest simulated time one step may span (`advance`, `settle.max`): past a node's default
 /// expiry (720h) with room, far below what would keep the event loop busy for minutes (`advance: 20y`).
 pub(crate) const MAX_STEP: Duration = Duration::from_secs(90 * 24 * 3600);
+/// The most simulated time a whole scenario may span (its `advance` steps and the `max` of its `settle`
+/// steps): a year, so that many 90-day steps cannot add up to an unbounded run.
+pub(crate) const MAX_TOTAL: Duration = Duration::from_secs(366 * 24 * 3600);
 /// The most replicas a `scale` step may ask for: the pods limit of a batch (`stowage_input::Limits`).
 const MAX_SCALE: u64 = stowage_input::limits::DEFAULT_MAX_PODS as u64;
 /// The shortest refused-offering TTL: shorter ones make a cloud that refuses every launch a busy loop of
@@ -451,6 +454,19 @@ fn check_span(path: &Path, field: &str, d: Duration) -> Result<(), ScenarioError
         ));
     }
     Ok(())
+}
+
+/// The scenario's simulated time so far plus a step's span, at most [`MAX_TOTAL`].
+fn check_total(path: &Path, field: &str, so_far: Duration, d: Duration) -> Result<Duration, ScenarioError> {
+    let total = so_far.saturating_add(d);
+    if total > MAX_TOTAL {
+        return Err(ScenarioError::new(
+            path,
+            Some(field.to_string()),
+            format!("takes the scenario to {} of simulated time, past the simulator's limit of 366 days per scenario; shorten the advance and settle steps", humantime::format_duration(total)),
+        ));
+    }
+    Ok(total)
 }
 
 /// Loads a scenario file and everything it references.
@@ -484,6 +500,7 @@ pub fn parse(path: &Path, text: &str, files: &dyn Files) -> Result<Scenario, Sce
         return Err(err(Some("steps".into()), "a scenario needs at least one step".into()));
     }
     let mut steps = Vec::new();
+    let mut total = Duration::ZERO;
     for (i, s) in f.steps.into_iter().enumerate() {
         let field = format!("steps[{i}]");
         let mut given: Vec<&str> = Vec::new();
@@ -534,11 +551,13 @@ pub fn parse(path: &Path, text: &str, files: &dyn Files) -> Result<Scenario, Sce
         }
         if let Some(d) = s.advance {
             check_span(path, &format!("{field}.advance"), d.0)?;
+            total = check_total(path, &format!("{field}.advance"), total, d.0)?;
             actions.push(Action::Advance(d.0));
         }
         if let Some(st) = s.settle {
             let max = st.max.map(|d| d.0).unwrap_or(DEFAULT_SETTLE_MAX);
             check_span(path, &format!("{field}.settle.max"), max)?;
+            total = check_total(path, &format!("{field}.settle.max"), total, max)?;
             actions.push(Action::Settle(max));
         }
         if let Some(e) = s.expect {
@@ -677,6 +696,9 @@ fn objects_of(path: &Path, dir: &Path, field: &str, entries: &[Value], files: &d
         let more = if errors.len() > 1 { format!(" (and {} more)", errors.len() - 1) } else { String::new() };
         return Err(ScenarioError::new(path, Some(field.to_string()), format!("{e}{more}")));
     }
+    // The simulator's controllers expand these, so a `replicas: 2000000000` in a manifest is refused
+    // here, on its object and field, as `stowage plan` refuses it.
+    stowage_input::expand::check_counts(&objects, MAX_SCALE as usize).map_err(|e| ScenarioError::new(path, Some(field.to_string()), e.to_string()))?;
     warnings.extend(w);
     Ok(objects)
 }
@@ -708,6 +730,17 @@ mod tests {
             ("steps:\n- settle: {max: 100d}\n", "steps[0].settle.max", "90 days"),
             ("steps:\n- scale: {kind: Deployment, name: a, replicas: 1000000}\n", "steps[0].scale.replicas", "limit of 150000"),
             ("settings: {unavailableOfferingTTL: 1ms}\nsteps: [{advance: 1s}]\n", "settings.unavailableOfferingTTL", "at least 1s"),
+            ("steps:\n- advance: 90d\n- advance: 90d\n- settle: {max: 90d}\n- advance: 90d\n- advance: 7d\n", "steps[4].advance", "366 days"),
+            (
+                "manifests:\n- {apiVersion: apps/v1, kind: Deployment, metadata: {name: big}, spec: {replicas: 2000000000, selector: {matchLabels: {a: b}}, template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: i}]}}}}\nsteps: [{advance: 1s}]\n",
+                "manifests",
+                "spec.replicas",
+            ),
+            (
+                "steps:\n- apply: [{apiVersion: apps/v1, kind: Deployment, metadata: {name: neg}, spec: {replicas: -5, selector: {matchLabels: {a: b}}, template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: i}]}}}}]\n",
+                "steps[0].apply",
+                "at least 0",
+            ),
         ];
         for (text, field, part) in cases {
             let e = parse_str(&format!("{head}{text}")).unwrap_err();
