@@ -505,6 +505,40 @@ fn hostname_spread_intent() {
     }
 }
 
+/// ScheduleAnyway hostname spreads under intent: the same bound as a preference, each replica beyond
+/// maxSkew on a new node costing soft.scheduleAnywaySpread. At the default ($0.001 per replica) four
+/// replicas still share one node (three nodes more would cost far more) and the checker reports the
+/// three replicas beyond maxSkew; priced above a node, the MILP spreads them (greedy does not price this
+/// preference while it searches, only in its objective, so the case is the MILP's).
+#[test]
+fn schedule_anyway_hostname_spread_is_a_preference_under_intent() {
+    let soft = "topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}]";
+    fn units(p: &stowage_core::plan::Plan, w: &stowage_input::Workload) -> i64 {
+        stowage_core::check::check(&w.cluster, common::small_catalog(), p).preferences.schedule_anyway_hostname_spread
+    }
+    case("ScheduleAnyway hostname, default price", pods(4, "web", WEB, "100m", soft))
+        .expects([
+            Exp::NewNodes(1),
+            Exp::Custom("three beyond maxSkew", |p, w| match units(p, w) {
+                3 => Ok(()),
+                got => Err(format!("the checker counts {got} replicas beyond maxSkew")),
+            }),
+        ])
+        .run();
+    let c = case("ScheduleAnyway hostname, priced above a node", pods(4, "web", WEB, "100m", soft));
+    let w = c.workload();
+    let mut dear = Weights::default();
+    dear.soft.schedule_anyway_spread = 1.0;
+    let plan = stowage_core::solve::plan_cluster(&w.cluster, common::small_catalog(), &dear, stowage_core::solve::Solver::Milp).expect("plans");
+    assert_eq!(plan.new_nodes.len(), 4, "{}", common::summary(&plan));
+    assert!(stowage_core::check::check(&w.cluster, common::small_catalog(), &plan).valid());
+    assert_eq!(units(&plan, &w), 0);
+    let mut exact_dear = dear.clone();
+    exact_dear.hostname_spread = HostnameSpread::Exact;
+    let plan = stowage_core::solve::plan_cluster(&w.cluster, common::small_catalog(), &exact_dear, stowage_core::solve::Solver::Milp).expect("plans");
+    assert_eq!(plan.new_nodes.len(), 1, "exact prices no hostname preference: {}", common::summary(&plan));
+}
+
 /// The checker judges a plan under the rule it records: the one-node plan `exact` makes is valid as
 /// such, and a violation of the intent rule once the plan says `intent`.
 #[test]

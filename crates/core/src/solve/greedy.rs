@@ -297,7 +297,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
             if best.as_ref().is_none_or(|(b, _)| key < *b) {
                 best = Some((key, ix));
             }
-            if (!has_spread && soft == 0.0) || (balance <= balance_floor && soft == 0.0) {
+            if soft == 0.0 && (!has_spread || balance <= balance_floor) {
                 break;
             }
         }
