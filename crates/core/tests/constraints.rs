@@ -258,45 +258,6 @@ fn taints_and_tolerations() {
         .broken([Edit::Move("none", "@tolerates")], "TaintToleration"),
         case("PreferNoSchedule only scores", format!("{}{}", pool_full("soft", OD, "", "taints: [{key: soft, effect: PreferNoSchedule}]", ""), pod("p", "", "100m", "")))
             .expects([Exp::On("p", &[Is::New, Is::Pool("soft")])]),
-        // PreferNoSchedule costs soft.preferNoSchedule per pod and untolerated taint: of two NodePools
-        // alike but for the taint, the untainted one wins (the tainted one comes first in every other
-        // order).
-        case(
-            "PreferNoSchedule prefers the untainted NodePool",
-            format!("{}{}{}", pool_full("a-soft", OD, "", "taints: [{key: soft, effect: PreferNoSchedule}]", ""), pool("b-plain", OD), pod("p", "", "100m", "")),
-        )
-        .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New, Is::Pool("b-plain")]), Exp::Custom("no unmet preference", |p, w| prefer_no_schedule(p, w, 0))]),
-        // A pod that tolerates the taint does not mind it: the first pool in the stable order.
-        case(
-            "a tolerated PreferNoSchedule costs nothing",
-            format!(
-                "{}{}{}",
-                pool_full("a-soft", OD, "", "taints: [{key: soft, effect: PreferNoSchedule}]", ""),
-                pool("b-plain", OD),
-                pod("p", "", "100m", "tolerations: [{key: soft, operator: Exists}]")
-            ),
-        )
-        .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New, Is::Pool("a-soft")])]),
-        // Among existing nodes too: p goes to the roomier untainted node, not the tighter tainted one
-        // best fit would choose.
-        case(
-            "PreferNoSchedule on existing nodes",
-            format!(
-                "{}{}{}{}",
-                node("n-soft", "zone-a", "4", "", "taints: [{key: soft, effect: PreferNoSchedule}]"),
-                pod("filler", "", "3", "nodeName: n-soft"),
-                node("n-plain", "zone-a", "4", "", ""),
-                pod("p", "", "100m", ""),
-            ),
-        )
-        .expects([Exp::NewNodes(0), Exp::On("p", &[Is::Existing("n-plain")])]),
-        // A preference is worth less than a node: with only the tainted node, p uses it, and the
-        // checker reports the unmet preference.
-        case("PreferNoSchedule is cheaper than a node", format!("{}{}", node("n-soft", "zone-a", "4", "", "taints: [{key: soft, effect: PreferNoSchedule}]"), pod("p", "", "100m", ""))).expects([
-            Exp::NewNodes(0),
-            Exp::On("p", &[Is::Existing("n-soft")]),
-            Exp::Custom("one unmet preference", |p, w| prefer_no_schedule(p, w, 1)),
-        ]),
         // A tainted cheap pool is used only by pods that tolerate it.
         case(
             "NodePool taints steer pods between pools",
@@ -446,6 +407,56 @@ fn daemonset_overhead() {
         )
         .expects([Exp::On("p", &[Is::New, Is::Type("t.medium")])])
         .broken([Edit::Retype("p", "t.small")], "NodeResourcesFit"),
+    ];
+    for c in cases {
+        c.run();
+    }
+}
+
+/// PreferNoSchedule taints (issue 15, behaviour 10) cost soft.preferNoSchedule per pod and untolerated
+/// taint, in both planners; the checker reports them.
+#[test]
+fn prefer_no_schedule_is_a_priced_preference() {
+    let cases = [
+        // PreferNoSchedule costs soft.preferNoSchedule per pod and untolerated taint: of two NodePools
+        // alike but for the taint, the untainted one wins (the tainted one comes first in every other
+        // order).
+        case(
+            "PreferNoSchedule prefers the untainted NodePool",
+            format!("{}{}{}", pool_full("a-soft", OD, "", "taints: [{key: soft, effect: PreferNoSchedule}]", ""), pool("b-plain", OD), pod("p", "", "100m", "")),
+        )
+        .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New, Is::Pool("b-plain")]), Exp::Custom("no unmet preference", |p, w| prefer_no_schedule(p, w, 0))]),
+        // A pod that tolerates the taint does not mind it: the first pool in the stable order.
+        case(
+            "a tolerated PreferNoSchedule costs nothing",
+            format!(
+                "{}{}{}",
+                pool_full("a-soft", OD, "", "taints: [{key: soft, effect: PreferNoSchedule}]", ""),
+                pool("b-plain", OD),
+                pod("p", "", "100m", "tolerations: [{key: soft, operator: Exists}]")
+            ),
+        )
+        .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New, Is::Pool("a-soft")])]),
+        // Among existing nodes too: p goes to the roomier untainted node, not the tighter tainted one
+        // best fit would choose.
+        case(
+            "PreferNoSchedule on existing nodes",
+            format!(
+                "{}{}{}{}",
+                node("n-soft", "zone-a", "4", "", "taints: [{key: soft, effect: PreferNoSchedule}]"),
+                pod("filler", "", "3", "nodeName: n-soft"),
+                node("n-plain", "zone-a", "4", "", ""),
+                pod("p", "", "100m", ""),
+            ),
+        )
+        .expects([Exp::NewNodes(0), Exp::On("p", &[Is::Existing("n-plain")])]),
+        // A preference is worth less than a node: with only the tainted node, p uses it, and the
+        // checker reports the unmet preference.
+        case("PreferNoSchedule is cheaper than a node", format!("{}{}", node("n-soft", "zone-a", "4", "", "taints: [{key: soft, effect: PreferNoSchedule}]"), pod("p", "", "100m", ""))).expects([
+            Exp::NewNodes(0),
+            Exp::On("p", &[Is::Existing("n-soft")]),
+            Exp::Custom("one unmet preference", |p, w| prefer_no_schedule(p, w, 1)),
+        ]),
     ];
     for c in cases {
         c.run();
