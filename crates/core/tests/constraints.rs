@@ -469,8 +469,8 @@ fn prefer_no_schedule(p: &stowage_core::plan::Plan, w: &stowage_input::Workload,
     if got == want { Ok(()) } else { Err(format!("the checker counts {got} untolerated PreferNoSchedule taints")) }
 }
 
-/// A catalog where the larger type costs exactly twice the smaller: x.small (2 cpu, $0.10) and
-/// x.large (4 cpu, $0.20), on-demand in zone-a and zone-b.
+/// A catalog whose prices are linear in cpu: x.small (2 cpu, $0.10), x.large (4 cpu, $0.20) and
+/// x.xlarge (8 cpu, $0.40), on-demand in zone-a and zone-b.
 fn linear_catalog() -> &'static stowage_core::domain::catalog::Catalog {
     static C: std::sync::OnceLock<stowage_core::domain::catalog::Catalog> = std::sync::OnceLock::new();
     C.get_or_init(|| {
@@ -480,9 +480,10 @@ fn linear_catalog() -> &'static stowage_core::domain::catalog::Catalog {
             )
         };
         let text = format!(
-            "schema: stowage.dev/catalog/v1\nname: test-linear\nregion: test-region\nzones: [zone-a, zone-b]\nprovenance: [\"hand-written test data\"]\ninstanceTypes:\n{}{}",
+            "schema: stowage.dev/catalog/v1\nname: test-linear\nregion: test-region\nzones: [zone-a, zone-b]\nprovenance: [\"hand-written test data\"]\ninstanceTypes:\n{}{}{}",
             ty("x.small", 2, "0.10"),
-            ty("x.large", 4, "0.20")
+            ty("x.large", 4, "0.20"),
+            ty("x.xlarge", 8, "0.40")
         );
         stowage_input::catalog::parse("linear-catalog.yaml", &text).expect("the linear catalog parses")
     })
@@ -494,8 +495,10 @@ fn ties_fewer_nodes_then_a_stable_order() {
     let cases = [
         // Two 1500m pods: two x.small (one each, $0.20) or one x.large (both, $0.20). One node.
         case("equal price, fewer nodes", pods(2, "p", "", "1500m", "")).catalog(linear_catalog()).expects([Exp::NewNodes(1), Exp::AllPlaced, Exp::On("p-0", &[Is::Type("x.large")])]),
-        // Four: two x.large, not four x.small nor one of each and two x.small.
-        case("equal price, fewer nodes (four pods)", pods(4, "p", "", "1500m", "")).catalog(linear_catalog()).expects([Exp::NewNodes(2), Exp::AllPlaced]),
+        // Four: one x.xlarge ($0.40), not two x.large nor four x.small (also $0.40). Greedy's growth of a
+        // node by one type at a time stops at two x.large; the cost per pod with the tie-break picks the
+        // x.xlarge.
+        case("equal price, fewer nodes (four pods)", pods(4, "p", "", "1500m", "")).catalog(linear_catalog()).expects([Exp::NewNodes(1), Exp::AllPlaced, Exp::On("p-0", &[Is::Type("x.xlarge")])]),
         // One pod: an x.small ($0.10) is cheaper than an x.large; the tie-break never outweighs price.
         case("price first", pod("p", "", "1500m", "")).catalog(linear_catalog()).expects([Exp::NewNodes(1), Exp::On("p", &[Is::Type("x.small")])]),
         // Zones of equal price: the first zone, every time (the harness plans twice and compares).
