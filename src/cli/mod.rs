@@ -345,6 +345,16 @@ fn check(workload: &[PathBuf], plan_path: &std::path::Path, catalog: &Option<Pat
             for v in &report.violations {
                 outln!("violation: {v}")?;
             }
+            let pr = &report.preferences;
+            if *pr != Default::default() {
+                outln!(
+                    "preferences unmet: preferredNodeAffinity {}, preferNoSchedule {}, scheduleAnywayHostnameSpread {} (hostnameSpread: {})",
+                    pr.preferred_node_affinity,
+                    pr.prefer_no_schedule,
+                    pr.schedule_anyway_hostname_spread,
+                    p.hostname_spread.as_str()
+                )?;
+            }
             outln!("{}: {} placement(s) checked, {} violation(s)", if report.valid() { "VALID" } else { "INVALID" }, report.pods_checked, report.violations.len())?;
         }
         Output::Json | Output::Yaml => {
@@ -352,6 +362,12 @@ fn check(workload: &[PathBuf], plan_path: &std::path::Path, catalog: &Option<Pat
                 "valid": report.valid(),
                 "podsChecked": report.pods_checked,
                 "statedOrderOk": report.stated_order_ok,
+                "hostnameSpread": p.hostname_spread,
+                "preferences": {
+                    "preferredNodeAffinity": report.preferences.preferred_node_affinity,
+                    "preferNoSchedule": report.preferences.prefer_no_schedule,
+                    "scheduleAnywayHostnameSpread": report.preferences.schedule_anyway_hostname_spread,
+                },
                 "notes": report.notes,
                 "violations": report.violations.iter().map(|v| serde_json::json!({
                     "pod": v.pod, "node": v.node, "constraint": v.constraint, "message": v.message

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::semantics::spread::HostnameSpread;
+
 pub const SCHEMA: &str = "stowage.dev/weights/v1";
 pub const DEFAULT_YAML: &str = include_str!("../../../models/weights/default.yaml");
 
@@ -20,6 +22,15 @@ pub struct Soft {
     pub preferred_pod_affinity: f64,
     pub preferred_pod_anti_affinity: f64,
     pub schedule_anyway_spread: f64,
+    /// Per pod on a node with a PreferNoSchedule taint it does not tolerate, per such taint. Weights
+    /// files written before it existed get the default.
+    #[serde(default = "default_prefer_no_schedule")]
+    pub prefer_no_schedule: f64,
+}
+
+/// `soft.preferNoSchedule` of models/weights/default.yaml (a test keeps them equal).
+fn default_prefer_no_schedule() -> f64 {
+    0.001
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -33,9 +44,31 @@ pub struct Weights {
     pub node_pool_weight: f64,
     pub soft: Soft,
     pub tie_break: f64,
+    /// How hard `kubernetes.io/hostname` spreads are planned on new nodes (`intent`, the default, or
+    /// `exact`); not a cost, but a planning setting the plan file records (`semantics::spread`).
+    #[serde(default)]
+    pub hostname_spread: HostnameSpread,
     /// Where the weights came from, for reports.
     #[serde(skip)]
     pub source: String,
+}
+
+/// The finest step of catalog prices, in $/h: catalogs quote at most six decimals (AWS's price list,
+/// the embedded catalog, the test catalogs).
+pub const PRICE_RESOLUTION: f64 = 1e-6;
+
+/// Ties between plans of equal price (issue 15, behaviour 11): added to every new node's cost, so that
+/// of two plans with the same price the one with fewer nodes costs less; among those, the planners'
+/// explicit orders (configurations by cost, NodePool, type, zone, capacity type and labels; pods in
+/// input order) make the choice stable.
+///
+/// Bound: a plan launches at most one node per pending pod (empty new nodes are dropped), so with
+/// `pods` pending the tie-break of a whole plan is below `pods · PRICE_RESOLUTION / (pods + 1) <
+/// PRICE_RESOLUTION`. Two plans whose prices differ (sums of catalog prices, so by a multiple of
+/// PRICE_RESOLUTION) therefore never swap order because of it. (A spot price multiplier other than 1
+/// makes finer price differences; the tie-break is still below PRICE_RESOLUTION in total.)
+pub fn node_tie_break(pods: usize) -> f64 {
+    PRICE_RESOLUTION / (pods as f64 + 1.0)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +113,7 @@ impl Weights {
             ("soft.preferredPodAffinity", w.soft.preferred_pod_affinity),
             ("soft.preferredPodAntiAffinity", w.soft.preferred_pod_anti_affinity),
             ("soft.scheduleAnywaySpread", w.soft.schedule_anyway_spread),
+            ("soft.preferNoSchedule", w.soft.prefer_no_schedule),
             ("tieBreak", w.tie_break),
         ];
         for (name, v) in fields {
@@ -119,6 +153,35 @@ mod tests {
         let w = Weights::default();
         assert_eq!(w.price, 1.0);
         assert!(w.unschedulable_pod > 1000.0);
+    }
+
+    #[test]
+    fn the_node_tie_break_never_outweighs_a_price_step() {
+        // At most one new node per pending pod.
+        for pods in [1usize, 7, 1_000, 150_000] {
+            assert!(pods as f64 * node_tie_break(pods) < PRICE_RESOLUTION, "{pods} pods");
+            assert!(node_tie_break(pods) > 0.0);
+        }
+        // One node at twice the price of two: equal price, one node fewer wins.
+        let t = node_tie_break(2);
+        assert!(0.2 + t < 2.0 * (0.1 + t));
+        assert!(0.2 + t > 0.1 + 2.0 * t + 0.1 - PRICE_RESOLUTION);
+    }
+
+    #[test]
+    fn files_without_the_newer_fields_get_the_defaults() {
+        let w = Weights::default();
+        assert_eq!(w.soft.prefer_no_schedule, default_prefer_no_schedule());
+        assert_eq!(w.hostname_spread, HostnameSpread::Intent);
+        let old: String = DEFAULT_YAML.lines().filter(|l| !l.starts_with("  preferNoSchedule:") && !l.starts_with("hostnameSpread:")).map(|l| format!("{l}\n")).collect();
+        let o = Weights::parse("old.yaml", &old).expect("an older weights file parses");
+        assert_eq!(o.soft.prefer_no_schedule, w.soft.prefer_no_schedule);
+        assert_eq!(o.hostname_spread, HostnameSpread::Intent);
+        let exact = DEFAULT_YAML.replace("hostnameSpread: intent", "hostnameSpread: exact");
+        assert_eq!(Weights::parse("w.yaml", &exact).expect("parses").hostname_spread, HostnameSpread::Exact);
+        let bad = DEFAULT_YAML.replace("hostnameSpread: intent", "hostnameSpread: loose");
+        let e = Weights::parse("w.yaml", &bad).unwrap_err().to_string();
+        assert!(e.contains("hostnameSpread"), "{e}");
     }
 
     #[test]

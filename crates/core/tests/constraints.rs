@@ -413,6 +413,102 @@ fn daemonset_overhead() {
     }
 }
 
+/// PreferNoSchedule taints (issue 15, behaviour 10) cost soft.preferNoSchedule per pod and untolerated
+/// taint, in both planners; the checker reports them.
+#[test]
+fn prefer_no_schedule_is_a_priced_preference() {
+    let cases = [
+        // PreferNoSchedule costs soft.preferNoSchedule per pod and untolerated taint: of two NodePools
+        // alike but for the taint, the untainted one wins (the tainted one comes first in every other
+        // order).
+        case(
+            "PreferNoSchedule prefers the untainted NodePool",
+            format!("{}{}{}", pool_full("a-soft", OD, "", "taints: [{key: soft, effect: PreferNoSchedule}]", ""), pool("b-plain", OD), pod("p", "", "100m", "")),
+        )
+        .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New, Is::Pool("b-plain")]), Exp::Custom("no unmet preference", |p, w| prefer_no_schedule(p, w, 0))]),
+        // A pod that tolerates the taint does not mind it: the first pool in the stable order.
+        case(
+            "a tolerated PreferNoSchedule costs nothing",
+            format!(
+                "{}{}{}",
+                pool_full("a-soft", OD, "", "taints: [{key: soft, effect: PreferNoSchedule}]", ""),
+                pool("b-plain", OD),
+                pod("p", "", "100m", "tolerations: [{key: soft, operator: Exists}]")
+            ),
+        )
+        .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New, Is::Pool("a-soft")])]),
+        // Among existing nodes too: p goes to the roomier untainted node, not the tighter tainted one
+        // best fit would choose.
+        case(
+            "PreferNoSchedule on existing nodes",
+            format!(
+                "{}{}{}{}",
+                node("n-soft", "zone-a", "4", "", "taints: [{key: soft, effect: PreferNoSchedule}]"),
+                pod("filler", "", "3", "nodeName: n-soft"),
+                node("n-plain", "zone-a", "4", "", ""),
+                pod("p", "", "100m", ""),
+            ),
+        )
+        .expects([Exp::NewNodes(0), Exp::On("p", &[Is::Existing("n-plain")])]),
+        // A preference is worth less than a node: with only the tainted node, p uses it, and the
+        // checker reports the unmet preference.
+        case("PreferNoSchedule is cheaper than a node", format!("{}{}", node("n-soft", "zone-a", "4", "", "taints: [{key: soft, effect: PreferNoSchedule}]"), pod("p", "", "100m", ""))).expects([
+            Exp::NewNodes(0),
+            Exp::On("p", &[Is::Existing("n-soft")]),
+            Exp::Custom("one unmet preference", |p, w| prefer_no_schedule(p, w, 1)),
+        ]),
+    ];
+    for c in cases {
+        c.run();
+    }
+}
+
+/// The checker's count of untolerated PreferNoSchedule taints under placed pods is `want`.
+fn prefer_no_schedule(p: &stowage_core::plan::Plan, w: &stowage_input::Workload, want: i64) -> Result<(), String> {
+    let got = stowage_core::check::check(&w.cluster, common::small_catalog(), p).preferences.prefer_no_schedule;
+    if got == want { Ok(()) } else { Err(format!("the checker counts {got} untolerated PreferNoSchedule taints")) }
+}
+
+/// A catalog whose prices are linear in cpu: x.small (2 cpu, $0.10), x.large (4 cpu, $0.20) and
+/// x.xlarge (8 cpu, $0.40), on-demand in zone-a and zone-b.
+fn linear_catalog() -> &'static stowage_core::domain::catalog::Catalog {
+    static C: std::sync::OnceLock<stowage_core::domain::catalog::Catalog> = std::sync::OnceLock::new();
+    C.get_or_init(|| {
+        let ty = |name: &str, cpu: u32, price: &str| {
+            format!(
+                "- name: {name}\n  labels: {{node.kubernetes.io/instance-type: {name}, kubernetes.io/arch: amd64, kubernetes.io/os: linux}}\n  capacity: {{cpu: \"{cpu}\", memory: 16Gi, pods: \"20\", ephemeral-storage: 20Gi}}\n  overhead: {{kubeReserved: {{cpu: 100m, memory: 256Mi}}}}\n  offerings:\n  - {{zone: zone-a, capacityType: on-demand, price: {price}}}\n  - {{zone: zone-b, capacityType: on-demand, price: {price}}}\n"
+            )
+        };
+        let text = format!(
+            "schema: stowage.dev/catalog/v1\nname: test-linear\nregion: test-region\nzones: [zone-a, zone-b]\nprovenance: [\"hand-written test data\"]\ninstanceTypes:\n{}{}{}",
+            ty("x.small", 2, "0.10"),
+            ty("x.large", 4, "0.20"),
+            ty("x.xlarge", 8, "0.40")
+        );
+        stowage_input::catalog::parse("linear-catalog.yaml", &text).expect("the linear catalog parses")
+    })
+}
+
+/// Ties (issue 15, behaviour 11): between plans of equal price, fewer nodes first, then a stable order.
+#[test]
+fn ties_fewer_nodes_then_a_stable_order() {
+    let cases = [
+        // Two 1500m pods: two x.small (one each, $0.20) or one x.large (both, $0.20). One node.
+        case("equal price, fewer nodes", pods(2, "p", "", "1500m", "")).catalog(linear_catalog()).expects([Exp::NewNodes(1), Exp::AllPlaced, Exp::On("p-0", &[Is::Type("x.large")])]),
+        // Four: one x.xlarge ($0.40), not two x.large nor four x.small (also $0.40). Greedy's growth of a
+        // node by one type at a time stops at two x.large; the cost per pod with the tie-break picks the
+        // x.xlarge.
+        case("equal price, fewer nodes (four pods)", pods(4, "p", "", "1500m", "")).catalog(linear_catalog()).expects([Exp::NewNodes(1), Exp::AllPlaced, Exp::On("p-0", &[Is::Type("x.xlarge")])]),
+        // One pod: an x.small ($0.10) is cheaper than an x.large; the tie-break never outweighs price.
+        case("price first", pod("p", "", "1500m", "")).catalog(linear_catalog()).expects([Exp::NewNodes(1), Exp::On("p", &[Is::Type("x.small")])]),
+        // Zones of equal price: the first zone, every time (the harness plans twice and compares).
+        case("a stable order between equal plans", pod("p", "", "100m", "")).catalog(linear_catalog()).expects([Exp::NewZones(&["zone-a"])]),
+    ];
+    for c in cases {
+        c.run();
+    }
+}
+
 #[test]
 fn nodepool_limits_and_weights() {
     let anti = "affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {matchLabels: {app: web}}, topologyKey: kubernetes.io/hostname}]}}";
@@ -598,7 +694,9 @@ mod shrink {
         assert_eq!(node("a"), Target::New(0));
         assert_eq!(node("b"), Target::New(1));
         assert_ne!(node("x"), node("w"), "x and w are split");
-        assert!((objective(&p, &better).total() - 0.38).abs() < 1e-9);
+        // Two t.medium at $0.19, plus each node's tie-break (weights::node_tie_break).
+        let tie = 2.0 * stowage_core::weights::node_tie_break(p.batch.len());
+        assert!((objective(&p, &better).total() - 0.38 - tie).abs() < 1e-9);
     }
 
     #[test]

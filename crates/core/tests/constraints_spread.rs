@@ -2,7 +2,8 @@
 //! and of stowage's spread-domain rule (b): the planners' domain universe for a non-hostname key is the
 //! domains of existing eligible nodes plus the domains NodePools can create, with the constraint's
 //! nodeAffinityPolicy and nodeTaintsPolicy applied to NodePool domains too; hostname spread counts real
-//! nodes (existing and planned) only, with no assumed zero minimum.
+//! nodes (existing and planned) only, with no assumed zero minimum, and under `hostnameSpread: intent`
+//! (the default) a new node takes at most maxSkew matching pods.
 //!
 //! Tests named `karpenter_rule_*` are cases where stowage follows Karpenter's wider universe rather than
 //! kube-scheduler's (which only sees real nodes); `unlike_karpenter_*` are cases where stowage departs
@@ -17,6 +18,7 @@
 mod common;
 
 use common::{Edit, Exp, Is, case, node, pod, pods, pool, pool_full};
+use stowage_core::weights::{HostnameSpread, Weights};
 
 const ZONE: &str = "topology.kubernetes.io/zone";
 const HOST: &str = "kubernetes.io/hostname";
@@ -450,11 +452,116 @@ fn unlike_karpenter_hostname_spread_has_no_assumed_zero_minimum() {
     case("hostname min over real nodes", docs).expects([Exp::NewNodes(0), Exp::On("p", &[Is::Existing("n-a")])]).run();
 }
 
-/// With no existing node, hostname maxSkew 1 does not force one node per pod: on a single new node the
-/// global minimum is that node's count. Karpenter would launch four nodes (aws#4666).
+fn exact() -> Weights {
+    Weights { hostname_spread: HostnameSpread::Exact, ..Weights::default() }
+}
+
+/// The hostname rule's acceptance table (issue 15, behaviour 1), each case under the default
+/// `hostnameSpread: intent` unless it says `exact`.
+// Long because it is one table of cases, each self-contained and read top to bottom.
 #[test]
-fn unlike_karpenter_hostname_spread_packs_pods_on_one_new_node() {
-    case("hostname on one node", pods(4, "web", WEB, "100m", &spreads(&[tsc(HOST, 1, "")]))).expects([Exp::NewNodes(1), Exp::Together(&["web-0", "web-1", "web-2", "web-3"])]).run();
+fn hostname_spread_intent() {
+    let web = |n: usize, skew: u32| pods(n, "web", WEB, "100m", &spreads(&[tsc(HOST, skew, "")]));
+    // Four existing nodes holding one replica each.
+    let four_nodes = || (0..4).map(|i| node(&format!("n-{i}"), "zone-a", "4", "", "") + &bound(&format!("old-{i}"), WEB, &format!("n-{i}"))).collect::<String>();
+    let cases = [
+        // Four replicas with maxSkew 1 in an empty pool: one new node per replica. kube-scheduler alone
+        // would accept one node for all four (a single domain has skew 0).
+        case("intent: four replicas, four new nodes", web(4, 1))
+            .expects([Exp::NewNodes(4), Exp::AllPlaced, Exp::Apart(&["web-0", "web-1", "web-2", "web-3"])])
+            .broken([Edit::Move("web-1", "@web-0")], "PodTopologySpread"),
+        // maxSkew 2: two per new node.
+        case("intent: maxSkew 2, two new nodes", web(4, 2)).expects([Exp::NewNodes(2), Exp::AllPlaced]).broken([Edit::AllTo("web-0")], "PodTopologySpread"),
+        // Existing nodes follow kube-scheduler's minimum over real nodes: four nodes with one replica each
+        // take five more (2, 2, 2, 2, then 3 once the minimum is 2), where Karpenter, taking the hostname
+        // minimum as 0, launches five nodes (aws#4666).
+        case("intent: existing nodes take what kube-scheduler gives them", four_nodes() + &web(5, 1)).expects([
+            Exp::NewNodes(0),
+            Exp::AllPlaced,
+            Exp::Custom("2 or 3 replicas per node", |p, _| {
+                let mut per: std::collections::BTreeMap<&str, usize> = Default::default();
+                for pl in &p.placements {
+                    *per.entry(pl.node.as_str()).or_default() += 1;
+                }
+                let mut got: Vec<usize> = per.values().copied().collect();
+                got.sort();
+                if got == [1, 1, 1, 2] { Ok(()) } else { Err(format!("new replicas per node {per:?}")) }
+            }),
+        ]),
+        // minDomains follows kube-scheduler: with fewer real eligible nodes than minDomains the minimum is
+        // 0, so the existing node holding one replica takes none, and each new node one.
+        case(
+            "intent: minDomains over real nodes",
+            format!("{}{}{}", node("n-a", "zone-a", "4", "", ""), bound("old", WEB, "n-a"), pods(2, "web", WEB, "100m", &spreads(&[tsc(HOST, 1, ", minDomains: 3")]))),
+        )
+        .expects([Exp::NewNodes(2), Exp::AllPlaced, Exp::Apart(&["web-0", "web-1"]), Exp::On("web-0", &[Is::New]), Exp::On("web-1", &[Is::New])]),
+        // exact keeps kube-scheduler's rule alone: on a single new node the global minimum is that node's
+        // count, so four replicas share it.
+        case("exact: four replicas on one new node", web(4, 1)).weights(exact()).expects([Exp::NewNodes(1), Exp::Together(&["web-0", "web-1", "web-2", "web-3"])]),
+        case("exact: existing nodes", four_nodes() + &web(5, 1)).weights(exact()).expects([Exp::NewNodes(0), Exp::AllPlaced]),
+    ];
+    for c in cases {
+        c.run();
+    }
+}
+
+/// ScheduleAnyway hostname spreads under intent: the same bound as a preference, each replica beyond
+/// maxSkew on a new node costing soft.scheduleAnywaySpread. At the default ($0.001 per replica) four
+/// replicas still share one node (three nodes more would cost far more) and the checker reports the
+/// three replicas beyond maxSkew; priced above a node, the MILP spreads them (greedy does not price this
+/// preference while it searches, only in its objective, so the case is the MILP's).
+#[test]
+fn schedule_anyway_hostname_spread_is_a_preference_under_intent() {
+    let soft = "topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}]";
+    fn units(p: &stowage_core::plan::Plan, w: &stowage_input::Workload) -> i64 {
+        stowage_core::check::check(&w.cluster, common::small_catalog(), p).preferences.schedule_anyway_hostname_spread
+    }
+    case("ScheduleAnyway hostname, default price", pods(4, "web", WEB, "100m", soft))
+        .expects([
+            Exp::NewNodes(1),
+            Exp::Custom("three beyond maxSkew", |p, w| match units(p, w) {
+                3 => Ok(()),
+                got => Err(format!("the checker counts {got} replicas beyond maxSkew")),
+            }),
+        ])
+        .run();
+    let c = case("ScheduleAnyway hostname, priced above a node", pods(4, "web", WEB, "100m", soft));
+    let w = c.workload();
+    let mut dear = Weights::default();
+    dear.soft.schedule_anyway_spread = 1.0;
+    let plan = stowage_core::solve::plan_cluster(&w.cluster, common::small_catalog(), &dear, stowage_core::solve::Solver::Milp).expect("plans");
+    assert_eq!(plan.new_nodes.len(), 4, "{}", common::summary(&plan));
+    assert!(stowage_core::check::check(&w.cluster, common::small_catalog(), &plan).valid());
+    assert_eq!(units(&plan, &w), 0);
+    let mut exact_dear = dear.clone();
+    exact_dear.hostname_spread = HostnameSpread::Exact;
+    let plan = stowage_core::solve::plan_cluster(&w.cluster, common::small_catalog(), &exact_dear, stowage_core::solve::Solver::Milp).expect("plans");
+    assert_eq!(plan.new_nodes.len(), 1, "exact prices no hostname preference: {}", common::summary(&plan));
+}
+
+/// The checker judges a plan under the rule it records: the one-node plan `exact` makes is valid as
+/// such, and a violation of the intent rule once the plan says `intent`.
+#[test]
+fn the_checker_judges_a_plan_by_its_hostname_spread() {
+    let c = case("exact plan", pods(4, "web", WEB, "100m", &spreads(&[tsc(HOST, 1, "")])));
+    let w = c.workload();
+    let cat = common::small_catalog();
+    for solver in common::planners() {
+        let mut plan = stowage_core::solve::plan_cluster(&w.cluster, cat, &exact(), solver).expect("plans");
+        assert_eq!(plan.new_nodes.len(), 1, "{solver:?}: {}", common::summary(&plan));
+        assert_eq!(plan.hostname_spread, HostnameSpread::Exact);
+        assert!(stowage_core::check::check(&w.cluster, cat, &plan).valid());
+        // Read back without the field (a peer's or an older plan): exact.
+        let mut json: serde_json::Value = serde_json::from_str(&plan.to_json()).expect("json");
+        assert_eq!(json["hostnameSpread"], "exact");
+        json.as_object_mut().expect("an object").remove("hostnameSpread");
+        let again = stowage_core::plan::Plan::from_json(&json.to_string()).expect("reads");
+        assert_eq!(again.hostname_spread, HostnameSpread::Exact);
+        plan.hostname_spread = HostnameSpread::Intent;
+        let r = stowage_core::check::check(&w.cluster, cat, &plan);
+        assert_eq!(r.violations.len(), 3, "{solver:?}: the 2nd to 4th replica break the intent rule: {:#?}", r.violations);
+        assert!(r.violations.iter().all(|v| v.constraint == "PodTopologySpread" && v.message.contains("hostnameSpread: intent")), "{:#?}", r.violations);
+    }
 }
 
 /// Every existing eligible node is a hostname domain, even a full one with 0 matching pods: it keeps

@@ -10,8 +10,13 @@
 //!    (open keys satisfy the NodePool's requirements), the taints are the NodePool's, and the NodePool
 //!    limits hold;
 //! 3. that some order exists in which every placed pod passes every kube-scheduler Filter against the
-//!    state so far (bound pods, DaemonSet pods on the new nodes, pods placed earlier). The plan's own
-//!    order is tried first; if it fails, pods are retried until no more can be placed.
+//!    state so far (bound pods, DaemonSet pods on the new nodes, pods placed earlier), and on the new
+//!    nodes stowage's hostname-spread rule the plan was made under (`hostnameSpread`,
+//!    `semantics::spread`). The plan's own order is tried first; if it fails, pods are retried until no
+//!    more can be placed.
+//!
+//! It also reports the preferences the plan leaves unmet ([`Preferences`]), in the units the weights
+//! price; they never make a plan invalid.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,7 +29,7 @@ use crate::domain::resources::Resources;
 use crate::domain::taints::{Effect, Taint};
 use crate::plan::{NewNode, Plan};
 use crate::semantics::filter::{FilterState, SimNode};
-use crate::semantics::{Reject, daemonsets, limits, nodepool};
+use crate::semantics::{Reject, daemonsets, limits, node_affinity, nodepool, spread, taints};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -56,6 +61,20 @@ pub struct Report {
     /// The plan's own bind order replayed without a failure.
     pub stated_order_ok: bool,
     pub pods_checked: usize,
+    pub preferences: Preferences,
+}
+
+/// Preferences a plan leaves unmet, in the units the weights' `soft` section prices (the checker reads
+/// no weights): what the soft terms of a planner's objective count.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Preferences {
+    /// Preferred node-affinity weight not satisfied, summed over placed pods (`soft.preferredNodeAffinity`).
+    pub preferred_node_affinity: i64,
+    /// PreferNoSchedule taints placed pods do not tolerate, per pod and taint (`soft.preferNoSchedule`).
+    pub prefer_no_schedule: i64,
+    /// Under `hostnameSpread: intent`: pods of ScheduleAnyway hostname spreads beyond maxSkew on new
+    /// nodes (`soft.scheduleAnywaySpread`, `semantics::spread::intent_soft_units`).
+    pub schedule_anyway_hostname_spread: i64,
 }
 
 impl Report {
@@ -81,12 +100,14 @@ pub fn check(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Report {
     let listed = bookkeeping(cluster, plan, &pending, &pod_by_key, &mut r.violations);
     let sims = new_nodes(cluster, catalog, plan, &mut r.violations);
     let mut fs = replay_state(cluster, sims);
+    fs.set_hostname_spread(plan.hostname_spread);
     for n in &cluster.nodes {
         if n.deleting && listed.contains_key(n.name.as_str()) {
             r.violations.push(v(None, Some(&n.name), "Plan", "pods placed on a node that is being deleted"));
         }
     }
     replay(cluster, plan, &pending, &pod_by_key, &mut fs, &mut r);
+    r.preferences = preferences(cluster, plan, &pod_by_key, &fs);
     // Unschedulable pods that would fit somewhere in the final state.
     for u in &plan.unschedulable {
         if let Some(&pi) = pod_by_key.get(&u.pod) {
@@ -279,12 +300,32 @@ fn node_taints(n: &NewNode, pool: &NodePool, out: &mut Vec<Violation>) -> Vec<Ta
     taints
 }
 
+/// The preferences the placements leave unmet (`Preferences`), on the nodes as the replay has them.
+fn preferences(cluster: &Cluster, plan: &Plan, pod_by_key: &BTreeMap<String, usize>, fs: &FilterState) -> Preferences {
+    let mut out = Preferences::default();
+    let new_names: BTreeSet<&str> = plan.new_nodes.iter().map(|n| n.name.as_str()).collect();
+    let mut on_new: BTreeMap<&str, Vec<&crate::domain::pod::Pod>> = BTreeMap::new();
+    for pl in &plan.placements {
+        let (Some(&pi), Some(ni)) = (pod_by_key.get(&pl.pod), fs.node_index(&pl.node)) else { continue };
+        let (pod, node) = (&cluster.pods[pi], &fs.nodes()[ni]);
+        out.preferred_node_affinity += node_affinity::preferred_shortfall(&pod.preferred_node, &node.labels, Some(&node.name));
+        out.prefer_no_schedule += taints::untolerated_prefer_no_schedule(&node.taints, &pod.tolerations) as i64;
+        if new_names.contains(pl.node.as_str()) {
+            on_new.entry(pl.node.as_str()).or_default().push(pod);
+        }
+    }
+    if plan.hostname_spread == spread::HostnameSpread::Intent {
+        out.schedule_anyway_hostname_spread = on_new.values().map(|pods| spread::intent_soft_units(pods)).sum();
+    }
+    out
+}
+
 /// The cluster's nodes with the pods bound to them, then the plan's new nodes.
 fn replay_state<'a>(cluster: &'a Cluster, sims: Vec<SimNode<'a>>) -> FilterState<'a> {
     let base = crate::semantics::filter::bound_nodes(cluster);
     let mut fs = FilterState::new(base);
     for s in sims {
-        fs.add_node(s);
+        fs.add_planned_node(s);
     }
     fs
 }

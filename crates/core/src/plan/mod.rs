@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::semantics::spread::HostnameSpread;
+
 pub const SCHEMA: &str = "stowage.dev/plan/v1";
 
 /// Why a plan file could not be read. The file needs fixing (or writing again with `stowage plan`)
@@ -147,6 +149,15 @@ pub struct Plan {
     pub unschedulable: Vec<Unschedulable>,
     #[serde(default)]
     pub totals: Totals,
+    /// The hostname-spread rule the plan was made under (the weights' `hostnameSpread`); the checker
+    /// judges the plan by it. Plans without it (peers, older files) were made under kube-scheduler's
+    /// rule alone: `exact`.
+    #[serde(default = "exact")]
+    pub hostname_spread: HostnameSpread,
+}
+
+fn exact() -> HostnameSpread {
+    HostnameSpread::Exact
 }
 
 impl Plan {

@@ -10,16 +10,21 @@
 //! needs them (kube-scheduler's PreFilter) and then updated as pods are added, so placing n pods costs
 //! O(n × distinct constraint signatures) rather than O(n²). Adding nodes or removing pods drops the
 //! caches; they are rebuilt on the next query.
+//!
+//! kube-scheduler alone is the default. The planners and the checker add stowage's hostname rule
+//! (`spread::HostnameSpread::Intent`) on the nodes a plan launches: [`FilterState::set_hostname_spread`]
+//! and [`FilterState::add_planned_node`].
 
 use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use crate::domain::labels::{LabelSelector, Labels, NodeMatcher};
+use crate::domain::labels::{LabelSelector, Labels, NodeMatcher, keys};
 use crate::domain::pod::{HostPort, InclusionPolicy, Pod, PodAffinityTerm};
 use crate::domain::resources::Resources;
 use crate::domain::taints::{Taint, Toleration};
 
+use super::spread::HostnameSpread;
 use super::{Reject, interpod, node_affinity, ports, resources, selectors, spread, taints, volumes};
 
 /// A node as the scheduler sees it.
@@ -172,6 +177,10 @@ pub struct FilterState<'a> {
     /// Required anti-affinity terms of pods on nodes, per value of the term's key (always maintained).
     symmetric: Vec<TermCounter>,
     symmetric_ix: FxHashMap<PodAffinityTerm, usize>,
+    /// Per node: launched by the plan being judged (`add_planned_node`).
+    planned: Vec<bool>,
+    /// The hostname rule on planned nodes; `Exact` (kube-scheduler alone) unless set.
+    hostname: HostnameSpread,
 }
 
 /// One fewer pod counted under `key`; keys counting none are removed, as if never counted.
@@ -197,11 +206,25 @@ impl<'a> FilterState<'a> {
             affinity_ix: FxHashMap::default(),
             symmetric: Vec::new(),
             symmetric_ix: FxHashMap::default(),
+            planned: Vec::new(),
+            hostname: HostnameSpread::Exact,
         };
         for n in nodes {
             s.add_node(n);
         }
         s
+    }
+
+    /// Judges hard hostname spreads on planned nodes by `mode` from now on (`Exact` by default).
+    pub fn set_hostname_spread(&mut self, mode: HostnameSpread) {
+        self.hostname = mode;
+    }
+
+    /// Adds a node the plan launches (`add_node` otherwise): the intent rule applies to it.
+    pub fn add_planned_node(&mut self, node: SimNode<'a>) -> usize {
+        let ix = self.add_node(node);
+        self.planned[ix] = true;
+        ix
     }
 
     pub fn nodes(&self) -> &[SimNode<'a>] {
@@ -220,6 +243,7 @@ impl<'a> FilterState<'a> {
         node.ports.clear();
         let ix = self.nodes.len();
         self.node_ix.insert(node.name.clone(), ix);
+        self.planned.push(false);
         for sc in &mut self.spread {
             let inc = sc.includes(&node.labels, &node.taints, Some(&node.name));
             sc.eligible.push(inc);
@@ -429,16 +453,18 @@ impl<'a> FilterState<'a> {
 
     /// Runs every Filter plugin for `pod` on node `node`; the first rejection wins.
     pub fn filter(&self, prep: &Prepared, pod: &Pod, node: usize) -> Result<(), Reject> {
-        self.filter_node(prep, pod, &self.nodes[node], true)
+        self.filter_node(prep, pod, &self.nodes[node], self.planned[node], true)
     }
 
-    /// Runs every Filter plugin for `pod` on a node that is not in the state yet, as if it were added
-    /// (empty apart from the pods it carries): what kube-scheduler would say once the node exists.
+    /// Runs every Filter plugin for `pod` on a node the plan would launch that is not in the state yet,
+    /// as if it were added with `add_planned_node` (empty apart from the pods it carries): what
+    /// kube-scheduler would say once the node exists, and the hostname rule on planned nodes.
     pub(crate) fn filter_new(&self, prep: &Prepared, pod: &Pod, node: &SimNode<'_>) -> Result<(), Reject> {
-        self.filter_node(prep, pod, node, false)
+        self.filter_node(prep, pod, node, true, false)
     }
 
-    fn filter_node(&self, prep: &Prepared, pod: &Pod, n: &SimNode<'_>, in_state: bool) -> Result<(), Reject> {
+    fn filter_node(&self, prep: &Prepared, pod: &Pod, n: &SimNode<'_>, planned: bool, in_state: bool) -> Result<(), Reject> {
+        let intent = planned && self.hostname == HostnameSpread::Intent;
         taints::filter(&n.taints, n.unschedulable, &pod.tolerations)?;
         node_affinity::filter(&pod.node_matcher, &n.labels, Some(&n.name))?;
         ports::filter(&n.ports, &pod.host_ports)?;
@@ -464,8 +490,12 @@ impl<'a> FilterState<'a> {
                 }
             }
             let min = spread::global_min(min, domains, c.min_domains);
-            if !spread::skew_ok(match_num, spread::self_match(c, pod), min, c.max_skew) {
+            let self_match = spread::self_match(c, pod);
+            if !spread::skew_ok(match_num, self_match, min, c.max_skew) {
                 return Err(spread::reject_skew());
+            }
+            if intent && c.key == keys::HOSTNAME && !spread::intent_ok(match_num, self_match, c.max_skew) {
+                return Err(spread::reject_intent());
             }
         }
         if let Some(ai) = prep.affinity {

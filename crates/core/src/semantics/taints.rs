@@ -5,7 +5,8 @@
 //! tolerates(t, taint) = (t.effect empty ∨ t.effect == taint.effect)
 //!                     ∧ (t.key empty ∨ t.key == taint.key)          empty key needs Exists
 //!                     ∧ (t.op == Exists ∨ t.value == taint.value)
-//! filter: every NoSchedule and NoExecute taint is tolerated; PreferNoSchedule only scores.
+//! filter: every NoSchedule and NoExecute taint is tolerated; PreferNoSchedule only scores:
+//! score(node) = −#{PreferNoSchedule taints not tolerated}, the units of `soft.preferNoSchedule`.
 //! spec.unschedulable acts as node.kubernetes.io/unschedulable:NoSchedule.
 //! ```
 
@@ -33,6 +34,13 @@ pub fn tolerated(tols: &[Toleration], taint: &Taint) -> bool {
 /// The first NoSchedule/NoExecute taint the tolerations do not tolerate.
 pub(crate) fn first_untolerated<'a>(taints: &'a [Taint], tols: &[Toleration]) -> Option<&'a Taint> {
     taints.iter().filter(|t| matches!(t.effect, Effect::NoSchedule | Effect::NoExecute)).find(|t| !tolerated(tols, t))
+}
+
+/// PreferNoSchedule taints the tolerations do not tolerate (kube-scheduler's TaintToleration score,
+/// `countIntolerableTaintsPreferNoSchedule`: only tolerations with no effect or PreferNoSchedule
+/// count, which `tolerates` checks). Each costs a pod on the node `soft.preferNoSchedule`.
+pub fn untolerated_prefer_no_schedule(taints: &[Taint], tols: &[Toleration]) -> usize {
+    taints.iter().filter(|t| t.effect == Effect::PreferNoSchedule && !tolerated(tols, t)).count()
 }
 
 /// TaintToleration filter (and NodeUnschedulable for cordoned nodes).
@@ -69,6 +77,15 @@ pub(crate) fn daemonset_tolerations() -> Vec<Toleration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefer_no_schedule_counts_untolerated_soft_taints_only() {
+        let taints = [Taint::new("soft", "", Effect::PreferNoSchedule), Taint::new("other", "x", Effect::PreferNoSchedule), Taint::new("hard", "", Effect::NoSchedule)];
+        assert_eq!(untolerated_prefer_no_schedule(&taints, &[]), 2);
+        assert_eq!(untolerated_prefer_no_schedule(&taints, &[Toleration::exists("soft", None)]), 1);
+        assert_eq!(untolerated_prefer_no_schedule(&taints, &[Toleration::exists("soft", Some(Effect::NoSchedule))]), 2, "a toleration of another effect does not count");
+        assert_eq!(untolerated_prefer_no_schedule(&taints, &[Toleration::exists("", None)]), 0);
+    }
 
     #[test]
     fn toleration_rules() {

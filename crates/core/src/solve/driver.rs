@@ -153,7 +153,16 @@ fn greedy_portfolio(p: &Problem, t0: Instant, deadline: Instant) -> (Outcome, f6
     let alt = greedy::plan_in(p, greedy::Order::Size);
     let alt_obj = objective(p, &alt).total();
     phases.push(Phase { name: "greedy-size-order".into(), time_ms: ms(t.elapsed()) });
-    if alt_obj < g_obj - 1e-9 * (1.0 + g_obj.abs()) { (alt, alt_obj, phases) } else { (g, g_obj, phases) }
+    if beats(alt_obj, alt.new_nodes.len(), g_obj, g.new_nodes.len()) { (alt, alt_obj, phases) } else { (g, g_obj, phases) }
+}
+
+/// Whether a plan of objective `a` with `a_nodes` new nodes beats the plan in hand (`b`, `b_nodes`):
+/// cheaper beyond float noise, or as cheap with fewer nodes (behaviour 11). The objective's own
+/// tie-break (`weights::node_tie_break`) can be finer than the noise allowed here, so the node count is
+/// compared explicitly; on a full tie the plan in hand stays (a stable choice).
+fn beats(a: f64, a_nodes: usize, b: f64, b_nodes: usize) -> bool {
+    let tol = 1e-9 * (1.0 + b.abs());
+    a < b - tol || (a <= b + tol && a_nodes < b_nodes)
 }
 
 /// The relative gap of `obj` over the bound `lb`, and the status it earns.
@@ -207,7 +216,7 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
     };
     // An integer solution no cheaper than the start is the greedy plan again, up to which pod of a class
     // goes where: keep the greedy plan and its bind order.
-    if run.mip_objective.is_some_and(|v| v >= g_obj - 1e-9 * (1.0 + g_obj.abs())) {
+    if run.mip_objective.is_some_and(|v| !beats(v, o.new_nodes.len(), g_obj, g.new_nodes.len())) {
         let timed_out = run.mip_status == Some(MipStatus::TimeLimit) || Instant::now() >= deadline;
         let (_, status) = judge(g_obj, lb, timed_out, opts.gap);
         return (g, report(status, format!("greedy {g_obj:.6}, MILP no cheaper; the greedy plan is kept; {summary}"), g_obj, lb, phases));
@@ -248,7 +257,7 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
         }
     }
     let m_obj = objective(p, &o).total();
-    let (best, obj, kept) = if m_obj < g_obj - 1e-9 { (o, m_obj, "") } else { (g, g_obj, "; the greedy plan is as good, kept") };
+    let (best, obj, kept) = if beats(m_obj, o.new_nodes.len(), g_obj, g.new_nodes.len()) { (o, m_obj, "") } else { (g, g_obj, "; the greedy plan is as good, kept") };
     let lb = lb.map(|b| b.min(obj));
     let timed_out = Instant::now() >= deadline || run.mip_status == Some(MipStatus::TimeLimit);
     let (_, status) = judge(obj, lb, timed_out, opts.gap);

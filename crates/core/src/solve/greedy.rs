@@ -33,12 +33,12 @@ use super::problem::{PoolUsage, Problem};
 use super::resize::downsize;
 // `milp` still names `greedy::remove_empty_nodes`; this re-export keeps that path working until the
 // MILP restructuring (issue 14) imports it from `resize`.
-use super::{Outcome, Target, new_node_name, new_sim_node, scheduler_state, verify};
+use super::{Outcome, Target, new_node_name, new_sim_node, placement_soft, scheduler_state, verify};
 use crate::domain::labels::{Labels, keys};
 use crate::domain::pod::{Pod, PodId};
 use crate::domain::resources::Resources;
 use crate::semantics::filter::{FilterState, Prepared};
-use crate::semantics::{Plugin, Reject, interpod, limits, node_affinity, selectors, spread, summarize};
+use crate::semantics::{Plugin, Reject, interpod, limits, selectors, spread, summarize};
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Options {
@@ -267,7 +267,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
         self.ensure_domains(class, pod);
         let prep = self.fs.prepare(pod);
         let has_spread = FilterState::spread_len(&prep) > 0;
-        let mut best: Option<((i64, i64, i64), usize)> = None;
+        let mut best: Option<((i64, f64, i64), usize)> = None;
         // Nodes come by increasing free cpu, so a node whose spread balance is the smallest any node can
         // have and that misses no preference cannot be beaten by a later one.
         let balance_floor: i64 = (0..FilterState::spread_len(&prep)).map(|k| self.fs.spread_view(&prep, k).2.unwrap_or(0).max(0)).sum();
@@ -286,7 +286,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
             if !self.wide_spread_ok(class, &prep, pod, &node.labels) {
                 continue;
             }
-            let soft = node_affinity::preferred_shortfall(&pod.preferred_node, &node.labels, Some(&node.name));
+            let soft = placement_soft(p.weights, pod, &node.labels, Some(&node.name), &node.taints);
             let balance: i64 = (0..FilterState::spread_len(&prep))
                 .map(|k| {
                     let (ci, counts, _) = self.fs.spread_view(&prep, k);
@@ -297,7 +297,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
             if best.as_ref().is_none_or(|(b, _)| key < *b) {
                 best = Some((key, ix));
             }
-            if (!has_spread && pod.preferred_node.is_empty()) || (balance <= balance_floor && soft == 0) {
+            if soft == 0.0 && (!has_spread || balance <= balance_floor) {
                 break;
             }
         }
@@ -398,7 +398,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
     fn open(&mut self, f: usize) -> usize {
         let k = self.new_nodes.len();
         let sim = new_sim_node(self.p, f, &new_node_name(self.p, k));
-        let ix = self.fs.add_node(sim);
+        let ix = self.fs.add_planned_node(sim);
         self.new_ix.push(ix);
         self.new_nodes.push(f);
         self.targets.push(Some(Target::New(k)));
@@ -447,7 +447,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let own_cap = self.class_cap(class, pod);
         let pos = order.iter().position(|&c| c == class).unwrap_or(0);
         let next: Vec<usize> = order[pos + 1..].iter().copied().filter(|&c| self.remaining[c] > 0).take(LOOKAHEAD_CLASSES).collect();
-        let mut best: Option<(f64, f64, usize, usize)> = None;
+        let mut best: Option<(f64, std::cmp::Reverse<usize>, f64, usize, usize)> = None;
         let by_group = p.classes[class].by_group.clone();
         for (group, configs) in &by_group {
             let rep = configs[0] as usize;
@@ -461,7 +461,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
                 self.pool_rejects[class].entry(pool_name).or_insert_with(spread::reject_skew);
                 continue;
             }
-            let soft = node_affinity::preferred_shortfall(&pod.preferred_node, &sim.labels, None) as f64 * p.weights.soft.preferred_node_affinity;
+            let soft = placement_soft(p.weights, pod, &sim.labels, None, &sim.taints);
             // The cheapest configurations per pod of this class, then the look-ahead among them.
             let mut scored: Vec<(f64, usize)> = Vec::new();
             for &f in configs {
@@ -484,13 +484,15 @@ impl<'p, 'a> Greedy<'p, 'a> {
                     Order::Packing => self.zone_nodes.get(&p.configs[f].zone).copied().unwrap_or(0),
                     Order::Size => 0,
                 };
-                let key = (score, p.configs[f].cost, zone_load, f);
-                if best.as_ref().is_none_or(|b| key.0 < b.0 || (key.0 == b.0 && (key.1, key.2, key.3) < (b.1, b.2, b.3))) {
+                // Equal cost per pod (the node tie-break in the cost aside): the node taking more pods,
+                // so fewer nodes (behaviour 11), then the cheaper, the emptier zone, the first.
+                let key = (score, std::cmp::Reverse(n), p.configs[f].cost, zone_load, f);
+                if best.as_ref().is_none_or(|b| key.0 < b.0 || (key.0 == b.0 && (key.1, key.2, key.3, key.4) < (b.1, b.2, b.3, b.4))) {
                     best = Some(key);
                 }
             }
         }
-        best.map(|b| (b.0, b.3))
+        best.map(|b| (b.0, b.4))
     }
 
     /// Pods a new node of `f` would take: this class first, then the next classes, by resources.

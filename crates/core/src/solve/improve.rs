@@ -8,8 +8,9 @@
 //! `A[K] = B[K]`; hostname is one of those keys only for pods no such rule reads, since `A` and `B`
 //! always differ on it. Then every domain count at every step of the bind order is unchanged, and `B`
 //! passing kube-scheduler's filters with every other pod of the plan on it (the final state) implies it
-//! passes them when `q` binds (pods only arrive). Preferred node affinity must score the same on `A`
-//! and `B`, so the soft terms of the objective do not change. The moved pod keeps its place in the
+//! passes them when `q` binds (pods only arrive). Preferred node affinity and untolerated
+//! PreferNoSchedule taints must cost the same on `A` and `B`, so the soft terms of the objective do not
+//! change. The moved pod keeps its place in the
 //! bind order.
 //!
 //! Two pods that differ only in their requests (same namespace, labels and constraints) may also
@@ -31,7 +32,7 @@ use rustc_hash::FxHashMap;
 
 use super::problem::{Problem, rule_signature, same_rules};
 use super::resize::{downsize, remove_empty_nodes};
-use super::{Outcome, Target, objective, scheduler_state, verify};
+use super::{Outcome, Target, objective, placement_soft, scheduler_state, verify};
 use crate::domain::labels::{Labels, keys};
 use crate::domain::pod::PodId;
 use crate::domain::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
@@ -121,14 +122,14 @@ impl<'a> State<'_, 'a> {
         let ks = self.pinned[p.class_of[&id]].as_ref()?;
         let prep = self.fs.prepare(pod);
         let (from_labels, from_name) = (&self.fs.nodes()[from].labels, self.fs.nodes()[from].name.as_str());
-        let soft = node_affinity::preferred_shortfall(&pod.preferred_node, from_labels, Some(from_name));
+        let soft = placement_soft(p.weights, pod, from_labels, Some(from_name), &self.fs.nodes()[from].taints);
         // Nodes come by increasing free cpu: the first that takes the pod fits it most tightly.
         for &(_, ix) in self.free.range((pod.requests.cpu_m, 0)..) {
             if ix == from {
                 continue;
             }
             let n = &self.fs.nodes()[ix];
-            if !pod.requests.fits_in(&n.free()) || !same_domains(ks, from_labels, &n.labels) || node_affinity::preferred_shortfall(&pod.preferred_node, &n.labels, Some(&n.name)) != soft {
+            if !pod.requests.fits_in(&n.free()) || !same_domains(ks, from_labels, &n.labels) || placement_soft(p.weights, pod, &n.labels, Some(&n.name), &n.taints) != soft {
                 continue;
             }
             if self.fs.filter(&prep, pod, ix).is_ok() {

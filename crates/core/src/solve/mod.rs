@@ -18,11 +18,14 @@ mod resize;
 
 use std::collections::BTreeMap;
 
-use crate::domain::labels::keys;
-use crate::domain::pod::PodId;
+use crate::domain::labels::{Labels, keys};
+use crate::domain::pod::{Pod, PodId};
+use crate::domain::taints::Taint;
 use crate::plan::{self, NewNode, Placement, Plan, PlanTaint, SolverReport, Unschedulable};
 use crate::semantics::filter::{FilterState, SimNode};
-use crate::semantics::{Reject, node_affinity};
+use crate::semantics::spread::HostnameSpread;
+use crate::semantics::{Reject, node_affinity, spread, taints};
+use crate::weights::Weights;
 
 pub use driver::{Planner, Solver, plan_cluster};
 pub use problem::Problem;
@@ -66,8 +69,24 @@ pub(crate) fn new_node_name(p: &Problem, i: usize) -> String {
     format!("{}-{i}", p.node_prefix)
 }
 
-/// Evaluates an outcome under the problem's weights. Soft terms counted here: preferred node
-/// affinity (per pod, unsatisfied weight).
+/// The soft cost of one pod on a node (labels, name for existing nodes, taints) that does not depend on
+/// the other pods: preferred node affinity (per unit of unsatisfied weight) and PreferNoSchedule taints
+/// the pod does not tolerate (per taint), weighted. Shared by the objective, both planners and the
+/// local improvement, so that they price a placement alike.
+pub(crate) fn placement_soft(w: &Weights, pod: &Pod, labels: &Labels, name: Option<&str>, node_taints: &[Taint]) -> f64 {
+    let mut soft = 0.0;
+    if !pod.preferred_node.is_empty() {
+        soft += w.soft.preferred_node_affinity * node_affinity::preferred_shortfall(&pod.preferred_node, labels, name) as f64;
+    }
+    if !node_taints.is_empty() {
+        soft += w.soft.prefer_no_schedule * taints::untolerated_prefer_no_schedule(node_taints, &pod.tolerations) as f64;
+    }
+    soft
+}
+
+/// Evaluates an outcome under the problem's weights. Soft terms counted here: `placement_soft` per pod
+/// (preferred node affinity, PreferNoSchedule taints) and, under `hostnameSpread: intent`, the
+/// ScheduleAnyway hostname spreads' pods beyond maxSkew on new nodes (`spread::intent_soft_units`).
 pub fn objective(p: &Problem, o: &Outcome) -> Objective {
     let w = p.weights;
     let nodes: f64 = o.new_nodes.iter().map(|&f| p.configs[f].cost).sum();
@@ -75,16 +94,25 @@ pub fn objective(p: &Problem, o: &Outcome) -> Objective {
     let mut soft = 0.0;
     for (pod, t) in &o.placements {
         let pod = p.pod(*pod);
-        if pod.preferred_node.is_empty() {
-            continue;
-        }
-        let (labels, name) = match *t {
-            Target::Existing(n) => (&p.cluster.nodes[n].labels, Some(p.cluster.nodes[n].name.as_str())),
-            Target::New(k) => (&p.configs[o.new_nodes[k]].labels, None),
+        soft += match *t {
+            Target::Existing(n) => {
+                let node = &p.cluster.nodes[n];
+                placement_soft(w, pod, &node.labels, Some(node.name.as_str()), &node.taints)
+            }
+            Target::New(k) => {
+                let c = &p.configs[o.new_nodes[k]];
+                placement_soft(w, pod, &c.labels, None, &c.taints)
+            }
         };
-        let total: i64 = pod.preferred_node.iter().map(|t| t.weight as i64).sum();
-        let got = node_affinity::preferred_score(&pod.preferred_node, labels, name);
-        soft += w.soft.preferred_node_affinity * (total - got) as f64;
+    }
+    if w.hostname_spread == HostnameSpread::Intent && w.soft.schedule_anyway_spread > 0.0 {
+        let mut on_new: Vec<Vec<&Pod>> = vec![Vec::new(); o.new_nodes.len()];
+        for &(id, t) in &o.placements {
+            if let Target::New(k) = t {
+                on_new[k].push(p.pod(id));
+            }
+        }
+        soft += w.soft.schedule_anyway_spread * on_new.iter().map(|pods| spread::intent_soft_units(pods)).sum::<i64>() as f64;
     }
     Objective { nodes, unschedulable, soft }
 }
@@ -106,9 +134,10 @@ pub fn scheduler_state<'a>(p: &Problem<'a>, new_nodes: &[usize]) -> (FilterState
         }
     }
     let mut fs = FilterState::new(sims);
+    fs.set_hostname_spread(p.weights.hostname_spread);
     let mut ix = Vec::new();
     for (k, &f) in new_nodes.iter().enumerate() {
-        ix.push(fs.add_node(new_sim_node(p, f, &new_node_name(p, k))));
+        ix.push(fs.add_planned_node(new_sim_node(p, f, &new_node_name(p, k))));
     }
     (fs, ix)
 }
@@ -184,8 +213,18 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
         })
         .collect();
     let unschedulable = o.unschedulable.iter().map(|(pod, r)| Unschedulable { pod: p.pod(*pod).key(), plugin: r.plugin.as_str().into(), reason: r.reason.clone() }).collect();
-    let mut plan =
-        Plan { schema: plan::SCHEMA.into(), solver: report, cost_per_hour: 0.0, synthetic_prices: false, new_nodes, existing_nodes: Vec::new(), placements, unschedulable, totals: Default::default() };
+    let mut plan = Plan {
+        schema: plan::SCHEMA.into(),
+        solver: report,
+        cost_per_hour: 0.0,
+        synthetic_prices: false,
+        new_nodes,
+        existing_nodes: Vec::new(),
+        placements,
+        unschedulable,
+        totals: Default::default(),
+        hostname_spread: p.weights.hostname_spread,
+    };
     plan.finish();
     plan
 }

@@ -359,7 +359,8 @@ impl PoolEnv<'_> {
                     let projection: Vec<(String, String)> = labels.iter().filter(|(k, _)| self.relevant.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
                     let spot = o.capacity_type == SPOT;
                     let deficit = self.max_weight.saturating_sub(pool.weight);
-                    let cost = self.weights.node_cost(o.price, spot, deficit);
+                    // The tie-break makes fewer nodes win between plans of equal price (`weights::node_tie_break`).
+                    let cost = self.weights.node_cost(o.price, spot, deficit) + crate::weights::node_tie_break(self.batch.len());
                     groups.entry((o.zone.clone(), o.capacity_type.clone(), projection, ds_ix.clone())).or_default().push(Config {
                         pool: pi,
                         instance_type: it.name.clone(),

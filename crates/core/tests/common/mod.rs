@@ -193,17 +193,29 @@ pub struct Case {
     expect: Vec<Exp>,
     broken: Vec<(Vec<Edit>, &'static str)>,
     fit_notes_allowed: bool,
+    weights: Weights,
 }
 
 /// A case on catalog-small. Without a NodePool in `docs`, [`default_pool`] is added; the EC2NodeClass
 /// is always added.
 pub fn case(name: &str, docs: impl Into<String>) -> Case {
-    Case { name: name.to_string(), catalog: small_catalog(), docs: docs.into(), expect: Vec::new(), broken: Vec::new(), fit_notes_allowed: false }
+    Case { name: name.to_string(), catalog: small_catalog(), docs: docs.into(), expect: Vec::new(), broken: Vec::new(), fit_notes_allowed: false, weights: Weights::default() }
 }
 
 impl Case {
+    pub fn catalog(mut self, c: &'static Catalog) -> Self {
+        self.catalog = c;
+        self
+    }
+
     pub fn default_catalog(mut self) -> Self {
         self.catalog = catalog::default_catalog();
+        self
+    }
+
+    /// Plans with these weights (and settings, such as `hostnameSpread`) instead of the defaults.
+    pub fn weights(mut self, w: Weights) -> Self {
+        self.weights = w;
         self
     }
 
@@ -250,8 +262,9 @@ impl Case {
         assert!(!w.cluster.pending().is_empty() || self.expect.is_empty(), "case {}: no pending pod", self.name);
         for solver in planners() {
             let ctx = format!("case {} ({solver:?})", self.name);
-            let plan = plan_cluster(&w.cluster, self.catalog, &Weights::default(), solver).unwrap_or_else(|e| panic!("{ctx}: planning failed: {e}"));
-            let again = plan_cluster(&w.cluster, self.catalog, &Weights::default(), solver).unwrap_or_else(|e| panic!("{ctx}: planning failed: {e}"));
+            let plan = plan_cluster(&w.cluster, self.catalog, &self.weights, solver).unwrap_or_else(|e| panic!("{ctx}: planning failed: {e}"));
+            let again = plan_cluster(&w.cluster, self.catalog, &self.weights, solver).unwrap_or_else(|e| panic!("{ctx}: planning failed: {e}"));
+            assert_eq!(plan.hostname_spread, self.weights.hostname_spread, "{ctx}: the plan records another hostnameSpread");
             assert_eq!(strip_times(&plan), strip_times(&again), "{ctx}: planning is not deterministic");
             let dump = || format!("plan:\n{}", summary(&plan));
             assert!(plan.cost_per_hour >= 0.0 && plan.cost_per_hour.is_sign_positive(), "{ctx}: costPerHour {}", plan.cost_per_hour);

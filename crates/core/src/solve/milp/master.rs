@@ -5,7 +5,7 @@
 use rustc_hash::FxHashMap;
 
 use super::families::capacity::unit;
-use super::families::{self, AggRow, Cx, Families};
+use super::families::{self, AggRow, Cx, Families, Node};
 use super::ids::{Class, Col, Config, Group, Place, Row, Target};
 use super::model::{ColKind, INF, Model, Pattern};
 use super::structure::Structure;
@@ -132,7 +132,7 @@ impl<'p, 'a> Master<'p, 'a> {
     /// ```text
     /// capacity  Σ_c req_{c,r} x_{c,g} ≤ Σ_{f∈g} room_{f,r} y_f          ∀ g, r
     /// per node  Σ_{c∈members} x_{c,g} ≤ k Σ_{f∈g} y_f    each family's rows (`Family::aggregate_rows`):
-    ///           cliques and one-per-node classes (k = 1), hostname spreads (k = maxSkew + mbar)
+    ///           cliques and one-per-node classes (k = 1), hostname spreads (k = maxSkew + mbar; maxSkew under intent)
     /// ```
     ///
     /// Every plan maps onto it (y_f counts nodes, x_{c,g} pods per group), so its LP value is a lower
@@ -211,7 +211,15 @@ impl<'p, 'a> Master<'p, 'a> {
         let cfg = &self.p.configs[pat.config.ix()];
         let g = Group::at(cfg.group);
         let soft: f64 = pat.counts.iter().map(|&(c, k)| k as f64 * self.s.soft_group[c.ix()].get(&g).copied().unwrap_or(0.0)).sum();
-        cfg.cost + soft
+        cfg.cost + soft + self.node_soft(pat)
+    }
+
+    /// The families' per-node soft cost of a pattern (`Family::node_soft`).
+    pub(crate) fn node_soft(&self, pat: &Pattern) -> f64 {
+        let g = Group::at(self.p.configs[pat.config.ix()].group);
+        let node = Node { config: pat.config, group: g, counts: &pat.counts };
+        let cx = self.cx();
+        self.fams.all().iter().map(|f| f.node_soft(&cx, &node)).sum()
     }
 
     pub(crate) fn pattern_entries(&self, pat: &Pattern) -> Vec<(Row, f64)> {

@@ -176,7 +176,7 @@ pub fn price(m: &Master, y: &[f64], vals: &[FxHashMap<Group, f64>], per_group: u
             let value: f64 = pat.counts.iter().map(|&(c, k)| k as f64 * vals[c.ix()][&g]).sum();
             let flags: f64 = pat.flags.iter().map(|rows| rows.iter().map(|r| y[r.ix()]).sum::<f64>()).sum();
             let cost = p.configs[f.ix()].cost;
-            let rc = cost - node_value(m, y, f) - flags - value;
+            let rc = cost + m.node_soft(&pat) - node_value(m, y, f) - flags - value;
             if rc < -1e-7 * cost.max(1e-3) {
                 best.push((rc, pat));
             }

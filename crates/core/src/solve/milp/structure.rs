@@ -12,7 +12,7 @@ use crate::domain::taints::{Taint, Toleration};
 use crate::semantics::filter::FilterState;
 use crate::semantics::{Plugin, node_affinity, selectors, spread, taints};
 use crate::solve::problem::Problem;
-use crate::solve::scheduler_state;
+use crate::solve::{placement_soft, scheduler_state};
 
 /// Nodes a constraint counts: the node must carry `all_keys` and pass the inclusion policies.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -201,32 +201,24 @@ fn existing_targets(p: &Problem, fs: &mut FilterState, n: &[u32]) -> (Vec<usize>
     (targets, allowed)
 }
 
-/// Preferred node affinity shortfall cost, per class on each allowed configuration group and on each
-/// target.
+/// The per-pod soft cost (`solve::placement_soft`: preferred node affinity, PreferNoSchedule taints),
+/// per class on each allowed configuration group and on each target.
 #[allow(clippy::type_complexity)]
 fn soft_costs(cx: &Context, fs: &FilterState, class_groups: &[FxHashSet<Group>]) -> (Vec<FxHashMap<Group, f64>>, Vec<Vec<f64>>) {
-    let w = cx.p.weights.soft.preferred_node_affinity;
+    let w = cx.p.weights;
     let soft_group = cx
         .classes()
         .map(|c| {
             let pod = cx.rep(c);
-            class_groups[c.ix()].iter().map(|&g| (g, w * shortfall(pod, cx.group_labels(g), None) as f64)).filter(|(_, v)| *v > 0.0).collect()
+            class_groups[c.ix()].iter().map(|&g| (g, placement_soft(w, pod, cx.group_labels(g), None, cx.group_taints(g)))).filter(|(_, v)| *v > 0.0).collect()
         })
         .collect();
     let soft_target = cx
         .classes()
         .map(|c| {
             let pod = cx.rep(c);
-            cx.targets.iter().map(|&e| w * shortfall(pod, &fs.nodes()[e].labels, Some(&fs.nodes()[e].name)) as f64).collect()
+            cx.targets.iter().map(|&e| placement_soft(w, pod, &fs.nodes()[e].labels, Some(&fs.nodes()[e].name), &fs.nodes()[e].taints)).collect()
         })
         .collect();
     (soft_group, soft_target)
-}
-
-fn shortfall(pod: &Pod, labels: &Labels, name: Option<&str>) -> i64 {
-    if pod.preferred_node.is_empty() {
-        return 0;
-    }
-    let total: i64 = pod.preferred_node.iter().map(|t| t.weight as i64).sum();
-    total - node_affinity::preferred_score(&pod.preferred_node, labels, name)
 }

@@ -2,19 +2,31 @@
 //!
 //! ```text
 //!   per new node (pattern check), constrained members m_p = Σ_{c ∈ constrained ∩ members} a_c:
-//!       m_p ≤ s                    regime 0
-//!       m_p ≤ s + m̄               regime 1, flagged:   R1: Σ_{p: m_p > s} z_p ≤ U r_h
+//!       m_p ≤ s                    regime 0, and always under hostnameSpread: intent
+//!       m_p ≤ s + m̄               regime 1 (exact only), flagged:   R1: Σ_{p: m_p > s} z_p ≤ U r_h
 //!   eligible nodes with fewer than m̄ members (flagged):  R2: Σ_{p low} z_p ≤ U (1 − r_h)
 //!   existing target t (E_t matching pods there), constrained members on it:
 //!       Σ x_{c,t} ≤ (s − E_t)⁺ + ((s + m̄ − E_t)⁺ − (s − E_t)⁺) r_h
 //!       E_t > s:  Σ x_{c,t} ≤ n r_h   (and no pod at all when E_t ≥ s + m̄)
 //! ```
 //!
-//! `s` = maxSkew, `m̄` = the smallest matching count over existing eligible nodes (0 without any: then
-//! there is only regime 0), `r_h` ∈ {0,1} the regime, `U` = pods in the batch. Only constrained members
+//! `s` = maxSkew, `m̄` = the smallest matching count over existing eligible nodes (0 without any, or
+//! with fewer of them than minDomains: then there is only regime 0), `r_h` ∈ {0,1} the regime, `U` = pods in the batch. Only constrained members
 //! are limited per node: a bind order exists that places constrained pods before the other members, and
 //! a pod that does not match its own selector adds nothing. Aggregated relaxation: per configuration
-//! group `Σ_{c ∈ constrained ∩ members} x_{c,g} ≤ (s + m̄) Σ_f y_f`. Size-class bound: dropped.
+//! group `Σ_{c ∈ constrained ∩ members} x_{c,g} ≤ (s + m̄) Σ_f y_f` (`s` under intent). Size-class
+//! bound: dropped.
+//!
+//! Under `intent`, a ScheduleAnyway hostname spread prices the same bound (`Family::node_soft`): per new
+//! node, `w · max(0, Σ_{c carrying it} a_c − s)` (`spread::intent_soft_units`, `w` =
+//! `soft.scheduleAnywaySpread`), in the pattern's cost.
+//!
+//! Under `intent` (`semantics::spread`) a new node holds at most `s` constrained members whatever the
+//! regime; the regime still governs existing targets (kube-scheduler's minimum over real nodes) and
+//! still needs every eligible new node to hold at least `m̄` members (R2). The existing-target caps
+//! take the minimum as the static `m̄`, so the model misses plans where existing nodes fill in rounds
+//! past `s + m̄` (four nodes with one replica each taking five more); the greedy plan, which follows
+//! kube-scheduler's minimum as it grows, finds those, and the driver keeps the cheaper plan.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -22,6 +34,7 @@ use super::{AggRow, Cx, Family, InvalidPattern, Node, Purpose};
 use crate::domain::labels::{LabelSelector, keys};
 use crate::domain::pod::{Pod, SpreadConstraint};
 use crate::semantics::filter::FilterState;
+use crate::semantics::spread::{self, HostnameSpread};
 use crate::solve::milp::ids::{Class, Col, Group, Row, Target};
 use crate::solve::milp::model::{INF, Model};
 use crate::solve::milp::structure::{Context, Eligibility, matches_selector};
@@ -40,12 +53,19 @@ pub struct HostSpread {
     pub group_eligible: FxHashSet<Group>,
     /// Per existing target: matching pods already there, if eligible.
     pub target_count: Vec<Option<u32>>,
+    /// `hostnameSpread: intent`: a new node holds at most `max_skew` constrained members.
+    pub intent: bool,
 }
 
 impl HostSpread {
     /// Class `c` is limited per node: it carries the constraint and its selector counts it.
     fn limits(&self, c: Class) -> bool {
         self.members.binary_search(&c).is_ok() && self.constrained.binary_search(&c).is_ok()
+    }
+
+    /// Most constrained members a new node may hold (under regime 1 when that is larger).
+    fn new_node_cap(&self) -> u32 {
+        if self.intent { self.max_skew } else { self.max_skew + self.mbar }
     }
 }
 
@@ -58,6 +78,9 @@ struct Regime {
 
 pub struct HostSpreads {
     pub spreads: Vec<HostSpread>,
+    /// Under intent, per ScheduleAnyway hostname spread (`spread::soft_hostname`): its maxSkew and the
+    /// classes carrying it (sorted).
+    pub soft: Vec<(u32, Vec<Class>)>,
     regimes: Vec<Option<Regime>>,
     /// Per hostname spread: the regime binary (mbar > 0 only).
     cols: Vec<Option<Col>>,
@@ -67,7 +90,7 @@ impl HostSpreads {
     /// Every hard hostname spread of the batch, shared by the classes that carry the same constraint.
     pub(crate) fn derive(cx: &Context, fs: &FilterState) -> Self {
         let mut spreads: Vec<HostSpread> = Vec::new();
-        let mut ix: FxHashMap<(Option<LabelSelector>, String, Eligibility, i32), usize> = FxHashMap::default();
+        let mut ix: FxHashMap<(Option<LabelSelector>, String, Eligibility, i32, i32), usize> = FxHashMap::default();
         for c in cx.classes() {
             let pod = cx.rep(c);
             for sc in &pod.spread {
@@ -75,7 +98,7 @@ impl HostSpreads {
                     continue;
                 }
                 let elig = Eligibility::of(pod, sc);
-                let key = (sc.selector.clone(), pod.namespace.clone(), elig.clone(), sc.max_skew);
+                let key = (sc.selector.clone(), pod.namespace.clone(), elig.clone(), sc.max_skew, sc.min_domains);
                 let i = *ix.entry(key).or_insert_with(|| {
                     let members: Vec<Class> = cx.classes().filter(|&q| matches_selector(sc.selector.as_ref(), &pod.namespace, cx.rep(q))).collect();
                     spreads.push(host_spread(cx, fs, pod, sc, &elig, members));
@@ -88,8 +111,32 @@ impl HostSpreads {
             hs.constrained.sort();
             hs.constrained.dedup();
         }
-        HostSpreads { spreads, regimes: Vec::new(), cols: Vec::new() }
+        HostSpreads { spreads, soft: soft_spreads(cx), regimes: Vec::new(), cols: Vec::new() }
     }
+}
+
+/// Under intent, the ScheduleAnyway hostname spreads of the batch, one per (namespace, selector,
+/// maxSkew), with the classes carrying them (`spread::intent_soft_units` counts the same pods).
+fn soft_spreads(cx: &Context) -> Vec<(u32, Vec<Class>)> {
+    let w = cx.p.weights;
+    if w.hostname_spread != HostnameSpread::Intent || w.soft.schedule_anyway_spread <= 0.0 {
+        return Vec::new();
+    }
+    let mut ix: FxHashMap<(String, Option<LabelSelector>, i32), usize> = FxHashMap::default();
+    let mut out: Vec<(u32, Vec<Class>)> = Vec::new();
+    for c in cx.classes() {
+        let pod = cx.rep(c);
+        for sc in spread::soft_hostname(pod) {
+            let i = *ix.entry((pod.namespace.clone(), sc.selector.clone(), sc.max_skew)).or_insert_with(|| {
+                out.push((sc.max_skew as u32, Vec::new()));
+                out.len() - 1
+            });
+            if out[i].1.last() != Some(&c) {
+                out[i].1.push(c);
+            }
+        }
+    }
+    out
 }
 
 /// A new hostname spread for constraint `sc` of `pod` (no constrained class yet).
@@ -106,11 +153,18 @@ fn host_spread(cx: &Context, fs: &FilterState, pod: &Pod, sc: &SpreadConstraint,
         }
     }
     // The minimum runs over every eligible node of the cluster, not only targets.
+    let mut domains = 0;
     for n in fs.nodes() {
         if elig.admits(&n.labels, &n.taints, Some(&n.name)) {
             let cnt = n.pods.iter().filter(|q| matches_selector(sc.selector.as_ref(), &pod.namespace, q)).count() as u32;
             mbar = Some(mbar.map_or(cnt, |m| m.min(cnt)));
+            domains += 1;
         }
+    }
+    // minDomains as kube-scheduler: fewer real eligible nodes than minDomains make the minimum 0. New
+    // nodes may add domains, but a minimum of 0 is never too high, so regime 0 alone stays safe.
+    if (domains as i64) < sc.min_domains.max(1) as i64 {
+        mbar = None;
     }
     let group_eligible = cx
         .groups()
@@ -120,7 +174,8 @@ fn host_spread(cx: &Context, fs: &FilterState, pod: &Pod, sc: &SpreadConstraint,
             elig.admits(&l, cx.group_taints(g), None)
         })
         .collect();
-    HostSpread { max_skew: sc.max_skew as u32, members, constrained: Vec::new(), mbar: mbar.unwrap_or(0), group_eligible, target_count }
+    let intent = cx.p.weights.hostname_spread == HostnameSpread::Intent;
+    HostSpread { max_skew: sc.max_skew as u32, members, constrained: Vec::new(), mbar: mbar.unwrap_or(0), group_eligible, target_count, intent }
 }
 
 impl Family for HostSpreads {
@@ -194,7 +249,7 @@ impl Family for HostSpreads {
             // Constrained members bind first on the node; other members after them.
             let limited: u32 = node.counts.iter().filter(|(c, _)| hs.limits(*c)).map(|x| x.1).sum();
             if limited > hs.max_skew {
-                if hs.mbar == 0 || limited > hs.max_skew + hs.mbar {
+                if hs.mbar == 0 || limited > hs.new_node_cap() {
                     return Err(InvalidPattern::HostSpread { spread: h, members: limited, max_skew: hs.max_skew, mbar: hs.mbar });
                 }
                 regime1.extend(self.regimes[h].map(|rg| rg.r1));
@@ -208,14 +263,15 @@ impl Family for HostSpreads {
         Ok(())
     }
 
-    /// The greedy fill keeps every node within maxSkew + mbar; the seed columns within maxSkew.
+    /// The greedy fill keeps every node within maxSkew + mbar (maxSkew under intent); the seed columns
+    /// within maxSkew.
     fn cap(&self, _cx: &Cx, c: Class, counts: &[(Class, u32)], purpose: Purpose) -> Option<i64> {
         let mut cap: Option<i64> = None;
         for hs in &self.spreads {
             let k = match purpose {
                 Purpose::Fill { .. } if hs.limits(c) => {
                     let held: u32 = counts.iter().filter(|(q, _)| hs.limits(*q)).map(|x| x.1).sum();
-                    (hs.max_skew + hs.mbar) as i64 - held as i64
+                    hs.new_node_cap() as i64 - held as i64
                 }
                 Purpose::Seed if hs.constrained.contains(&c) && hs.members.binary_search(&c).is_ok() => hs.max_skew as i64,
                 _ => continue,
@@ -223,6 +279,18 @@ impl Family for HostSpreads {
             cap = Some(cap.map_or(k, |x| x.min(k)));
         }
         cap
+    }
+
+    fn node_soft(&self, cx: &Cx, node: &Node) -> f64 {
+        let units: i64 = self
+            .soft
+            .iter()
+            .map(|(s, classes)| {
+                let k: u32 = node.counts.iter().filter(|(c, _)| classes.binary_search(c).is_ok()).map(|x| x.1).sum();
+                spread::intent_excess(k as i64, *s as i32)
+            })
+            .sum();
+        cx.p.weights.soft.schedule_anyway_spread * units as f64
     }
 
     fn fill_aux(&self, _cx: &Cx, act: &[f64], x: &mut [f64]) {
@@ -240,7 +308,7 @@ impl Family for HostSpreads {
                 continue;
             }
             let row = m.named(format!("agg.hostspread[{h}][{g}]"), -INF, 0.0);
-            out.push(AggRow { row, per_node: (hs.max_skew + hs.mbar) as f64, members: limited });
+            out.push(AggRow { row, per_node: hs.new_node_cap() as f64, members: limited });
         }
     }
 }

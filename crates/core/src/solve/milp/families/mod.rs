@@ -122,6 +122,11 @@ pub trait Family {
     fn cap(&self, _cx: &Cx, _c: Class, _counts: &[(Class, u32)], _purpose: Purpose) -> Option<i64> {
         None
     }
+    /// A cost of one new node beyond its configuration's and its pods' own (a soft rule that depends on
+    /// how many pods share the node); never negative, so the bounds, which leave it out, stay bounds.
+    fn node_soft(&self, _cx: &Cx, _node: &Node) -> f64 {
+        0.0
+    }
     /// Sets the family's auxiliary columns in `x` from the row activities `act` of the other columns.
     fn fill_aux(&self, _cx: &Cx, _act: &[f64], _x: &mut [f64]) {}
     /// The family's rows of the aggregated relaxation for configuration group `g`.
