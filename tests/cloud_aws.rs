@@ -5,12 +5,13 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use stowage_aws::cluster::{ClusterError, ClusterFlags};
 use stowage_aws::retry::RetryPolicy;
 use stowage_aws::userdata::base64_decode;
 use stowage_aws::{AwsOptions, AwsProvider, ClusterInfo};
 use stowage_core::domain::taints::{Effect, Taint};
 use stowage_decide::cloud::{CloudError, CloudProvider, LaunchRequest, OfferingRef};
-use stowage_e2e::{CapacityError, DISCOVERY_TAG_KEY, DISCOVERY_TAG_VALUE, Moto};
+use stowage_e2e::{CapacityError, DISCOVERY_TAG_KEY, DISCOVERY_TAG_VALUE, Moto, NODE_ROLE};
 use stowage_input::api::EC2NodeClass;
 use stowage_input::api::ec2nodeclass::{AmiSelectorTerm, EC2NodeClassSpec, SelectorTerm};
 
@@ -28,7 +29,7 @@ fn nodeclass(name: &str) -> EC2NodeClass {
             subnet_selector_terms: vec![discovery.clone()],
             security_group_selector_terms: vec![discovery],
             ami_selector_terms: vec![AmiSelectorTerm { alias: Some("al2023@latest".into()), ..Default::default() }],
-            role: Some("KarpenterNodeRole-demo".into()),
+            role: Some(NODE_ROLE.into()),
             tags: Some(tags(&[("team", "platform")])),
             ..Default::default()
         },
@@ -116,7 +117,8 @@ async fn discovery_finds_subnets_groups_and_images_and_reports_what_is_missing()
     let archs: Vec<_> = amis.iter().map(|a| a.requirements[0].values.clone().unwrap()[0].clone()).collect();
     assert_eq!(archs, vec!["amd64", "arm64"]);
     assert!(amis.iter().all(|a| a.name.as_deref().is_some_and(|n| n.starts_with("al2023-ami-2023") && !n.contains("minimal"))), "{amis:?}");
-    assert_eq!(status.instance_profile.as_deref(), Some("KarpenterNodeRole-demo"));
+    // spec.role: an instance profile made for the role (tests below check it in IAM).
+    assert!(status.instance_profile.as_deref().is_some_and(|p| p.starts_with("demo_")), "{:?}", status.instance_profile);
 
     // Terms are ORed: one subnet by id plus a tag term that matches nothing; security group by name.
     let mut by_id = nodeclass("by-id");
@@ -402,4 +404,126 @@ async fn the_embedded_catalog_serves_when_ec2_cannot_be_reached() {
     assert!(c.get("m5.large").is_some());
     let err = aws.resolve_nodeclass(&nodeclass("default")).await.unwrap_err();
     assert!(matches!(err, CloudError::Throttled(_)), "a connection failure is transient: {err}");
+}
+
+struct Profile {
+    path: String,
+    roles: Vec<String>,
+    tags: BTreeMap<String, String>,
+}
+
+async fn profile(moto: &Moto, name: &str) -> Option<Profile> {
+    let out = match moto.iam().get_instance_profile().instance_profile_name(name).send().await {
+        Ok(o) => o,
+        Err(e) if aws_sdk_iam::error::ProvideErrorMetadata::code(&e) == Some("NoSuchEntity") => return None,
+        Err(e) => panic!("{}", aws_sdk_iam::error::DisplayErrorContext(&e)),
+    };
+    let p = out.instance_profile().unwrap();
+    Some(Profile {
+        path: p.path().to_string(),
+        roles: p.roles().iter().map(|r| r.role_name().to_string()).collect(),
+        tags: p.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect(),
+    })
+}
+
+async fn make_profile(moto: &Moto, name: &str, path: &str, tags: &[(&str, &str)]) {
+    let tags: Vec<aws_sdk_iam::types::Tag> = tags.iter().map(|(k, v)| aws_sdk_iam::types::Tag::builder().key(*k).value(*v).build().unwrap()).collect();
+    moto.iam().create_instance_profile().instance_profile_name(name).path(path).set_tags(Some(tags)).send().await.unwrap();
+    moto.iam().add_role_to_instance_profile().instance_profile_name(name).role_name(NODE_ROLE).send().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn role_gets_an_instance_profile_that_launches_use_and_gc_collects_when_unused() {
+    let moto = Moto::start("cloud-aws-profile").await.unwrap();
+    let aws = AwsProvider::new(&moto.sdk_config(), CLUSTER, options()).unwrap();
+    let mut nc = nodeclass("default");
+    nc.metadata.uid = Some("uid-default".into());
+
+    let status = aws.resolve_nodeclass(&nc).await.unwrap();
+    let name = status.instance_profile.clone().unwrap();
+    assert!(name.starts_with("demo_") && name != NODE_ROLE, "{name}");
+    let p = profile(&moto, &name).await.expect("the profile exists");
+    assert_eq!(p.roles, vec![NODE_ROLE.to_string()]);
+    assert_eq!(p.path, "/karpenter/us-east-1/demo/uid-default/");
+    for (k, v) in
+        [("kubernetes.io/cluster/demo", "owned"), ("karpenter.k8s.aws/ec2nodeclass", "default"), ("eks:eks-cluster-name", "demo"), ("topology.kubernetes.io/region", "us-east-1"), ("team", "platform")]
+    {
+        assert_eq!(p.tags.get(k).map(String::as_str), Some(v), "tag {k} in {:?}", p.tags);
+    }
+
+    // The launch template names the profile, not the role.
+    aws.launch(&request("general-prof1", vec![offering("on-demand", "m5.large", "us-east-1a")])).await.unwrap();
+    let lts = moto.ec2().describe_launch_templates().send().await.unwrap();
+    let lt = lts.launch_templates().iter().find(|l| l.launch_template_name().is_some_and(|n| n.starts_with("stowage/"))).unwrap();
+    let v = moto.ec2().describe_launch_template_versions().launch_template_id(lt.launch_template_id().unwrap()).send().await.unwrap();
+    let data = v.launch_template_versions()[0].launch_template_data().unwrap();
+    assert_eq!(data.iam_instance_profile().and_then(|p| p.name()), Some(name.as_str()));
+
+    // A second resolve (a restarted controller, the status written) reuses it; no second profile.
+    nc.status = Some(status.clone());
+    let again = AwsProvider::new(&moto.sdk_config(), CLUSTER, options()).unwrap();
+    assert_eq!(again.resolve_nodeclass(&nc).await.unwrap().instance_profile.as_deref(), Some(name.as_str()));
+    let all = moto.iam().list_instance_profiles().send().await.unwrap();
+    assert_eq!(all.instance_profiles().len(), 1, "{:?}", all.instance_profiles());
+
+    // GC: an orphaned managed profile goes; the one in use, a hand-made one (no managed tags, even
+    // under our path) and one outside our path stay.
+    make_profile(&moto, "demo_orphan", "/karpenter/us-east-1/demo/uid-gone/", &[("kubernetes.io/cluster/demo", "owned"), ("karpenter.k8s.aws/ec2nodeclass", "gone")]).await;
+    make_profile(&moto, "handmade", "/karpenter/us-east-1/demo/uid-gone/", &[("team", "x")]).await;
+    make_profile(&moto, "KarpenterNodeInstanceProfile-demo", "/", &[("kubernetes.io/cluster/demo", "owned"), ("karpenter.k8s.aws/ec2nodeclass", "x")]).await;
+    make_profile(&moto, "other_cluster", "/karpenter/us-east-1/other/uid-1/", &[("kubernetes.io/cluster/other", "owned"), ("karpenter.k8s.aws/ec2nodeclass", "x")]).await;
+    let deleted = again.collect_instance_profiles(std::slice::from_ref(&nc)).await.unwrap();
+    assert_eq!(deleted, vec!["demo_orphan".to_string()]);
+    assert!(profile(&moto, "demo_orphan").await.is_none());
+    for keep in [name.as_str(), "handmade", "KarpenterNodeInstanceProfile-demo", "other_cluster"] {
+        assert!(profile(&moto, keep).await.is_some(), "{keep} was deleted");
+    }
+    // Through the CloudProvider seam (what the controller calls every NodeClass round), rate-limited.
+    assert!(aws.collect_nodeclass_resources(std::slice::from_ref(&nc)).await.unwrap().is_empty());
+
+    // A role that does not exist: the NodeClass is not ready, saying so.
+    let mut missing = nodeclass("missing-role");
+    missing.spec.role = Some("NoSuchRole".into());
+    let err = aws.resolve_nodeclass(&missing).await.unwrap_err();
+    assert!(matches!(&err, CloudError::NodeClassNotReady(m) if m.contains("spec.role NoSuchRole") && m.contains("no such IAM role")), "{err}");
+    // spec.instanceProfile is used as is.
+    let mut given = nodeclass("given");
+    given.spec.role = None;
+    given.spec.instance_profile = Some("KarpenterNodeInstanceProfile-demo".into());
+    assert_eq!(aws.resolve_nodeclass(&given).await.unwrap().instance_profile.as_deref(), Some("KarpenterNodeInstanceProfile-demo"));
+    moto.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_facts_come_from_eks_describe_cluster_and_flags_override() {
+    let moto = Moto::start("cloud-aws-eks").await.unwrap();
+    moto.create_eks_cluster(CLUSTER, "1.31", Some("10.100.0.0/16")).await.unwrap();
+    let retry = options().retry;
+    let c = stowage_aws::cluster::discover(&moto.sdk_config(), CLUSTER, &ClusterFlags::default(), &retry).await.unwrap();
+    assert_eq!(c.info.service_cidr.as_deref(), Some("10.100.0.0/16"));
+    assert!(c.info.endpoint.starts_with("https://"), "{}", c.info.endpoint);
+    assert!(!c.info.ca_bundle.is_empty());
+    assert_eq!((c.ip_family.as_str(), c.kubernetes_version.as_deref()), ("ipv4", Some("1.31")));
+
+    let flags = ClusterFlags { endpoint: Some("https://10.0.0.1:443".into()), service_cidr: Some("172.16.0.0/12".into()), kubernetes_version: Some("1.30".into()), ..Default::default() };
+    let c = stowage_aws::cluster::discover(&moto.sdk_config(), CLUSTER, &flags, &retry).await.unwrap();
+    assert_eq!((c.info.endpoint.as_str(), c.info.service_cidr.as_deref(), c.kubernetes_version.as_deref()), ("https://10.0.0.1:443", Some("172.16.0.0/12"), Some("1.30")));
+    assert!(!c.info.ca_bundle.is_empty(), "the CA still comes from EKS");
+
+    // No such cluster and no flag: refuse, naming the flag.
+    let err = stowage_aws::cluster::discover(&moto.sdk_config(), "no-such-cluster", &ClusterFlags::default(), &retry).await.unwrap_err();
+    assert!(matches!(err, ClusterError::NoServiceCidr { .. }));
+    assert!(err.to_string().contains("--service-cidr") && err.to_string().contains("ResourceNotFoundException"), "{err}");
+
+    // The service CIDR reaches nodeadm's NodeConfig in the launch template.
+    let found = stowage_aws::cluster::discover(&moto.sdk_config(), CLUSTER, &ClusterFlags::default(), &retry).await.unwrap();
+    let aws = AwsProvider::new(&moto.sdk_config(), CLUSTER, AwsOptions { cluster: found.info, ..options() }).unwrap();
+    aws.resolve_nodeclass(&nodeclass("default")).await.unwrap();
+    aws.launch(&request("general-eks1", vec![offering("on-demand", "m5.large", "us-east-1a")])).await.unwrap();
+    let lts = moto.ec2().describe_launch_templates().send().await.unwrap();
+    let lt = lts.launch_templates().iter().find(|l| l.launch_template_name().is_some_and(|n| n.starts_with("stowage/"))).unwrap();
+    let v = moto.ec2().describe_launch_template_versions().launch_template_id(lt.launch_template_id().unwrap()).send().await.unwrap();
+    let ud = String::from_utf8(base64_decode(v.launch_template_versions()[0].launch_template_data().unwrap().user_data().unwrap()).unwrap()).unwrap();
+    assert!(ud.contains("    cidr: \"10.100.0.0/16\"\n"), "{ud}");
+    moto.stop().await.unwrap();
 }

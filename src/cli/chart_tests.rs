@@ -168,6 +168,7 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     assert_eq!(a.log_format, super::controller::LogFormat::Json);
     assert!(a.weights.is_none(), "no weights ConfigMap by default");
     assert!(a.connect.kubeconfig.is_none(), "in-cluster config");
+    assert!(a.connect.service_cidr.is_none() && a.connect.kubernetes_version.is_none(), "from eks:DescribeCluster by default");
     let c = super::controller::config(&a).unwrap();
     assert_eq!((c.batch.idle, c.batch.max), (std::time::Duration::from_secs(1), std::time::Duration::from_secs(10)));
     assert_eq!((c.gc_interval, c.gc_grace), (std::time::Duration::from_secs(10), std::time::Duration::from_secs(30)));
@@ -177,6 +178,7 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     values["clusterEndpoint"] = "https://ABC.gr7.us-east-1.eks.amazonaws.com".into();
     values["clusterCABundle"] = "Q0EK".into();
     values["serviceCIDR"] = "172.20.0.0/16".into();
+    values["kubernetesVersion"] = "1.31".into();
     values["clusterDNS"] = serde_json::json!(["172.20.0.10", "169.254.20.10"]);
     values["controller"]["weights"] = "apiVersion: stowage.dev/weights/v1\n".into();
     values["controller"]["solver"] = "greedy".into();
@@ -186,6 +188,7 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     assert_eq!(a.connect.cluster_endpoint, "https://ABC.gr7.us-east-1.eks.amazonaws.com");
     assert_eq!(a.connect.cluster_ca_bundle, "Q0EK");
     assert_eq!(a.connect.service_cidr.as_deref(), Some("172.20.0.0/16"));
+    assert_eq!(a.connect.kubernetes_version.as_deref(), Some("1.31"));
     assert_eq!(a.connect.cluster_dns, vec!["172.20.0.10", "169.254.20.10"]);
     assert_eq!(a.weights.as_deref(), Some(std::path::Path::new("/etc/stowage/weights.yaml")), "where the ConfigMap is mounted");
     assert_eq!(a.solve.solver, super::SolverArg::Greedy);

@@ -15,7 +15,8 @@ use stowage_controller::registration::Timeouts;
 use stowage_decide::batch::BatchConfig;
 
 use super::{SolveArgs, parse_duration};
-use stowage_aws::{AwsOptions, AwsProvider, ClusterInfo};
+use stowage_aws::cluster::ClusterFlags;
+use stowage_aws::{AwsOptions, AwsProvider};
 use stowage_core::weights::Weights;
 use stowage_decide::cloud::CloudProvider;
 
@@ -29,15 +30,20 @@ pub struct ConnectArgs {
     /// managed. AWS credentials and region come from the usual environment (AWS_REGION, ...).
     #[arg(long)]
     pub cluster_name: Option<String>,
-    /// API server URL written into node user data.
+    /// API server URL written into node user data (default: from eks:DescribeCluster).
     #[arg(long, default_value = "")]
     pub cluster_endpoint: String,
-    /// Base64 PEM of the cluster CA, for node user data.
+    /// Base64 PEM of the cluster CA, for node user data (default: from eks:DescribeCluster).
     #[arg(long, default_value = "")]
     pub cluster_ca_bundle: String,
-    /// Service CIDR, for node user data.
+    /// Service CIDR, for node user data (default: from eks:DescribeCluster; the controller refuses to
+    /// start when neither gives it, since nodes cannot join without it).
     #[arg(long)]
     pub service_cidr: Option<String>,
+    /// Kubernetes minor version (e.g. 1.31) whose EKS images `al2023@...` aliases resolve to
+    /// (default: from eks:DescribeCluster).
+    #[arg(long)]
+    pub kubernetes_version: Option<String>,
     /// Cluster DNS addresses (comma separated), for node user data.
     #[arg(long, value_delimiter = ',')]
     pub cluster_dns: Vec<String>,
@@ -133,13 +139,29 @@ async fn kube_client(path: Option<&PathBuf>) -> Result<kube::Client, String> {
     kube::Client::try_from(config).map_err(|e| format!("building the Kubernetes client: {e}"))
 }
 
-async fn aws_provider(c: &ConnectArgs) -> Result<AwsProvider, String> {
+/// The AWS provider. `launches`: the controller, which refuses to start without the cluster facts
+/// nodes need to join (the service CIDR above all); `stowage record` only reads the catalog and goes on
+/// with the flags when EKS cannot be asked.
+async fn aws_provider(c: &ConnectArgs, launches: bool) -> Result<AwsProvider, String> {
     let cluster = c.cluster_name.clone().ok_or("--cluster-name (or CLUSTER_NAME) is required: it scopes the instances stowage manages")?;
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let mut opts = AwsOptions {
-        cluster: ClusterInfo { endpoint: c.cluster_endpoint.clone(), ca_bundle: c.cluster_ca_bundle.clone(), service_cidr: c.service_cidr.clone(), cluster_dns: c.cluster_dns.clone() },
-        ..Default::default()
+    let flags = ClusterFlags {
+        endpoint: Some(c.cluster_endpoint.clone()),
+        ca_bundle: Some(c.cluster_ca_bundle.clone()),
+        service_cidr: c.service_cidr.clone(),
+        cluster_dns: c.cluster_dns.clone(),
+        kubernetes_version: c.kubernetes_version.clone(),
     };
+    let mut opts = AwsOptions::default();
+    match stowage_aws::cluster::discover(&sdk, &cluster, &flags, &opts.retry).await {
+        Ok(found) => {
+            tracing::info!(cluster = %cluster, endpoint = %found.info.endpoint, service_cidr = ?found.info.service_cidr, ip_family = %found.ip_family, kubernetes_version = ?found.kubernetes_version, "cluster facts for node user data");
+            opts.cluster = found.info;
+            opts.alias.kubernetes_version = found.kubernetes_version;
+        }
+        Err(e) if launches => return Err(e.to_string()),
+        Err(e) => tracing::debug!(error = %e, "no cluster facts; not needed to read the catalog"),
+    }
     opts.alias.plain_al2023_fallback = c.plain_al2023_fallback;
     AwsProvider::new(&sdk, cluster, opts).map_err(|e| e.to_string())
 }
@@ -199,7 +221,7 @@ pub fn controller(args: ControllerArgs) -> ExitCode {
         let rt = runtime()?;
         rt.block_on(async {
             let client = kube_client(args.connect.kubeconfig.as_ref()).await?;
-            let cloud = Arc::new(aws_provider(&args.connect).await?);
+            let cloud = Arc::new(aws_provider(&args.connect, true).await?);
             stowage_controller::run(client, cloud, config, shutdown_signal()).await.map_err(|e| e.to_string())
         })
     })();
@@ -223,7 +245,7 @@ pub fn record(args: RecordArgs) -> ExitCode {
             let catalog = match (&args.catalog, &args.connect.cluster_name) {
                 (Some(p), _) => stowage_input::catalog::load(p).map_err(|e| e.to_string())?,
                 (None, Some(_)) => {
-                    let cloud = aws_provider(&args.connect).await?;
+                    let cloud = aws_provider(&args.connect, false).await?;
                     // The catalog's zones are those of the resolved NodeClasses, as in the controller.
                     for nc in state.nodeclasses.iter() {
                         if let Err(e) = cloud.resolve_nodeclass(nc).await {

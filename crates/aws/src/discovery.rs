@@ -79,6 +79,8 @@ pub struct Resolved {
     pub ami_family: String,
     /// Sizing view of the NodeClass (kubelet settings, root volume) for maxPods.
     pub sizing: NodeClass,
+    /// `spec.instanceProfile`, or the profile made for `spec.role` ([`super::instance_profile`]; set by
+    /// the provider after discovery).
     pub instance_profile: Option<String>,
 }
 
@@ -369,6 +371,9 @@ pub async fn resolve(ec2: &Ec2, nc: &EC2NodeClass, opts: &AliasOptions) -> Resul
     if !matches!(family.as_str(), "AL2023" | "Custom") {
         missing.push(format!("amiFamily {family}: stowage writes user data for AL2023 (nodeadm) and Custom only"));
     }
+    // Karpenter's CRD refuses these; the controller reports them as ValidationSucceeded=False and
+    // never gets here, a caller that does gets NotReady instead of nodes whose kubelet does not start.
+    missing.extend(nc.spec.kubelet.as_ref().map(|k| k.validate()).unwrap_or_default());
     let source = stowage_input::Source { file: format!("<EC2NodeClass {name}>").into(), doc: 1, item: None };
     let sizing = match stowage_input::karpenter::nodeclass(&stowage_input::objects::Obj { source, obj: nc.clone() }) {
         Ok(s) => Some(s),
@@ -400,7 +405,7 @@ pub async fn resolve(ec2: &Ec2, nc: &EC2NodeClass, opts: &AliasOptions) -> Resul
     }
     match (missing.is_empty(), subnets, groups, amis, sizing) {
         (true, Ok(subnets), Ok(security_groups), Ok(amis), Some(sizing)) => {
-            Ok(Resolved { subnets, security_groups, amis, ami_family: family, sizing, instance_profile: nc.spec.instance_profile.clone().or_else(|| nc.spec.role.clone()) })
+            Ok(Resolved { subnets, security_groups, amis, ami_family: family, sizing, instance_profile: nc.spec.instance_profile.clone() })
         }
         _ => Err(DiscoveryError::NotReady(format!("EC2NodeClass {name}: {}", missing.join("; ")))),
     }

@@ -77,6 +77,24 @@ pub async fn list(ec2: &Ec2, cluster: &str) -> Result<Vec<Instance>, AwsError> {
         .await
 }
 
+/// The names of the instance profiles the cluster's listed instances are launched with (from
+/// `IamInstanceProfile.Arn`, `arn:aws:iam::<account>:instance-profile[/<path>]/<name>`).
+pub(crate) async fn attached_profiles(ec2: &Ec2, cluster: &str) -> Result<Vec<String>, AwsError> {
+    let filters = vec![filter(&format!("tag:{TAG_EKS_CLUSTER}"), &[cluster]), filter("instance-state-name", &LISTED_STATES)];
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let req = ec2.client.describe_instances().set_filters(Some(filters.clone())).max_results(1000).set_next_token(token.clone());
+        let page = ec2.call("DescribeInstances", || req.clone().send()).await?;
+        out.extend(page.reservations().iter().flat_map(|r| r.instances()).filter_map(|i| i.iam_instance_profile()?.arn()?.rsplit('/').next().map(str::to_string)));
+        token = page.next_token().filter(|t| !t.is_empty()).map(str::to_string);
+        if token.is_none() {
+            break;
+        }
+    }
+    Ok(out)
+}
+
 /// The live instance launched for this NodeClaim, if any (the oldest if a past bug made several).
 pub(crate) async fn find_by_nodeclaim(ec2: &Ec2, cluster: &str, nodeclaim: &str) -> Result<Option<Instance>, AwsError> {
     let found = describe(ec2, vec![filter(&format!("tag:{TAG_NODECLAIM}"), &[nodeclaim]), filter(&format!("tag:{TAG_EKS_CLUSTER}"), &[cluster]), filter("instance-state-name", &LIVE_STATES)]).await?;

@@ -6,7 +6,12 @@
 //! use stowage_decide::cloud::CloudProvider;
 //! use stowage_aws::{AwsOptions, AwsProvider};
 //! let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-//! let aws = AwsProvider::new(&sdk, "my-cluster", AwsOptions::default())?;
+//! // Endpoint, CA, service CIDR and version from eks:DescribeCluster; flags would override.
+//! let flags = stowage_aws::cluster::ClusterFlags::default();
+//! let cluster = stowage_aws::cluster::discover(&sdk, "my-cluster", &flags, &Default::default()).await.map_err(|e| stowage_decide::cloud::CloudError::Fatal(e.to_string()))?;
+//! let mut options = AwsOptions { cluster: cluster.info, ..Default::default() };
+//! options.alias.kubernetes_version = cluster.kubernetes_version;
+//! let aws = AwsProvider::new(&sdk, "my-cluster", options)?;
 //! let status = aws.resolve_nodeclass(&nodeclass).await?; // discovery; write it into the NodeClass status
 //! let catalog = aws.catalog().await?;                     // types, offerings, prices, ICE applied
 //! let instance = aws.launch(&req).await?;                 // CreateFleet instant
@@ -34,6 +39,14 @@
 //!   offerings that failed. Offerings that cannot be launched with the NodeClass at all (no subnet in
 //!   the zone, no AMI for the architecture) are cached the same way (reason `NoSubnetInZone` /
 //!   `NoImageForArchitecture`), so a replan avoids them for 3 minutes instead of looping.
+//! - **Instance profiles** ([`instance_profile`]): a NodeClass with `spec.role` gets an instance profile
+//!   made, tagged and given the role during resolution (Karpenter's naming, path and tags); its name is
+//!   `status.instanceProfile` and the launch templates' `IamInstanceProfile.Name`. `spec.instanceProfile`
+//!   is used as is. `collect_nodeclass_resources` deletes managed profiles no NodeClass uses (at most
+//!   every `profile_gc_interval`).
+//! - **Cluster facts** ([`cluster`]): endpoint, CA, service CIDR, IP family and Kubernetes version from
+//!   `eks:DescribeCluster`, flags overriding; `launch` refuses (Fatal) when the options carry no service
+//!   CIDR, since nodeadm would refuse the node's NodeConfig.
 //! - **Retries**: throttled and transient EC2 errors are retried with backoff ([`retry`]); the SDK's
 //!   own retries are turned off for this client so the bound is exact. Past the bound: `Throttled`.
 //! - **Tags**: launch tags = `spec.tags` ∪ `LaunchRequest::tags` ∪ {`kubernetes.io/cluster/<c>=owned`,
@@ -59,13 +72,18 @@
 //! | `DescribeInstances` | [`instances`] | ownership tag filters + states (list); nodeclaim tag (before launch); MaxResults 1000 |
 //! | `TerminateInstances` | [`instances`] | InstanceIds=[id] |
 //! | `CreateTags` | [`instances`] | Name, karpenter.sh/nodeclaim, eks:eks-cluster-name |
+//! | `DescribeInstances` | [`instances`] | cluster tag + states: the instance profiles live instances use (profile GC) |
+//! | `iam:GetInstanceProfile`, `CreateInstanceProfile`, `AddRoleToInstanceProfile`, `RemoveRoleFromInstanceProfile`, `ListInstanceProfiles`, `DeleteInstanceProfile` | [`instance_profile`] | profile for `spec.role`; GC under `/karpenter/<region>/<cluster>/` |
+//! | `eks:DescribeCluster` | [`cluster`] | cluster name (once, at start, by the binary) |
 //!
 //! The IAM policy for these calls is `docs/iam-policy.json`.
 
+pub mod cluster;
 pub mod discovery;
 pub mod errors;
 pub mod fleet;
 pub mod ice;
+pub mod instance_profile;
 pub mod instance_types;
 pub mod instances;
 pub mod launch_template;
@@ -86,10 +104,11 @@ use self::discovery::{AliasOptions, DiscoveryError, Resolved};
 use self::errors::{AwsError, LAUNCH_TEMPLATE_NOT_FOUND, is_capacity_error, is_throttle_code};
 use self::fleet::{FleetRequest, Override};
 use self::ice::{IceCache, offering_key, subnet_key};
+use self::instance_profile::Iam;
 use self::instance_types::TypeData;
 use self::launch_template::TemplateSpec;
 use self::pricing::SpotPrices;
-use self::retry::{RetryPolicy, with_retries};
+use self::retry::{RetryPolicy, call_with_retries};
 pub use self::userdata::ClusterInfo;
 use stowage_core::domain::catalog::Catalog;
 use stowage_decide::cloud::{CloudError, CloudProvider, Instance, LaunchRequest, OfferingRef};
@@ -114,18 +133,14 @@ pub struct Ec2 {
 }
 
 impl Ec2 {
-    /// Sends a request (built anew by `send` for every attempt) with [`with_retries`].
-    pub async fn call<T, E, F, Fut>(&self, op: &'static str, mut send: F) -> Result<T, AwsError>
+    /// Sends a request (built anew by `send` for every attempt) with [`retry::with_retries`].
+    pub async fn call<T, E, F, Fut>(&self, op: &'static str, send: F) -> Result<T, AwsError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
-        with_retries(&self.retry, || {
-            let fut = send();
-            async move { fut.await.map_err(|e| AwsError::from_sdk(op, e)) }
-        })
-        .await
+        call_with_retries(&self.retry, op, send).await
     }
 }
 
@@ -147,6 +162,9 @@ pub struct AwsOptions {
     /// After a failed fetch, how long the offline catalog / synthetic spot prices are served before
     /// EC2 is asked again.
     pub offline_retry: Duration,
+    /// How often `collect_nodeclass_resources` garbage-collects instance profiles (the controller asks
+    /// every NodeClass round).
+    pub profile_gc_interval: Duration,
 }
 
 impl Default for AwsOptions {
@@ -160,6 +178,7 @@ impl Default for AwsOptions {
             prices_ttl: Duration::from_secs(12 * 3600),
             ice_ttl: ice::DEFAULT_TTL,
             offline_retry: Duration::from_secs(60),
+            profile_gc_interval: Duration::from_secs(300),
         }
     }
 }
@@ -182,6 +201,7 @@ struct CatalogState {
 /// The AWS implementation of [`CloudProvider`] (module docs).
 pub struct AwsProvider {
     ec2: Ec2,
+    iam: Iam,
     cluster: String,
     region: String,
     opts: AwsOptions,
@@ -192,6 +212,8 @@ pub struct AwsProvider {
     /// The last fetched type data, readable without waiting for a catalog refresh in progress (the
     /// launch path needs instance facts, not a fresh catalog).
     types: Mutex<Option<Arc<TypeData>>>,
+    /// When instance profiles were last garbage-collected.
+    profiles_collected: Mutex<Option<Instant>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -228,9 +250,12 @@ impl AwsProvider {
             return Err(CloudError::Fatal("AwsProvider: the cluster name is empty".into()));
         }
         let region = sdk.region().map(|r| r.to_string()).ok_or_else(|| CloudError::Fatal("AwsProvider: the SdkConfig has no region".into()))?;
+
         let conf = aws_sdk_ec2::config::Builder::from(sdk).retry_config(RetryConfig::standard().with_max_attempts(1)).build();
+        let iam_conf = aws_sdk_iam::config::Builder::from(sdk).retry_config(aws_sdk_iam::config::retry::RetryConfig::standard().with_max_attempts(1)).build();
         Ok(AwsProvider {
             ec2: Ec2 { client: aws_sdk_ec2::Client::from_conf(conf), retry: options.retry.clone() },
+            iam: Iam { client: aws_sdk_iam::Client::from_conf(iam_conf), retry: options.retry.clone() },
             cluster,
             region,
             ice: IceCache::new(options.ice_ttl),
@@ -239,6 +264,7 @@ impl AwsProvider {
             catalog: tokio::sync::Mutex::new(CatalogState::default()),
             templates: Mutex::new(BTreeMap::new()),
             types: Mutex::new(None),
+            profiles_collected: Mutex::new(None),
         })
     }
 
@@ -286,7 +312,7 @@ impl AwsProvider {
                 return Err(CloudError::NodeClassNotReady(m.clone()));
             }
         }
-        let outcome = discovery::resolve(&self.ec2, &spec, &self.opts.alias).await;
+        let outcome = self.discover(&spec).await;
         let mut map = lock(&self.nodeclasses);
         let Some(e) = map.get_mut(&name).filter(|e| e.key == key) else {
             // Forgotten or changed meanwhile: report this result without caching it.
@@ -316,6 +342,31 @@ impl AwsProvider {
                 None => Err(a.into()),
             },
         }
+    }
+
+    /// Discovery, then the instance profile ([`instance_profile::ensure`]). An IAM error that retrying
+    /// cannot fix (access denied, an invalid role name) makes the NodeClass not ready with that error,
+    /// so that it shows in the NodeClass's condition and not only in a log.
+    async fn discover(&self, spec: &EC2NodeClass) -> Result<Resolved, DiscoveryError> {
+        let mut r = discovery::resolve(&self.ec2, spec, &self.opts.alias).await?;
+        let name = spec.metadata.name.as_deref().unwrap_or_default();
+        match instance_profile::ensure(&self.iam, &self.cluster, &self.region, spec).await {
+            Ok(Ok(p)) => r.instance_profile = Some(p),
+            Ok(Err(m)) => return Err(DiscoveryError::NotReady(format!("EC2NodeClass {name}: {m}"))),
+            Err(e) if e.class == errors::Class::Fatal => return Err(DiscoveryError::NotReady(format!("EC2NodeClass {name}: instance profile: {e}"))),
+            Err(e) => return Err(DiscoveryError::Aws(e)),
+        }
+        Ok(r)
+    }
+
+    /// Deletes the instance profiles this cluster's controller made (stowage's or Karpenter's) that no
+    /// EC2NodeClass in `nodeclasses` (nor one resolved by this provider) names in its status and no live
+    /// instance of the cluster uses ([`instance_profile::garbage_collect`]). Returns the deleted names.
+    pub async fn collect_instance_profiles(&self, nodeclasses: &[EC2NodeClass]) -> Result<Vec<String>, CloudError> {
+        let mut in_use: BTreeSet<String> = nodeclasses.iter().filter_map(|n| n.status.as_ref()?.instance_profile.clone()).collect();
+        in_use.extend(lock(&self.nodeclasses).values().filter_map(|e| e.resolved.as_ref()?.0.instance_profile.clone()));
+        in_use.extend(instances::attached_profiles(&self.ec2, &self.cluster).await?);
+        Ok(instance_profile::garbage_collect(&self.iam, &self.cluster, &self.region, &in_use).await?)
     }
 
     /// The resolved NodeClass `name` (registered by `resolve_nodeclass`), refreshed when stale.
@@ -451,6 +502,13 @@ impl AwsProvider {
 
     async fn launch_inner(&self, req: &LaunchRequest) -> Result<Instance, CloudError> {
         let ct = launch_capacity_type(req)?;
+        // nodeadm refuses a NodeConfig without it: the node would be paid for and never join.
+        if self.opts.cluster.service_cidr.as_deref().is_none_or(|c| c.trim().is_empty()) {
+            return Err(CloudError::Fatal(format!(
+                "launch {}: the cluster's service CIDR is unknown (AwsOptions::cluster.service_cidr: stowage_aws::cluster::discover reads it from EKS, or pass --service-cidr); a node launched without it cannot join",
+                req.nodeclaim
+            )));
+        }
         let (nc, r) = self.resolved(&req.nodeclass).await?;
         if let Some(existing) = instances::find_by_nodeclaim(&self.ec2, &self.cluster, &req.nodeclaim).await? {
             tracing::info!(nodeclaim = %req.nodeclaim, instance = %existing.id, "NodeClaim already has an instance; not launching another");
@@ -651,6 +709,17 @@ impl CloudProvider for AwsProvider {
 
     fn forget_nodeclass(&self, name: &str) {
         lock(&self.nodeclasses).remove(name);
+    }
+
+    async fn collect_nodeclass_resources(&self, nodeclasses: &[EC2NodeClass]) -> Result<Vec<String>, CloudError> {
+        {
+            let mut last = lock(&self.profiles_collected);
+            if last.is_some_and(|at| at.elapsed() < self.opts.profile_gc_interval) {
+                return Ok(Vec::new());
+            }
+            *last = Some(Instant::now());
+        }
+        self.collect_instance_profiles(nodeclasses).await
     }
 }
 

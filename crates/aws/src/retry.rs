@@ -54,6 +54,21 @@ fn jitter() -> f64 {
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// Sends an SDK request (built anew by `send` for every attempt) of any AWS client with
+/// [`with_retries`], its error classified as [`AwsError`] for operation `op`.
+pub async fn call_with_retries<T, E, F, Fut>(policy: &RetryPolicy, op: &'static str, mut send: F) -> Result<T, AwsError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, aws_sdk_ec2::error::SdkError<E, aws_sdk_ec2::config::http::HttpResponse>>>,
+    E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    with_retries(policy, || {
+        let fut = send();
+        async move { fut.await.map_err(|e| AwsError::from_sdk(op, e)) }
+    })
+    .await
+}
+
 /// Runs `call` until it succeeds, fails with an error that is not retryable, or `policy.max_attempts`
 /// attempts have failed. The last error of an exhausted run says how many attempts were made.
 pub(crate) async fn with_retries<T, F, Fut>(policy: &RetryPolicy, mut call: F) -> Result<T, AwsError>

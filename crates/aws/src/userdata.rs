@@ -13,7 +13,8 @@
 //! spec:
 //!   cluster: {name, apiServerEndpoint, certificateAuthority, cidr}
 //!   kubelet:
-//!     config: {maxPods, clusterDNS, kubeReserved, systemReserved, evictionHard, evictionSoft, podsPerCore}
+//!     config: {maxPods, clusterDNS, podsPerCore, kubeReserved, systemReserved, evictionHard, evictionSoft,
+//!              evictionSoftGracePeriod, evictionMaxPodGracePeriod, imageGC{High,Low}ThresholdPercent, cpuCFSQuota}
 //!     flags: ["--node-labels=<k=v,...>", "--register-with-taints=<k=v:Effect,...>"]
 //!   instance: {localStorage: {strategy: RAID0}}       <- with instanceStorePolicy RAID0
 //! --//--
@@ -77,6 +78,42 @@ pub(crate) fn registration_taints(taints: &[Taint]) -> Vec<Taint> {
     v
 }
 
+/// The EC2NodeClass's kubelet settings as kubelet `KubeletConfiguration` fields (nodeadm merges
+/// `spec.kubelet.config` into kubelet's config file), in kubelet's field names. maxPods and clusterDNS
+/// are written by the caller (maxPods is computed per instance type, clusterDNS has a default).
+/// The NodeClass was validated before ([`KubeletConfiguration::validate`]): every `evictionSoft`
+/// signal has its grace period, so kubelet starts.
+fn kubelet_fields(k: &KubeletConfiguration) -> String {
+    let mut s = String::new();
+    if let Some(p) = k.pods_per_core {
+        s += &format!("      podsPerCore: {p}\n");
+    }
+    for (name, m) in [
+        ("kubeReserved", &k.kube_reserved),
+        ("systemReserved", &k.system_reserved),
+        ("evictionHard", &k.eviction_hard),
+        ("evictionSoft", &k.eviction_soft),
+        ("evictionSoftGracePeriod", &k.eviction_soft_grace_period),
+    ] {
+        if let Some(m) = m.as_ref().filter(|m| !m.is_empty()) {
+            s += &format!("      {name}: {}\n", flow_map(m));
+        }
+    }
+    for (name, v) in [
+        ("evictionMaxPodGracePeriod", k.eviction_max_pod_grace_period),
+        ("imageGCHighThresholdPercent", k.image_gc_high_threshold_percent),
+        ("imageGCLowThresholdPercent", k.image_gc_low_threshold_percent),
+    ] {
+        if let Some(v) = v {
+            s += &format!("      {name}: {v}\n");
+        }
+    }
+    if let Some(q) = k.cpu_cfs_quota {
+        s += &format!("      cpuCFSQuota: {q}\n");
+    }
+    s
+}
+
 pub(crate) fn node_config(i: &NodeadmInput) -> String {
     let mut s = String::from("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n");
     s += &format!("    name: {}\n", q(i.cluster_name));
@@ -96,14 +133,7 @@ pub(crate) fn node_config(i: &NodeadmInput) -> String {
         s += &format!("      clusterDNS: {}\n", serde_json::to_string(&dns).unwrap_or_default());
     }
     if let Some(k) = i.kubelet {
-        if let Some(p) = k.pods_per_core {
-            s += &format!("      podsPerCore: {p}\n");
-        }
-        for (name, m) in [("kubeReserved", &k.kube_reserved), ("systemReserved", &k.system_reserved), ("evictionHard", &k.eviction_hard), ("evictionSoft", &k.eviction_soft)] {
-            if let Some(m) = m.as_ref().filter(|m| !m.is_empty()) {
-                s += &format!("      {name}: {}\n", flow_map(m));
-            }
-        }
+        s += &kubelet_fields(k);
     }
     s += "    flags:\n";
     if !i.labels.is_empty() {
@@ -235,6 +265,64 @@ mod tests {
         assert!(ud.contains("\"--node-labels=karpenter.sh/nodepool=default,team=a b\""), "{ud}");
         assert!(ud.contains("\"--register-with-taints=dedicated=gpu:NoSchedule,karpenter.sh/unregistered:NoExecute\""), "{ud}");
         assert!(ud.ends_with("\n--//--\n"), "{ud}");
+    }
+
+    /// The NodeConfig as YAML parses it (nodeadm reads it the same way).
+    fn parsed(i: &NodeadmInput) -> serde_json::Value {
+        serde_saphyr::from_str::<serde_json::Value>(&node_config(i)).unwrap_or_else(|e| panic!("{e}\n{}", node_config(i)))
+    }
+
+    #[test]
+    fn every_kubelet_field_lands_in_kubelet_config() {
+        let labels = BTreeMap::new();
+        let cluster = ClusterInfo { endpoint: "https://x".into(), ca_bundle: "Q0E=".into(), service_cidr: Some("10.100.0.0/16".into()), cluster_dns: vec!["10.100.0.10".into()] };
+        let m = |kv: &[(&str, &str)]| Some(kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>());
+        let k = KubeletConfiguration {
+            max_pods: Some(50),
+            pods_per_core: Some(4),
+            kube_reserved: m(&[("cpu", "100m"), ("memory", "1Gi")]),
+            system_reserved: m(&[("ephemeral-storage", "1Gi")]),
+            eviction_hard: m(&[("memory.available", "5%")]),
+            eviction_soft: m(&[("memory.available", "10%"), ("nodefs.available", "15%")]),
+            eviction_soft_grace_period: m(&[("memory.available", "1m30s"), ("nodefs.available", "2m")]),
+            eviction_max_pod_grace_period: Some(60),
+            image_gc_high_threshold_percent: Some(85),
+            image_gc_low_threshold_percent: Some(80),
+            cpu_cfs_quota: Some(false),
+            cluster_dns: Some(vec!["169.254.20.10".into()]),
+        };
+        assert!(k.validate().is_empty(), "{:?}", k.validate());
+        let mut i = input(&labels, &[], &cluster, None);
+        i.kubelet = Some(&k);
+        let v = parsed(&i);
+        assert_eq!(v["spec"]["cluster"]["cidr"], "10.100.0.0/16");
+        let c = &v["spec"]["kubelet"]["config"];
+        assert_eq!(c["maxPods"], 29, "the per-type value the caller computed");
+        assert_eq!(c["podsPerCore"], 4);
+        assert_eq!(c["clusterDNS"], serde_json::json!(["169.254.20.10"]), "the NodeClass's wins over the default");
+        assert_eq!(c["kubeReserved"], serde_json::json!({"cpu": "100m", "memory": "1Gi"}));
+        assert_eq!(c["systemReserved"], serde_json::json!({"ephemeral-storage": "1Gi"}));
+        assert_eq!(c["evictionHard"], serde_json::json!({"memory.available": "5%"}));
+        assert_eq!(c["evictionSoft"], serde_json::json!({"memory.available": "10%", "nodefs.available": "15%"}));
+        assert_eq!(c["evictionSoftGracePeriod"], serde_json::json!({"memory.available": "1m30s", "nodefs.available": "2m"}));
+        assert_eq!(c["evictionMaxPodGracePeriod"], 60);
+        assert_eq!(c["imageGCHighThresholdPercent"], 85);
+        assert_eq!(c["imageGCLowThresholdPercent"], 80);
+        assert_eq!(c["cpuCFSQuota"], false);
+        // Every evictionSoft signal has its grace period in what kubelet reads.
+        for key in c["evictionSoft"].as_object().unwrap().keys() {
+            assert!(c["evictionSoftGracePeriod"].get(key).is_some(), "{key}");
+        }
+    }
+
+    #[test]
+    fn without_kubelet_settings_only_the_defaults_are_written() {
+        let labels = BTreeMap::new();
+        let cluster = ClusterInfo { service_cidr: Some("fd00::/108".into()), ..Default::default() };
+        let v = parsed(&input(&labels, &[], &cluster, None));
+        assert_eq!(v["spec"]["cluster"]["cidr"], "fd00::/108");
+        let c = v["spec"]["kubelet"]["config"].as_object().unwrap();
+        assert_eq!(c.keys().collect::<Vec<_>>(), vec!["maxPods"]);
     }
 
     #[test]

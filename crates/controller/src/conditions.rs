@@ -10,6 +10,8 @@ pub(crate) const CONDITION_LAUNCHED: &str = "Launched";
 pub(crate) const CONDITION_REGISTERED: &str = "Registered";
 pub(crate) const CONDITION_INITIALIZED: &str = "Initialized";
 pub(crate) const CONDITION_READY: &str = "Ready";
+/// EC2NodeClass: the spec passes the validation Karpenter's CRD enforces (kubelet settings).
+pub(crate) const CONDITION_VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
 
 /// `now` as a condition timestamp.
 pub fn timestamp(now: Timestamp) -> String {

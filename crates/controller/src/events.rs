@@ -1,6 +1,7 @@
 //! Kubernetes Events (`events.k8s.io/v1`) on pods and NodeClaims, the way `kubectl describe` users
 //! expect them from Karpenter: `Nominated` and `FailedScheduling` on pods (with the planner's reason),
-//! and the lifecycle of each NodeClaim (`Launched`, `InsufficientCapacity`, `Registered`, ...).
+//! the lifecycle of each NodeClaim (`Launched`, `InsufficientCapacity`, `Registered`, ...), and
+//! `InvalidNodePool` on a NodePool left out of planning.
 //!
 //! Publishing never blocks the controller and never fails it: events go through a bounded queue to one
 //! task; a full queue drops the event (counted as an `event` error). kube's `Recorder` folds repeats
@@ -32,6 +33,8 @@ pub(crate) enum Reason {
     InstanceVanished,
     /// A NodeClaim reconcile failed in a way retrying cannot fix.
     ReconcileFailed,
+    /// A NodePool stowage cannot read is left out of planning.
+    InvalidNodePool,
 }
 
 impl Reason {
@@ -50,6 +53,7 @@ impl Reason {
             Reason::Terminating => "Terminating",
             Reason::InstanceVanished => "InstanceVanished",
             Reason::ReconcileFailed => "ReconcileFailed",
+            Reason::InvalidNodePool => "InvalidNodePool",
         }
     }
 
@@ -61,14 +65,15 @@ impl Reason {
             | Reason::LaunchTimeout
             | Reason::RegistrationTimeout
             | Reason::InstanceVanished
-            | Reason::ReconcileFailed => EventType::Warning,
+            | Reason::ReconcileFailed
+            | Reason::InvalidNodePool => EventType::Warning,
             _ => EventType::Normal,
         }
     }
 
     fn action(self) -> &'static str {
         match self {
-            Reason::Nominated | Reason::FailedScheduling => "Provisioning",
+            Reason::Nominated | Reason::FailedScheduling | Reason::InvalidNodePool => "Provisioning",
             Reason::Launched | Reason::LaunchFailed | Reason::InsufficientCapacity | Reason::LaunchTimeout => "Launching",
             Reason::Registered | Reason::RegistrationTimeout | Reason::Initialized => "Registering",
             Reason::Disrupting | Reason::Terminating | Reason::InstanceVanished => "Terminating",
@@ -142,6 +147,11 @@ impl Events {
     pub fn nodeclaim(&self, claim: &NodeClaim, reason: Reason, note: String) {
         // Cluster-scoped: kube's Recorder writes the event to `default`.
         self.send(reason, note, claim.object_ref(&()));
+    }
+
+    /// An event on any cluster-scoped object (NodePools).
+    pub fn object<K: Resource<DynamicType = ()>>(&self, obj: &K, reason: Reason, note: String) {
+        self.send(reason, note, obj.object_ref(&()));
     }
 }
 

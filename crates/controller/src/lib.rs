@@ -44,6 +44,7 @@ pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
 pub mod nodeclass;
+pub mod nodepool;
 pub mod provisioner;
 pub mod record;
 pub mod registration;
@@ -549,6 +550,7 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
     for x in &snapshot.excluded {
         tracing::warn!(object = %x.object, reason = %x.reason, "left out of the batch: stowage cannot read it");
     }
+    nodepool::report(ctx, &snapshot.excluded).await;
     let pending = snapshot.cluster.pending().len();
     if pending == 0 {
         ctx.metrics.pods(0, 0, 0);

@@ -2,21 +2,42 @@
 //! [`CloudProvider::resolve_nodeclass`], cached by the provider) and the result written to its status
 //! with a `Ready` condition. A NodeClass that does not resolve gets `Ready=False` with the reason, and
 //! the NodePools that use it are left out of planning (`state::planning_objects`), as Karpenter skips
-//! NodePools whose NodeClass is not ready. Status is written only when it changes.
+//! NodePools whose NodeClass is not ready. Status is written only when it changes. As leader, each round
+//! also lets the cloud garbage-collect what it made for node classes no EC2NodeClass uses any more
+//! ([`CloudProvider::collect_nodeclass_resources`]: instance profiles on AWS).
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::conditions::{CONDITION_READY, set_condition_at};
+use super::conditions::{CONDITION_READY, CONDITION_VALIDATION_SUCCEEDED, set_condition_at};
 use super::{Ctx, kube_status};
 use stowage_decide::cloud::{CloudError, CloudProvider};
 use stowage_input::api::EC2NodeClass;
 use stowage_input::api::ec2nodeclass::EC2NodeClassStatus;
 
+/// What Karpenter's CRD refuses in the NodeClass's spec (kubelet settings; a stowage CRD or a file
+/// does not enforce it), one message per problem. Empty: valid.
+pub(crate) fn invalid(nc: &EC2NodeClass) -> Vec<String> {
+    nc.spec.kubelet.as_ref().map(|k| k.validate()).unwrap_or_default()
+}
+
+/// The status of a NodeClass whose spec is invalid: `ValidationSucceeded=False` and `Ready=False`
+/// with the problems; nothing is resolved or launched for it.
+pub(crate) fn invalid_status(current: Option<&EC2NodeClassStatus>, problems: &[String], now: Timestamp) -> EC2NodeClassStatus {
+    let mut s = current.cloned().unwrap_or_default();
+    let mut conditions = s.conditions.take().unwrap_or_default();
+    let message = problems.join("; ");
+    set_condition_at(&mut conditions, CONDITION_VALIDATION_SUCCEEDED, "False", "InvalidKubeletConfiguration", &message, now);
+    set_condition_at(&mut conditions, CONDITION_READY, "False", "ValidationFailed", &message, now);
+    s.conditions = Some(conditions);
+    s
+}
+
 /// The status a resolution gives a NodeClass (conditions keep their transition times).
 pub(crate) fn status_for(current: Option<&EC2NodeClassStatus>, resolved: Result<EC2NodeClassStatus, &CloudError>, now: Timestamp) -> EC2NodeClassStatus {
     let mut conditions = current.and_then(|s| s.conditions.clone()).unwrap_or_default();
+    set_condition_at(&mut conditions, CONDITION_VALIDATION_SUCCEEDED, "True", "ValidationSucceeded", "", now);
     match resolved {
         Ok(mut s) => {
             set_condition_at(&mut conditions, CONDITION_READY, "True", "Ready", "", now);
@@ -53,6 +74,15 @@ pub(crate) async fn reconcile_all<P: CloudProvider>(ctx: &Ctx<P>) {
     let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
     for nc in classes {
         let name = nc.metadata.name.clone().unwrap_or_default();
+        let problems = invalid(&nc);
+        if !problems.is_empty() {
+            let status = invalid_status(nc.status.as_ref(), &problems, ctx.clock.now());
+            if differs(nc.status.as_ref(), &status) && ctx.is_leader() {
+                tracing::warn!(nodeclass = %name, problems = ?problems, "EC2NodeClass is invalid; its NodePools are not planned");
+                write_status(ctx, &api, &name, &status).await;
+            }
+            continue;
+        }
         let resolved = ctx.cloud.resolve_nodeclass(&nc).await;
         if let Err(e) = &resolved
             && !matches!(e, CloudError::NodeClassNotReady(_))
@@ -69,13 +99,36 @@ pub(crate) async fn reconcile_all<P: CloudProvider>(ctx: &Ctx<P>) {
         if let Err(e) = &resolved {
             tracing::warn!(nodeclass = %name, error = %e, "EC2NodeClass not ready; its NodePools are not planned");
         }
-        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({ "status": status }))).await {
-            Ok(c) => super::lock(&ctx.state).apply(c),
-            Err(e) if kube_status(&e) == Some(404) => {}
-            Err(e) => {
-                ctx.metrics.error(super::metrics::Stage::Cloud);
-                tracing::warn!(nodeclass = %name, error = %e, "writing the EC2NodeClass status failed");
-            }
+        write_status(ctx, &api, &name, &status).await;
+    }
+    collect_resources(ctx).await;
+}
+
+async fn write_status<P: CloudProvider>(ctx: &Ctx<P>, api: &Api<EC2NodeClass>, name: &str, status: &EC2NodeClassStatus) {
+    match api.patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({ "status": status }))).await {
+        Ok(c) => super::lock(&ctx.state).apply(c),
+        Err(e) if kube_status(&e) == Some(404) => {}
+        Err(e) => {
+            ctx.metrics.error(super::metrics::Stage::Cloud);
+            tracing::warn!(nodeclass = %name, error = %e, "writing the EC2NodeClass status failed");
+        }
+    }
+}
+
+/// As leader, lets the cloud delete what it made for node classes that no EC2NodeClass uses any more
+/// (instance profiles made for `spec.role`; the provider decides how often). Every EC2NodeClass is
+/// passed, those being deleted included, with the statuses the watch delivered.
+async fn collect_resources<P: CloudProvider>(ctx: &Ctx<P>) {
+    if !ctx.is_leader() {
+        return;
+    }
+    let all: Vec<EC2NodeClass> = super::lock(&ctx.state).nodeclasses.iter().cloned().collect();
+    match ctx.cloud.collect_nodeclass_resources(&all).await {
+        Ok(deleted) if !deleted.is_empty() => tracing::info!(deleted = ?deleted, "deleted cloud resources no EC2NodeClass uses"),
+        Ok(_) => {}
+        Err(e) => {
+            ctx.metrics.error(super::metrics::Stage::Cloud);
+            tracing::warn!(error = %e, "collecting unused node class resources failed; retried next round");
         }
     }
 }
@@ -83,7 +136,7 @@ pub(crate) async fn reconcile_all<P: CloudProvider>(ctx: &Ctx<P>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stowage_input::api::ec2nodeclass::SubnetStatus;
+    use stowage_input::api::ec2nodeclass::{KubeletConfiguration, SubnetStatus};
 
     #[test]
     fn readiness_follows_resolution_and_keeps_what_was_resolved() {
@@ -104,5 +157,32 @@ mod tests {
         assert!(!crate::conditions::nodeclass_not_ready(&nc));
         nc.status = Some(s2);
         assert!(crate::conditions::nodeclass_not_ready(&nc));
+    }
+
+    #[test]
+    fn an_invalid_kubelet_configuration_is_a_condition_not_a_launch_failure() {
+        let t = Timestamp::from_second(1_800_000_000).unwrap();
+        let mut nc = EC2NodeClass::new("x", Default::default());
+        assert!(invalid(&nc).is_empty());
+        nc.spec.kubelet = Some(KubeletConfiguration {
+            eviction_soft: Some([("memory.available".to_string(), "10%".to_string())].into_iter().collect()),
+            image_gc_high_threshold_percent: Some(50),
+            image_gc_low_threshold_percent: Some(60),
+            ..Default::default()
+        });
+        let problems = invalid(&nc);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("imageGCHighThresholdPercent (50) must be greater"), "{problems:?}");
+        assert!(problems[1].contains("evictionSoft.memory.available has no evictionSoftGracePeriod"), "{problems:?}");
+        let ok = status_for(None, Ok(EC2NodeClassStatus::default()), t);
+        let s = invalid_status(Some(&ok), &problems, t);
+        let cond = |ty: &str| s.conditions.as_ref().unwrap().iter().find(|c| c.type_ == ty).cloned().unwrap();
+        assert_eq!((cond("ValidationSucceeded").status.as_str(), cond("ValidationSucceeded").reason.as_deref()), ("False", Some("InvalidKubeletConfiguration")));
+        assert!(cond("ValidationSucceeded").message.unwrap().contains("evictionSoftGracePeriod"));
+        assert_eq!(cond("Ready").status, "False");
+        nc.status = Some(s);
+        assert!(crate::conditions::nodeclass_not_ready(&nc), "its NodePools are left out of planning");
+        let fixed = status_for(nc.status.as_ref(), Ok(EC2NodeClassStatus::default()), t);
+        assert!(fixed.conditions.unwrap().iter().all(|c| c.status == "True"));
     }
 }

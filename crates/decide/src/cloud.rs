@@ -119,4 +119,11 @@ pub trait CloudProvider: Send + Sync {
     fn forget_nodeclass(&self, name: &str) {
         let _ = name;
     }
+    /// Deletes cloud resources the cloud made for node classes (AWS: instance profiles made for
+    /// `spec.role`) that none of `nodeclasses` (every EC2NodeClass in the cluster, with its status) uses
+    /// any more; returns what was deleted. The default (a cloud that makes none) deletes nothing.
+    fn collect_nodeclass_resources(&self, nodeclasses: &[EC2NodeClass]) -> impl Future<Output = Result<Vec<String>, CloudError>> + Send {
+        let _ = nodeclasses;
+        async { Ok(Vec::new()) }
+    }
 }

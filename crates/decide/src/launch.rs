@@ -63,7 +63,7 @@ pub fn offerings_for(claim: &NodeClaim, catalog: &Catalog) -> Result<Vec<Offerin
     let ctx = stowage_input::convert::Ctx { source: &src, object: format!("NodeClaim {name}") };
     let mut reqs = Vec::new();
     for (i, r) in claim.spec.requirements.iter().enumerate() {
-        let req = stowage_input::convert::node_requirement(&ctx, &format!("spec.requirements[{i}]"), &r.key, &r.operator, &r.values)?;
+        let req = stowage_input::convert::karpenter_requirement(&ctx, &format!("spec.requirements[{i}]"), &r.key, &r.operator, &r.values)?;
         reqs.push(req);
     }
     let order = |values: &[&str], v: &str| values.iter().position(|x| *x == v).unwrap_or(usize::MAX);

@@ -1,4 +1,5 @@
-//! The moto EC2 emulator per test, with a discoverable network (VPC, subnets, security group).
+//! The moto EC2 emulator per test, with a discoverable network (VPC, subnets, security group) and the
+//! node IAM role EC2NodeClasses name ([`NODE_ROLE`]). moto serves IAM and EKS on the same port.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,9 @@ pub const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 /// The tag EC2NodeClass `subnetSelectorTerms` / `securityGroupSelectorTerms` select on.
 pub const DISCOVERY_TAG_KEY: &str = "karpenter.sh/discovery";
 pub const DISCOVERY_TAG_VALUE: &str = "demo";
+/// The IAM role `spec.role` of the test NodeClasses names (created at start; the provider makes an
+/// instance profile for it).
+pub const NODE_ROLE: &str = "KarpenterNodeRole-demo";
 const ACCESS_KEY: &str = "testing";
 const SECRET_KEY: &str = "testing";
 
@@ -75,6 +79,7 @@ impl Moto {
         let port = ports.base;
         let ec2 = aws_sdk_ec2::Client::from_conf(ec2_config(&endpoint(port)));
         let network = create_network(&ec2).await?;
+        create_node_role(&aws_sdk_iam::Client::from_conf(aws_sdk_iam::config::Builder::from(&sdk_config(port)).build())).await?;
         let started_in = t0.elapsed();
         eprintln!("stowage e2e: moto {name} up in {:.1}s ({}, vpc {}, run dir {})", started_in.as_secs_f64(), endpoint(port), network.vpc_id, dir.display());
         Ok(Moto { name: name.to_string(), port, dir, ec2, network, started_in, watchdog, _ports: ports, _lock: lock })
@@ -87,13 +92,35 @@ impl Moto {
 
     /// The same settings as an `SdkConfig`, for code that builds its own clients from one.
     pub fn sdk_config(&self) -> aws_config::SdkConfig {
-        aws_config::SdkConfig::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new(REGION))
-            .endpoint_url(self.endpoint_url())
-            .credentials_provider(SharedCredentialsProvider::new(credentials()))
-            .retry_config(RetryConfig::standard().with_max_attempts(1))
-            .build()
+        sdk_config(self.port)
+    }
+
+    /// An IAM client for this server (same settings as [`Moto::ec2`]).
+    pub fn iam(&self) -> aws_sdk_iam::Client {
+        aws_sdk_iam::Client::from_conf(aws_sdk_iam::config::Builder::from(&self.sdk_config()).build())
+    }
+
+    /// An EKS client for this server (same settings as [`Moto::ec2`]).
+    pub fn eks(&self) -> aws_sdk_eks::Client {
+        aws_sdk_eks::Client::from_conf(aws_sdk_eks::config::Builder::from(&self.sdk_config()).build())
+    }
+
+    /// Creates an EKS cluster in moto (in the test network), with `service_cidr` as its
+    /// `kubernetesNetworkConfig.serviceIpv4Cidr` when given (moto's default otherwise: 172.20.0.0/16).
+    pub async fn create_eks_cluster(&self, name: &str, version: &str, service_cidr: Option<&str>) -> Result<()> {
+        let vpc = aws_sdk_eks::types::VpcConfigRequest::builder().set_subnet_ids(Some(self.network.subnets.values().cloned().collect())).security_group_ids(&self.network.security_group_id).build();
+        let net = service_cidr.map(|c| aws_sdk_eks::types::KubernetesNetworkConfigRequest::builder().service_ipv4_cidr(c).build());
+        self.eks()
+            .create_cluster()
+            .name(name)
+            .version(version)
+            .role_arn(format!("arn:aws:iam::123456789012:role/{NODE_ROLE}"))
+            .resources_vpc_config(vpc)
+            .set_kubernetes_network_config(net)
+            .send()
+            .await
+            .map_err(|e| Error::aws(format!("eks:CreateCluster {name}"), e))?;
+        Ok(())
     }
 
     /// Environment for a child process that uses the default AWS credential and endpoint chain.
@@ -185,6 +212,23 @@ fn ec2_config(endpoint: &str) -> aws_sdk_ec2::Config {
         // No silent retries: a test sees every error moto returns.
         .retry_config(RetryConfig::standard().with_max_attempts(1))
         .build()
+}
+
+fn sdk_config(port: u16) -> aws_config::SdkConfig {
+    aws_config::SdkConfig::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(REGION))
+        .endpoint_url(endpoint(port))
+        .credentials_provider(SharedCredentialsProvider::new(credentials()))
+        .retry_config(RetryConfig::standard().with_max_attempts(1))
+        .build()
+}
+
+/// The node role ([`NODE_ROLE`]), assumable by EC2, as the Karpenter getting-started guide creates it.
+async fn create_node_role(iam: &aws_sdk_iam::Client) -> Result<()> {
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    iam.create_role().role_name(NODE_ROLE).assume_role_policy_document(trust).send().await.map_err(|e| Error::aws(format!("iam:CreateRole {NODE_ROLE}"), e))?;
+    Ok(())
 }
 
 fn discovery_tag() -> Tag {

@@ -35,9 +35,22 @@ pub(crate) fn resources(ctx: &Ctx, field: &str, list: Option<&BTreeMap<String, k
     }
 }
 
+/// A requirement of a pod's node affinity (kube-apiserver's operators).
 pub fn node_requirement(ctx: &Ctx, field: &str, key: &str, op: &str, values: &[String]) -> Result<NodeRequirement, InputError> {
+    if matches!(NodeOp::parse(op), Some(NodeOp::Gte | NodeOp::Lte)) {
+        return Err(ctx.err(
+            format!("{field}.operator"),
+            format!("operator {op} is Karpenter's (NodePool and NodeClaim requirements); kube-apiserver refuses it in a pod (In, NotIn, Exists, DoesNotExist, Gt, Lt)"),
+        ));
+    }
+    karpenter_requirement(ctx, field, key, op, values)
+}
+
+/// A requirement of a NodePool or NodeClaim: kube-apiserver's operators plus Karpenter v1.14's `Gte`
+/// and `Lte`.
+pub fn karpenter_requirement(ctx: &Ctx, field: &str, key: &str, op: &str, values: &[String]) -> Result<NodeRequirement, InputError> {
     let Some(op_) = NodeOp::parse(op) else {
-        return Err(ctx.err(format!("{field}.operator"), format!("unknown operator {op:?} (In, NotIn, Exists, DoesNotExist, Gt, Lt)")));
+        return Err(ctx.err(format!("{field}.operator"), format!("unknown operator {op:?} (In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte)")));
     };
     if key.is_empty() {
         return Err(ctx.err(format!("{field}.key"), "empty key"));
@@ -49,7 +62,7 @@ pub fn node_requirement(ctx: &Ctx, field: &str, key: &str, op: &str, values: &[S
         NodeOp::Exists | NodeOp::DoesNotExist if !values.is_empty() => {
             return Err(ctx.err(format!("{field}.values"), format!("operator {op} takes no values")));
         }
-        NodeOp::Gt | NodeOp::Lt => {
+        NodeOp::Gt | NodeOp::Lt | NodeOp::Gte | NodeOp::Lte => {
             if values.len() != 1 {
                 return Err(ctx.err(format!("{field}.values"), format!("operator {op} needs exactly one value")));
             }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::convert::{Ctx, node_requirement, resources, taints};
+use super::convert::{Ctx, karpenter_requirement, resources, taints};
 use super::objects::Obj;
 use super::{InputError, quantity};
 use crate::api;
@@ -31,7 +31,7 @@ pub fn nodepool(o: &Obj<api::NodePool>) -> Result<NodePool, InputError> {
     let mut requirements = Vec::new();
     for (i, r) in tspec.requirements.iter().enumerate() {
         let f = format!("spec.template.spec.requirements[{i}]");
-        let req = node_requirement(&ctx, &f, &r.key, &r.operator, &r.values)?;
+        let req = karpenter_requirement(&ctx, &f, &r.key, &r.operator, &r.values)?;
         if let Some(mv) = r.min_values {
             if mv < 1 {
                 return Err(ctx.err(format!("{f}.minValues"), format!("must be at least 1, got {mv}")));
@@ -67,10 +67,13 @@ pub fn nodepool(o: &Obj<api::NodePool>) -> Result<NodePool, InputError> {
     };
     let disruption = spec.disruption.clone().unwrap_or_default();
     let consolidation = match disruption.consolidation_policy.as_deref() {
-        None | Some("WhenEmptyOrUnderutilized") => ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        // Balanced (Karpenter v1.14) consolidates underutilised nodes only when the saving outweighs
+        // the disruption; stowage does not consolidate underutilised nodes at all yet, so Balanced is
+        // read as WhenEmptyOrUnderutilized, which today removes empty nodes only (docs/aws-provider.md).
+        None | Some("WhenEmptyOrUnderutilized") | Some("Balanced") => ConsolidationPolicy::WhenEmptyOrUnderutilized,
         Some("WhenEmpty") => ConsolidationPolicy::WhenEmpty,
         Some(o) => {
-            return Err(ctx.err("spec.disruption.consolidationPolicy", format!("unknown policy {o:?} (WhenEmpty, WhenEmptyOrUnderutilized)")));
+            return Err(ctx.err("spec.disruption.consolidationPolicy", format!("unknown policy {o:?} (WhenEmpty, WhenEmptyOrUnderutilized, Balanced)")));
         }
     };
     let consolidate_after = duration(&ctx, "spec.disruption.consolidateAfter", disruption.consolidate_after.as_deref().unwrap_or("0s"))?;
@@ -168,7 +171,7 @@ pub fn in_flight(o: &Obj<api::NodeClaim>) -> Result<Option<Node>, InputError> {
     }
     let mut labels: Labels = md.labels.clone().unwrap_or_default();
     for (i, r) in o.obj.spec.requirements.iter().enumerate() {
-        let req = node_requirement(&ctx, &format!("spec.requirements[{i}]"), &r.key, &r.operator, &r.values)?;
+        let req = karpenter_requirement(&ctx, &format!("spec.requirements[{i}]"), &r.key, &r.operator, &r.values)?;
         if req.op == NodeOp::In && req.values.len() == 1 {
             labels.entry(req.key.clone()).or_insert_with(|| req.values[0].clone());
         }
@@ -192,4 +195,48 @@ pub fn in_flight(o: &Obj<api::NodeClaim>) -> Result<Option<Node>, InputError> {
         deleting: false,
         in_flight: true,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::Source;
+
+    fn pool(policy: &str, reqs: serde_json::Value) -> Obj<api::NodePool> {
+        let obj: api::NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "p"},
+            "spec": {
+                "disruption": {"consolidationPolicy": policy},
+                "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": reqs}}
+            }
+        }))
+        .unwrap();
+        Obj { source: Source { file: "p.yaml".into(), doc: 1, item: None }, obj }
+    }
+
+    #[test]
+    fn balanced_reads_as_when_empty_or_underutilized() {
+        let p = nodepool(&pool("Balanced", serde_json::json!([]))).unwrap();
+        assert_eq!(p.consolidation, ConsolidationPolicy::WhenEmptyOrUnderutilized);
+        let e = nodepool(&pool("Sometimes", serde_json::json!([]))).unwrap_err().to_string();
+        assert!(e.contains("consolidationPolicy") && e.contains("Balanced"), "{e}");
+    }
+
+    #[test]
+    fn gte_and_lte_are_numeric_nodepool_requirements() {
+        let reqs = serde_json::json!([
+            {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gte", "values": ["4"]},
+            {"key": "karpenter.k8s.aws/instance-memory", "operator": "Lte", "values": ["16384"]}
+        ]);
+        let p = nodepool(&pool("WhenEmpty", reqs)).unwrap();
+        let ops: Vec<(NodeOp, i64)> = p.requirements.iter().map(|r| (r.req.op, r.req.int)).collect();
+        assert_eq!(ops, vec![(NodeOp::Gte, 4), (NodeOp::Lte, 16384)]);
+        let bad = serde_json::json!([{"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gte", "values": ["four"]}]);
+        let e = nodepool(&pool("WhenEmpty", bad)).unwrap_err().to_string();
+        assert!(e.contains("requirements[0].values[0]") && e.contains("integer"), "{e}");
+        // A pod cannot use them: kube-apiserver refuses Gte / Lte in node affinity.
+        let ctx = Ctx { source: &Source { file: "pod.yaml".into(), doc: 1, item: None }, object: "Pod default/x".into() };
+        let e = crate::convert::node_requirement(&ctx, "spec.affinity", "k", "Gte", &["1".to_string()]).unwrap_err().to_string();
+        assert!(e.contains("kube-apiserver refuses it in a pod"), "{e}");
+    }
 }

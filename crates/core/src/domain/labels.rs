@@ -28,6 +28,10 @@ pub enum NodeOp {
     DoesNotExist,
     Gt,
     Lt,
+    /// Karpenter v1.14 NodePool / NodeClaim requirements only (kube-apiserver refuses them in pods):
+    /// the label is an integer ≥ / ≤ the value.
+    Gte,
+    Lte,
 }
 
 impl NodeOp {
@@ -39,8 +43,15 @@ impl NodeOp {
             "DoesNotExist" => NodeOp::DoesNotExist,
             "Gt" => NodeOp::Gt,
             "Lt" => NodeOp::Lt,
+            "Gte" => NodeOp::Gte,
+            "Lte" => NodeOp::Lte,
             _ => return None,
         })
+    }
+
+    /// Gt, Lt, Gte, Lte: one integer value, compared numerically.
+    pub fn is_numeric(self) -> bool {
+        matches!(self, NodeOp::Gt | NodeOp::Lt | NodeOp::Gte | NodeOp::Lte)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -51,13 +62,15 @@ impl NodeOp {
             NodeOp::DoesNotExist => "DoesNotExist",
             NodeOp::Gt => "Gt",
             NodeOp::Lt => "Lt",
+            NodeOp::Gte => "Gte",
+            NodeOp::Lte => "Lte",
         }
     }
 }
 
 /// One requirement on a node label (or, in `match_fields`, on the node name).
 /// Invariant (checked by the loader): In/NotIn have at least one value, Exists/DoesNotExist none,
-/// Gt/Lt exactly one integer, kept in `int`. `values` is sorted and deduplicated.
+/// Gt/Lt/Gte/Lte exactly one integer, kept in `int`. `values` is sorted and deduplicated.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeRequirement {
     pub key: String,
@@ -71,7 +84,7 @@ impl NodeRequirement {
         let mut values: Vec<String> = values.into_iter().map(Into::into).collect();
         values.sort();
         values.dedup();
-        let int = if matches!(op, NodeOp::Gt | NodeOp::Lt) { values.first().and_then(|v| v.parse().ok()).unwrap_or(0) } else { 0 };
+        let int = if op.is_numeric() { values.first().and_then(|v| v.parse().ok()).unwrap_or(0) } else { 0 };
         NodeRequirement { key: key.into(), op, values, int }
     }
 

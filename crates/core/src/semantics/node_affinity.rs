@@ -9,6 +9,7 @@
 //! Exists        label present
 //! DoesNotExist  label absent
 //! Gt / Lt       label present ∧ value parses as an integer ∧ value > / < the requirement's integer
+//! Gte / Lte     the same with ≥ / ≤ (Karpenter v1.14; NodePool and NodeClaim requirements only)
 //! ```
 //!
 //! An empty term (no expressions, no fields) matches nothing. `matchFields` only supports
@@ -27,6 +28,8 @@ pub fn requirement_matches_value(req: &NodeRequirement, value: Option<&str>) -> 
         NodeOp::DoesNotExist => value.is_none(),
         NodeOp::Gt => value.and_then(|v| v.parse::<i64>().ok()).is_some_and(|n| n > req.int),
         NodeOp::Lt => value.and_then(|v| v.parse::<i64>().ok()).is_some_and(|n| n < req.int),
+        NodeOp::Gte => value.and_then(|v| v.parse::<i64>().ok()).is_some_and(|n| n >= req.int),
+        NodeOp::Lte => value.and_then(|v| v.parse::<i64>().ok()).is_some_and(|n| n <= req.int),
     }
 }
 
@@ -98,6 +101,12 @@ mod tests {
         assert!(requirement_matches(&R::new("gen", NodeOp::Lt, ["6"]), &l));
         assert!(!requirement_matches(&R::new("bad", NodeOp::Gt, ["1"]), &l), "non-integer label never matches Gt");
         assert!(!requirement_matches(&R::new("missing", NodeOp::Lt, ["9"]), &l), "absent label never matches Lt");
+        assert!(requirement_matches(&R::new("gen", NodeOp::Gte, ["5"]), &l), "Gte includes the bound");
+        assert!(!requirement_matches(&R::new("gen", NodeOp::Gte, ["6"]), &l));
+        assert!(requirement_matches(&R::new("gen", NodeOp::Lte, ["5"]), &l), "Lte includes the bound");
+        assert!(!requirement_matches(&R::new("gen", NodeOp::Lte, ["4"]), &l));
+        assert!(!requirement_matches(&R::new("bad", NodeOp::Gte, ["0"]), &l), "non-integer label never matches Gte");
+        assert!(!requirement_matches(&R::new("missing", NodeOp::Lte, ["9"]), &l), "absent label never matches Lte");
     }
 
     #[test]

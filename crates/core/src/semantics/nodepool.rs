@@ -80,6 +80,8 @@ pub(crate) fn open_keys(pool: &NodePool, fixed: &Labels, wanted: &dyn Fn(&str) -
                         v.push((r.int + 1).to_string());
                     } else if let Some(r) = reqs.iter().find(|r| r.op == NodeOp::Lt) {
                         v.push((r.int - 1).to_string());
+                    } else if let Some(r) = reqs.iter().find(|r| matches!(r.op, NodeOp::Gte | NodeOp::Lte)) {
+                        v.push(r.int.to_string());
                     } else if reqs.iter().any(|r| r.op == NodeOp::Exists) {
                         v.push("stowage".into());
                     }

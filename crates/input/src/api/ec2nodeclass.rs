@@ -92,9 +92,108 @@ pub struct KubeletConfiguration {
     pub eviction_hard: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eviction_soft: Option<BTreeMap<String, String>>,
+    /// Signal → duration (`1m30s`); every `evictionSoft` signal needs one (kubelet refuses to start otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_soft_grace_period: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_max_pod_grace_period: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "imageGCHighThresholdPercent")]
+    pub image_gc_high_threshold_percent: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "imageGCLowThresholdPercent")]
+    pub image_gc_low_threshold_percent: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "cpuCFSQuota")]
+    pub cpu_cfs_quota: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[serde(rename = "clusterDNS")]
     pub cluster_dns: Option<Vec<String>>,
+}
+
+/// The eviction signals Karpenter's CRD accepts in `evictionHard` / `evictionSoft` /
+/// `evictionSoftGracePeriod`.
+pub const EVICTION_SIGNALS: [&str; 6] = ["memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree", "pid.available"];
+/// The resources Karpenter's CRD accepts in `kubeReserved` / `systemReserved`.
+pub const RESERVED_RESOURCES: [&str; 4] = ["cpu", "memory", "ephemeral-storage", "pid"];
+
+/// Whether `s` is a Go duration (`300ms`, `1m30s`, `2h`), the format kubelet's `metav1.Duration` reads.
+pub fn is_go_duration(s: &str) -> bool {
+    let mut rest = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if rest == "0" {
+        return true;
+    }
+    if rest.is_empty() {
+        return false;
+    }
+    while !rest.is_empty() {
+        let num = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let (n, after) = rest.split_at(num);
+        if n.is_empty() || n == "." || n.matches('.').count() > 1 {
+            return false;
+        }
+        let Some(unit) = ["ns", "us", "µs", "ms", "s", "m", "h"].iter().filter(|u| after.starts_with(*u)).max_by_key(|u| u.len()) else { return false };
+        rest = &after[unit.len()..];
+    }
+    true
+}
+
+impl KubeletConfiguration {
+    /// What Karpenter v1's CRD refuses in `spec.kubelet` (its OpenAPI bounds and CEL rules), one message
+    /// per problem, each naming the field. Empty: valid.
+    pub fn validate(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (field, v) in [("maxPods", self.max_pods), ("podsPerCore", self.pods_per_core)] {
+            if v.is_some_and(|v| v < 0) {
+                out.push(format!("spec.kubelet.{field} must be at least 0"));
+            }
+        }
+        for (field, v) in [("imageGCHighThresholdPercent", self.image_gc_high_threshold_percent), ("imageGCLowThresholdPercent", self.image_gc_low_threshold_percent)] {
+            if v.is_some_and(|v| !(0..=100).contains(&v)) {
+                out.push(format!("spec.kubelet.{field} must be between 0 and 100"));
+            }
+        }
+        if let (Some(h), Some(l)) = (self.image_gc_high_threshold_percent, self.image_gc_low_threshold_percent)
+            && h <= l
+        {
+            out.push(format!("spec.kubelet: imageGCHighThresholdPercent ({h}) must be greater than imageGCLowThresholdPercent ({l})"));
+        }
+        for (field, m) in [("kubeReserved", &self.kube_reserved), ("systemReserved", &self.system_reserved)] {
+            for (k, v) in m.iter().flatten() {
+                if !RESERVED_RESOURCES.contains(&k.as_str()) {
+                    out.push(format!("spec.kubelet.{field}: {k:?} is not one of {}", RESERVED_RESOURCES.join(", ")));
+                }
+                if crate::quantity::milli(v).is_err() {
+                    out.push(format!("spec.kubelet.{field}.{k}: {v:?} is not a quantity"));
+                }
+            }
+        }
+        for (field, m) in [("evictionHard", &self.eviction_hard), ("evictionSoft", &self.eviction_soft)] {
+            for (k, v) in m.iter().flatten() {
+                if !EVICTION_SIGNALS.contains(&k.as_str()) {
+                    out.push(format!("spec.kubelet.{field}: {k:?} is not one of {}", EVICTION_SIGNALS.join(", ")));
+                }
+                let pct_ok = v.strip_suffix('%').is_some_and(|p| p.parse::<f64>().is_ok_and(|p| (0.0..=100.0).contains(&p)));
+                if !pct_ok && crate::quantity::milli(v).is_err() {
+                    out.push(format!("spec.kubelet.{field}.{k}: {v:?} is neither a percentage (0-100%) nor a quantity"));
+                }
+            }
+        }
+        let soft = self.eviction_soft.clone().unwrap_or_default();
+        let grace = self.eviction_soft_grace_period.clone().unwrap_or_default();
+        for k in soft.keys().filter(|k| !grace.contains_key(*k)) {
+            out.push(format!("spec.kubelet.evictionSoft.{k} has no evictionSoftGracePeriod.{k} (kubelet refuses a soft eviction threshold without a grace period)"));
+        }
+        for (k, v) in &grace {
+            if !soft.contains_key(k) {
+                out.push(format!("spec.kubelet.evictionSoftGracePeriod.{k} has no matching evictionSoft.{k}"));
+            }
+            if !is_go_duration(v) {
+                out.push(format!("spec.kubelet.evictionSoftGracePeriod.{k}: {v:?} is not a duration (e.g. 1m30s)"));
+            }
+        }
+        out
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
