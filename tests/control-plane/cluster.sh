@@ -8,7 +8,8 @@
 #   cluster.sh status   show each process; exit 0 only when all run and /readyz is ok
 #   cluster.sh env      print `export KUBECONFIG=...` (and the kubectl dir) for eval
 #   cluster.sh restart-apiserver   stop and start kube-apiserver only (etcd keeps its data): what a
-#                       controller sees during an API server upgrade or crash
+#                       controller sees during an API server upgrade or crash; it stays down for
+#                       $STOWAGE_CP_APISERVER_DOWN seconds (default 0) in between (an outage)
 #
 # Environment (all optional; set the same values for start/stop/status/env):
 #   STOWAGE_CP_DIR         run dir: pki, etcd data, kubeconfigs, logs/, pids/
@@ -308,6 +309,7 @@ cmd_restart_apiserver() { # stop kube-apiserver (etcd keeps the data) and start 
     if pid_of kube-apiserver >/dev/null; then kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; fi
   fi
   for ((i = 0; i < 100; i++)); do port_in_use "$API_PORT" || break; sleep 0.1; done
+  sleep "${STOWAGE_CP_APISERVER_DOWN:-0}"
   spawn_apiserver
   wait_for "kube-apiserver /readyz" kube-apiserver api_ready
   log "kube-apiserver restarted in $(since "$t0") s"

@@ -13,9 +13,19 @@ moto's own app (the same `DomainDispatcherApplication` `moto_server` serves) and
     POST /stowage/throttle  {"action": "CreateFleet", "count": 3, "code": "RequestLimitExceeded", "status": 503}
         The next `count` requests for `action` (missing = any EC2 action) fail with that error code and
         HTTP status (defaults RequestLimitExceeded / 503, as EC2 throttles) without reaching moto.
+    POST /stowage/faults    {"rate": 0.1, "seed": 42, "actions": ["CreateFleet", ...], "userAgent": "app/x",
+                             "errors": [{"code": "RequestLimitExceeded", "status": 503},
+                                        {"code": "InternalError", "status": 500}]}
+        Random faults from now on (replaces the previous random rule; rate 0 turns them off): each
+        EC2 request whose action is in `actions` (missing = any) and whose User-Agent or
+        X-Amz-User-Agent contains `userAgent` (missing = any client) fails, with probability `rate`,
+        with one of `errors` (default: the two above, EC2's throttling and 5xx), without reaching
+        moto. The draws come from Python's `random.Random(seed)` in request order, so a seed fixes
+        the sequence of faults for a given sequence of requests.
     POST /stowage/reset     clears every rule and counter.
-    GET  /stowage/state     {"iceRules": [...], "throttleRules": [...], "requests": {action: n},
-                             "throttled": {action: n}, "iceErrors": n}
+    GET  /stowage/state     {"iceRules": [...], "throttleRules": [...], "faultRule": {...} or null,
+                             "requests": {action: n}, "throttled": {action: n}, "iceErrors": n,
+                             "injected": {action: {code: n}}}
 
 It also emulates EC2's `prioritized` and `capacity-optimized-prioritized` allocation strategies, which
 moto ignores: the overrides left are ordered by Priority (lowest first) and the launch template config
@@ -27,6 +37,7 @@ Everything else passes through untouched. Run: python ice_server.py -H 127.0.0.1
 import argparse
 import io
 import json
+import random
 import signal
 import sys
 import threading
@@ -51,15 +62,39 @@ class State:
         self.requests = {}
         self.throttled = {}
         self.ice_errors = 0
+        self.fault_rule = None
+        self.fault_rng = None
+        self.injected = {}
 
     def snapshot(self):
         return {
             "iceRules": self.ice_rules,
             "throttleRules": self.throttle_rules,
+            "faultRule": self.fault_rule,
             "requests": self.requests,
             "throttled": self.throttled,
             "iceErrors": self.ice_errors,
+            "injected": self.injected,
         }
+
+    def random_fault(self, action, environ):
+        """The (code, status, message) of a random fault for this request, or None (lock held)."""
+        rule = self.fault_rule
+        if rule is None or rule["rate"] <= 0:
+            return None
+        if rule.get("actions") is not None and action not in rule["actions"]:
+            return None
+        agent = rule.get("userAgent")
+        if agent is not None:
+            seen = environ.get("HTTP_USER_AGENT", "") + " " + environ.get("HTTP_X_AMZ_USER_AGENT", "")
+            if agent not in seen:
+                return None
+        if self.fault_rng.random() >= rule["rate"]:
+            return None
+        err = self.fault_rng.choice(rule["errors"])
+        per_action = self.injected.setdefault(action, {})
+        per_action[err["code"]] = per_action.get(err["code"], 0) + 1
+        return err["code"], err["status"], f"{err['code']} (random fault injected by stowage ice_server)"
 
 
 def json_response(start_response, status, obj):
@@ -188,6 +223,9 @@ class Middleware:
                     rule["remaining"] -= 1
                     st.throttled[action] = st.throttled.get(action, 0) + 1
                     return ec2_error(start_response, rule["status"], rule["code"], rule["message"])
+            fault = st.random_fault(action, environ)
+            if fault is not None:
+                return ec2_error(start_response, fault[1], fault[0], fault[2])
             ice_rules = list(st.ice_rules)
         if action == "CreateFleet":
             return self.create_fleet(environ, start_response, pairs, ice_rules)
@@ -283,6 +321,23 @@ class Middleware:
                     rule["action"] = body["action"]
                 st.throttle_rules.append(rule)
                 return json_response(start_response, "200 OK", {"rules": len(st.throttle_rules)})
+            if path == "/stowage/faults" and environ["REQUEST_METHOD"] == "POST":
+                errors = body.get("errors") or [{"code": "RequestLimitExceeded", "status": 503}, {"code": "InternalError", "status": 500}]
+                try:
+                    rule = {
+                        "rate": float(body.get("rate", 0)),
+                        "seed": int(body.get("seed", 0)),
+                        "actions": body.get("actions"),
+                        "userAgent": body.get("userAgent"),
+                        "errors": [{"code": str(e["code"]), "status": int(e["status"])} for e in errors],
+                    }
+                except (KeyError, TypeError, ValueError) as e:
+                    return json_response(start_response, "400 Bad Request", {"error": f"invalid fault rule: {e}"})
+                if not 0 <= rule["rate"] <= 1:
+                    return json_response(start_response, "400 Bad Request", {"error": f"rate {rule['rate']} is not in [0, 1]"})
+                st.fault_rule = rule
+                st.fault_rng = random.Random(rule["seed"])
+                return json_response(start_response, "200 OK", {"faultRule": rule})
             if path == "/stowage/reset" and environ["REQUEST_METHOD"] == "POST":
                 st.reset()
                 return json_response(start_response, "200 OK", {})

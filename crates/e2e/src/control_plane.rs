@@ -125,10 +125,51 @@ impl ControlPlane {
     /// restart-apiserver`); returns once `/readyz` is ok. Clients see their connections and watches
     /// drop, then a fresh API server with every object still there.
     pub async fn restart_apiserver(&self) -> Result<()> {
+        self.restart_apiserver_after(Duration::ZERO).await
+    }
+
+    /// [`ControlPlane::restart_apiserver`] with the API server down for `down` in between: an outage.
+    /// Every client's requests fail (connection refused) until it is back.
+    pub async fn restart_apiserver_after(&self, down: Duration) -> Result<()> {
         let top = e2e_root().join(&self.name);
-        let envs = vec![("STOWAGE_CP_DIR".to_string(), self.dir.display().to_string()), ("STOWAGE_CP_PORT_BASE".to_string(), self.port_base.to_string())];
+        let envs = vec![
+            ("STOWAGE_CP_DIR".to_string(), self.dir.display().to_string()),
+            ("STOWAGE_CP_PORT_BASE".to_string(), self.port_base.to_string()),
+            ("STOWAGE_CP_APISERVER_DOWN".to_string(), format!("{:.1}", down.as_secs_f64())),
+        ];
         let script = repo_root().join("tests").join("control-plane").join("cluster.sh");
         run_script(&script, "restart-apiserver", &envs, &top.join("cluster-scripts.log")).await.map(|_| ())
+    }
+
+    /// Compacts etcd's history up to its current revision (etcd's v3 JSON gateway, what `etcdctl
+    /// compact` does) and returns that revision. Every resourceVersion older than it is gone from etcd:
+    /// once the API server's watch cache is rebuilt (a restart), watches resumed from an older version
+    /// answer `410 Gone` and their clients must re-list.
+    pub async fn compact_etcd(&self) -> Result<i64> {
+        // The key "a" (base64 "YQ=="); any key: the answer's header carries the store's revision.
+        let range = self.etcd_request("/v3/kv/range", &serde_json::json!({"key": "YQ=="})).await?;
+        let revision = range["header"]["revision"].as_str().and_then(|r| r.parse::<i64>().ok()).ok_or_else(|| Error::Invalid(format!("etcd range answer without a revision: {range}")))?;
+        self.etcd_request("/v3/kv/compaction", &serde_json::json!({"revision": revision.to_string(), "physical": true})).await?;
+        Ok(revision)
+    }
+
+    async fn etcd_request(&self, path: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let what = format!("POST {path} on etcd of {}", self.name);
+        let body = body.to_string();
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port_base)).await.map_err(|e| Error::io(what.clone(), e))?;
+        let req = format!("POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", self.port_base, body.len());
+        stream.write_all(req.as_bytes()).await.map_err(|e| Error::io(what.clone(), e))?;
+        let mut out = Vec::new();
+        stream.read_to_end(&mut out).await.map_err(|e| Error::io(what.clone(), e))?;
+        let text = String::from_utf8_lossy(&out);
+        let (head, payload) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        if !head.starts_with("HTTP/1.1 200") {
+            return Err(Error::Invalid(format!("{what}: {} {payload}", head.lines().next().unwrap_or(""))));
+        }
+        // The gateway may answer chunked: the JSON object is between the first '{' and the last '}'.
+        let json = payload.find('{').zip(payload.rfind('}')).map(|(a, b)| &payload[a..=b]).unwrap_or(payload);
+        serde_json::from_str(json).map_err(|e| Error::Invalid(format!("{what}: invalid JSON {payload:?}: {e}")))
     }
 
     /// Stops all four processes and waits for them.

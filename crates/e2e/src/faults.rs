@@ -3,11 +3,14 @@
 //!
 //! ```no_run
 //! # async fn demo(moto: &stowage_e2e::Moto) -> Result<(), stowage_e2e::Error> {
-//! use stowage_e2e::CapacityError;
+//! use stowage_e2e::{CapacityError, RandomFaults};
 //! // m5.large on-demand in us-east-1a has no capacity from now on:
 //! moto.inject_capacity_error(&CapacityError::offering("on-demand", "m5.large", "us-east-1a")).await?;
 //! // the next 3 CreateFleet calls answer RequestLimitExceeded (HTTP 503):
 //! moto.throttle(Some("CreateFleet"), 3).await?;
+//! // from now on 10 % of the requests of the client built from `moto.sdk_config_as("ctl")` fail at
+//! // random (throttling or InternalError), seeded:
+//! moto.inject_random_faults(&RandomFaults::any_action(0.1, 42).from_app("ctl")).await?;
 //! let state = moto.fault_state().await?; // rules left and counters, as JSON
 //! moto.reset_faults().await?;
 //! # Ok(()) }
@@ -31,6 +34,36 @@ pub struct CapacityError {
 impl CapacityError {
     pub fn offering(capacity_type: &str, instance_type: &str, zone: &str) -> Self {
         CapacityError { instance_type: Some(instance_type.into()), zone: Some(zone.into()), capacity_type: Some(capacity_type.into()), code: None }
+    }
+}
+
+/// Random, seeded EC2 faults on every matching request (`POST /stowage/faults` of the middleware).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RandomFaults {
+    /// Probability that a matching request fails, in [0, 1]; 0 turns random faults off.
+    pub rate: f64,
+    /// Seeds the middleware's RNG: the same seed and the same sequence of requests give the same faults.
+    pub seed: u64,
+    /// The EC2 actions that may fail (`None`: every action).
+    pub actions: Option<Vec<String>>,
+    /// Only requests from a client whose user agent names this app (`app/<name>`, see
+    /// [`Moto::sdk_config_as`]) fail; `None`: every client (the kubelet stand-in too).
+    pub app: Option<String>,
+    /// (error code, HTTP status) pairs, drawn uniformly; empty means EC2's throttling
+    /// (`RequestLimitExceeded`, 503) and 5xx (`InternalError`, 500).
+    pub errors: Vec<(String, u16)>,
+}
+
+impl RandomFaults {
+    /// Throttling and InternalError on any action from any client at `rate`.
+    pub fn any_action(rate: f64, seed: u64) -> Self {
+        RandomFaults { rate, seed, actions: None, app: None, errors: vec![] }
+    }
+
+    /// Only requests of the clients built with [`Moto::sdk_config_as`]`(app)`.
+    pub fn from_app(mut self, app: &str) -> Self {
+        self.app = Some(app.to_string());
+        self
     }
 }
 
@@ -63,12 +96,23 @@ impl Moto {
         self.fault_request("POST", "/stowage/throttle", json!({"action": action, "count": count})).await.map(|_| ())
     }
 
+    /// Replaces the random-fault rule (see [`RandomFaults`]).
+    pub async fn inject_random_faults(&self, faults: &RandomFaults) -> Result<()> {
+        if !(0.0..=1.0).contains(&faults.rate) {
+            return Err(Error::Invalid(format!("random fault rate {} is not in [0, 1]", faults.rate)));
+        }
+        let errors: Option<Vec<Value>> = (!faults.errors.is_empty()).then(|| faults.errors.iter().map(|(code, status)| json!({"code": code, "status": status})).collect());
+        let body = json!({"rate": faults.rate, "seed": faults.seed, "actions": faults.actions, "userAgent": faults.app.as_ref().map(|a| format!("app/{a}")), "errors": errors});
+        self.fault_request("POST", "/stowage/faults", body).await.map(|_| ())
+    }
+
     /// Removes every rule and resets the counters.
     pub async fn reset_faults(&self) -> Result<()> {
         self.fault_request("POST", "/stowage/reset", json!({})).await.map(|_| ())
     }
 
-    /// `{"iceRules", "throttleRules", "requests": {action: n}, "throttled": {action: n}, "iceErrors"}`.
+    /// `{"iceRules", "throttleRules", "faultRule", "requests": {action: n}, "throttled": {action: n},
+    /// "iceErrors", "injected": {action: {code: n}}}` (`injected` counts the random faults).
     pub async fn fault_state(&self) -> Result<Value> {
         self.fault_request("GET", "/stowage/state", json!({})).await
     }

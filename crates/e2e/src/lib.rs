@@ -41,7 +41,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub use control_plane::ControlPlane;
-pub use faults::CapacityError;
+pub use faults::{CapacityError, RandomFaults};
 pub use kubelet::{Kubelet, KubeletConfig, UNREGISTERED_TAINT_KEY};
 pub use moto::{DISCOVERY_TAG_KEY, DISCOVERY_TAG_VALUE, Moto, NODE_ROLE, Network, REGION, ZONES};
 pub use volumes::{PROVISIONED_BY_ANNOTATION, SELECTED_NODE_ANNOTATION, STORAGE_PROVISIONER_ANNOTATION, VolumeProvisioner, VolumeProvisionerConfig};

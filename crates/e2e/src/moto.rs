@@ -123,6 +123,13 @@ impl Moto {
         Ok(())
     }
 
+    /// [`Moto::sdk_config`] whose clients name themselves `app/<app>` in their user agent, so that
+    /// [`crate::RandomFaults::from_app`] can aim faults at them alone. `app`: letters, digits, `-`, `_`.
+    pub fn sdk_config_as(&self, app: &str) -> Result<aws_config::SdkConfig> {
+        let name = aws_config::AppName::new(app.to_string()).map_err(|e| Error::Invalid(format!("app name {app:?}: {e}")))?;
+        Ok(self.sdk_config().into_builder().app_name(name).build())
+    }
+
     /// Environment for a child process that uses the default AWS credential and endpoint chain.
     pub fn env_vars(&self) -> Vec<(String, String)> {
         [
