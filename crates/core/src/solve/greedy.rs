@@ -78,12 +78,18 @@ pub fn plan(p: &Problem) -> Outcome {
 /// The greedy plan in the given order: placed, replayed (again with the pessimistic hostname rule if
 /// it does not replay), settled and improved locally.
 pub(crate) fn plan_in(p: &Problem, order: Order) -> Outcome {
+    plan_within(p, order, &super::never)
+}
+
+/// [`plan_in`] whose local improvement stops once `spent()` (the placement itself always completes:
+/// its plan is every planner's fallback).
+pub(crate) fn plan_within(p: &Problem, order: Order, spent: super::Spent) -> Outcome {
     let mut o = run(p, Options { pessimistic_hostname: false, order });
     if !verify(p, &o).is_empty() {
         o = run(p, Options { pessimistic_hostname: true, order });
     }
     let o = settle(p, o);
-    improve::shrink(p, &o).unwrap_or(o)
+    improve::shrink_within(p, &o, spent).unwrap_or(o)
 }
 
 /// Drops placements that do not replay (should not happen; kept as a safety net) and the new nodes
@@ -142,13 +148,27 @@ struct Greedy<'p, 'a> {
     pool_domains: FxHashMap<(usize, usize), BTreeSet<String>>,
     /// Per class: rejection reasons seen for NodePools while opening nodes.
     pool_rejects: Vec<BTreeMap<String, Reject>>,
-    compatible: Vec<rustc_hash::FxHashSet<u32>>,
+    /// Per class: a bit per configuration, set when the class is compatible with it (`Class::compatible`).
+    compatible: Vec<Vec<u64>>,
     /// FilterState index of each new node.
     new_ix: Vec<usize>,
     /// Per configuration group: its configurations by increasing cost.
     by_cost: Vec<Vec<usize>>,
     /// New nodes opened per zone (the `Packing` tie-break).
     zone_nodes: FxHashMap<String, usize>,
+}
+
+/// A bit set of `n` bits with `set` on.
+fn bits(n: usize, set: &[u32]) -> Vec<u64> {
+    let mut b = vec![0u64; n.div_ceil(64)];
+    for &i in set {
+        b[i as usize / 64] |= 1 << (i % 64);
+    }
+    b
+}
+
+fn has_bit(b: &[u64], i: usize) -> bool {
+    b.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
 }
 
 fn permanent(r: &Reject) -> bool {
@@ -180,7 +200,7 @@ fn run(p: &Problem, opts: Options) -> Outcome {
         placements: Vec::new(),
         pool_domains: FxHashMap::default(),
         pool_rejects: vec![BTreeMap::new(); p.classes.len()],
-        compatible: p.classes.iter().map(|c| c.compatible.iter().copied().collect()).collect(),
+        compatible: p.classes.iter().map(|c| bits(p.configs.len(), &c.compatible)).collect(),
         new_ix: Vec::new(),
         by_cost: p
             .groups
@@ -358,7 +378,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
             let Some(&to) = self.by_cost[cur.group].iter().skip_while(|&&g| p.configs[g].cost <= cur.cost).take_while(|&&g| p.configs[g].cost - cur.cost <= within).find(|&&g| {
                 let c = &p.configs[g];
                 need.fits_in(&c.allocatable)
-                    && self.compatible[class].contains(&(g as u32))
+                    && has_bit(&self.compatible[class], g)
                     && p.cluster.nodepools[c.pool].limits.as_ref().is_none_or(|l| {
                         let without = self.usage[c.pool].capacity.minus(&cur.capacity);
                         limits::check(l, &without, self.usage[c.pool].nodes - 1, &c.capacity).is_ok()
@@ -419,7 +439,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
     }
 
     /// How many pods of `class` a node of `f` may take by the class's own topology rules.
-    fn class_cap(&mut self, class: usize, pod: &Pod) -> usize {
+    fn class_cap(&self, class: usize, pod: &Pod) -> usize {
         let mut cap = usize::MAX;
         for t in &pod.anti_affinity {
             if t.key == keys::HOSTNAME && interpod::term_matches(t, pod) {
@@ -446,10 +466,10 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let r = self.remaining[class];
         let own_cap = self.class_cap(class, pod);
         let pos = order.iter().position(|&c| c == class).unwrap_or(0);
-        let next: Vec<usize> = order[pos + 1..].iter().copied().filter(|&c| self.remaining[c] > 0).take(LOOKAHEAD_CLASSES).collect();
+        // The next classes with pods left, each with its per-node cap (the same for every configuration).
+        let next: Vec<(usize, usize)> = order[pos + 1..].iter().copied().filter(|&c| self.remaining[c] > 0).take(LOOKAHEAD_CLASSES).map(|c| (c, self.class_cap(c, p.pod(p.classes[c].rep)))).collect();
         let mut best: Option<(f64, f64, usize, usize)> = None;
-        let by_group = p.classes[class].by_group.clone();
-        for (group, configs) in &by_group {
+        for (group, configs) in &p.classes[class].by_group {
             let rep = configs[0] as usize;
             let pool_name = p.cluster.nodepools[p.configs[rep].pool].name.clone();
             let sim = new_sim_node(p, rep, "stowage-candidate");
@@ -493,19 +513,19 @@ impl<'p, 'a> Greedy<'p, 'a> {
         best.map(|b| (b.0, b.3))
     }
 
-    /// Pods a new node of `f` would take: this class first, then the next classes, by resources.
-    fn lookahead(&mut self, class: usize, pod: &Pod, own_cap: usize, f: usize, next: &[usize]) -> usize {
+    /// Pods a new node of `f` would take: this class first, then the next classes (with their caps),
+    /// by resources.
+    fn lookahead(&self, class: usize, pod: &Pod, own_cap: usize, f: usize, next: &[(usize, usize)]) -> usize {
         let p = self.p;
         let mut left: Resources = p.configs[f].room();
         let take = pod.requests.copies_in(&left).min(self.remaining[class] as u32).min(own_cap as u32) as usize;
         let mut n = take.max(1);
         left.sub(&pod.requests.scaled(n as i64));
-        for &c in next {
-            if !self.compatible[c].contains(&(f as u32)) {
+        for &(c, cap) in next {
+            if !has_bit(&self.compatible[c], f) {
                 continue;
             }
             let q = p.pod(p.classes[c].rep);
-            let cap = self.class_cap(c, q);
             let t = q.requests.copies_in(&left).min(self.remaining[c] as u32).min(cap as u32) as usize;
             if t > 0 {
                 n += t;
