@@ -143,6 +143,8 @@ struct Greedy<'p, 'a> {
     free: BTreeSet<(i64, usize)>,
     /// Nodes a class can never use again (permanent rejections).
     skip: Vec<Vec<bool>>,
+    /// `free` and the new nodes without the nodes skipped for one class (see `Focus`).
+    focus: Focus,
     remaining: Vec<usize>,
     placements: Vec<(PodId, Target)>,
     pool_domains: FxHashMap<(usize, usize), BTreeSet<String>>,
@@ -171,6 +173,17 @@ fn has_bit(b: &[u64], i: usize) -> bool {
     b.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
 }
 
+/// One class's view of the nodes: `Greedy::free` and the new nodes (by opening index) without the nodes
+/// the class has skipped, so that a class whose pods each need a node of their own (hostname
+/// anti-affinity) does not walk past every node it already filled. Pods come class by class, so the
+/// view is rebuilt only when the class changes; it is kept exact under commits, growth, openings and
+/// skips, and it visits the same nodes in the same order as `free` with the skipped ones left out.
+struct Focus {
+    class: usize,
+    free: BTreeSet<(i64, usize)>,
+    new: BTreeSet<usize>,
+}
+
 fn permanent(r: &Reject) -> bool {
     match r.plugin {
         Plugin::PodTopologySpread => r.unresolvable,
@@ -196,6 +209,7 @@ fn run(p: &Problem, opts: Options) -> Outcome {
         usage: p.usage.clone(),
         free,
         skip: vec![vec![false; p.cluster.nodes.len()]; p.classes.len()],
+        focus: Focus { class: usize::MAX, free: BTreeSet::new(), new: BTreeSet::new() },
         remaining: p.classes.iter().map(|c| c.pods.len()).collect(),
         placements: Vec::new(),
         pool_domains: FxHashMap::default(),
@@ -236,6 +250,27 @@ fn run(p: &Problem, opts: Options) -> Outcome {
 }
 
 impl<'p, 'a> Greedy<'p, 'a> {
+    /// Points `focus` at `class`, rebuilding it if it was another class's.
+    fn focus_on(&mut self, class: usize) {
+        if self.focus.class == class {
+            return;
+        }
+        let skip = &self.skip[class];
+        self.focus.class = class;
+        self.focus.free = self.free.iter().copied().filter(|&(_, ix)| !skip[ix]).collect();
+        self.focus.new = (0..self.new_nodes.len()).filter(|&k| !skip[self.new_ix[k]]).collect();
+    }
+
+    /// Node `ix`'s free cpu changed from `before`: moves its entry in `free` and, if there, in `focus`.
+    fn refree(&mut self, ix: usize, before: i64) {
+        let now = self.fs.nodes()[ix].free().cpu_m;
+        self.free.remove(&(before, ix));
+        self.free.insert((now, ix));
+        if self.focus.free.remove(&(before, ix)) {
+            self.focus.free.insert((now, ix));
+        }
+    }
+
     fn ensure_skip_len(&mut self) {
         let n = self.fs.nodes().len();
         for s in &mut self.skip {
@@ -285,6 +320,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let pod = p.pod(id);
         self.ensure_skip_len();
         self.ensure_domains(class, pod);
+        self.focus_on(class);
         let prep = self.fs.prepare(pod);
         let has_spread = FilterState::spread_len(&prep) > 0;
         let mut best: Option<((i64, i64, i64), usize)> = None;
@@ -292,10 +328,8 @@ impl<'p, 'a> Greedy<'p, 'a> {
         // have and that misses no preference cannot be beaten by a later one.
         let balance_floor: i64 = (0..FilterState::spread_len(&prep)).map(|k| self.fs.spread_view(&prep, k).2.unwrap_or(0).max(0)).sum();
         let mut newly_skipped = Vec::new();
-        for &(free_cpu, ix) in self.free.range((pod.requests.cpu_m, 0)..) {
-            if self.skip[class][ix] {
-                continue;
-            }
+        // The class's own view: the same nodes in the same order as `free`, without those it skipped.
+        for &(free_cpu, ix) in self.focus.free.range((pod.requests.cpu_m, 0)..) {
             if let Err(r) = self.fs.filter(&prep, pod, ix) {
                 if permanent(&r) {
                     newly_skipped.push(ix);
@@ -323,6 +357,10 @@ impl<'p, 'a> Greedy<'p, 'a> {
         }
         for ix in newly_skipped {
             self.skip[class][ix] = true;
+            self.focus.free.remove(&(self.fs.nodes()[ix].free().cpu_m, ix));
+            if let Some(Target::New(k)) = self.targets[ix] {
+                self.focus.new.remove(&k);
+            }
         }
         if let Some((_, ix)) = best {
             self.commit(class, id, ix);
@@ -350,8 +388,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let pod = self.p.pod(id);
         let before = self.fs.nodes()[ix].free().cpu_m;
         self.fs.add_pod(pod, ix);
-        self.free.remove(&(before, ix));
-        self.free.insert((self.fs.nodes()[ix].free().cpu_m, ix));
+        self.refree(ix, before);
         self.placements.push((id, self.targets[ix].expect("placed on a target")));
         self.remaining[class] -= 1;
     }
@@ -361,11 +398,10 @@ impl<'p, 'a> Greedy<'p, 'a> {
     fn best_growth(&mut self, class: usize, prep: &Prepared, pod: &Pod, limit: f64) -> Option<(f64, usize, usize)> {
         let p = self.p;
         let mut best: Option<(f64, usize, usize)> = None;
-        for k in 0..self.new_nodes.len() {
+        // The new nodes not skipped for the class (`focus`), in the order they were opened.
+        let open: Vec<usize> = self.focus.new.iter().copied().collect();
+        for k in open {
             let ix = self.new_ix[k];
-            if self.skip[class][ix] {
-                continue;
-            }
             let f = self.new_nodes[k];
             let node = &self.fs.nodes()[ix];
             let mut need = node.requested.clone();
@@ -407,8 +443,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let from = self.new_nodes[k];
         let before = self.fs.nodes()[ix].free().cpu_m;
         self.fs.set_allocatable(ix, self.p.configs[to].allocatable.clone());
-        self.free.remove(&(before, ix));
-        self.free.insert((self.fs.nodes()[ix].free().cpu_m, ix));
+        self.refree(ix, before);
         let pool = self.p.configs[from].pool;
         self.usage[pool].capacity.sub(&self.p.configs[from].capacity);
         self.usage[pool].capacity.add(&self.p.configs[to].capacity);
@@ -423,6 +458,9 @@ impl<'p, 'a> Greedy<'p, 'a> {
         self.new_nodes.push(f);
         self.targets.push(Some(Target::New(k)));
         self.free.insert((self.fs.nodes()[ix].free().cpu_m, ix));
+        // No class has skipped a new node yet.
+        self.focus.free.insert((self.fs.nodes()[ix].free().cpu_m, ix));
+        self.focus.new.insert(k);
         let c = &self.p.configs[f];
         self.usage[c.pool].capacity.add(&c.capacity);
         self.usage[c.pool].nodes += 1;
