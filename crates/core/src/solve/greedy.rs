@@ -85,24 +85,29 @@ pub(crate) fn plan_in(p: &Problem, order: Order) -> Outcome {
 /// its plan is every planner's fallback).
 pub(crate) fn plan_within(p: &Problem, order: Order, spent: super::Spent) -> Outcome {
     let mut o = run(p, Options { pessimistic_hostname: false, order });
-    if !verify(p, &o).is_empty() {
+    let mut failures = verify(p, &o);
+    if !failures.is_empty() {
         o = run(p, Options { pessimistic_hostname: true, order });
+        failures = verify(p, &o);
     }
-    let o = settle(p, o);
+    let o = settle(p, o, failures);
     improve::shrink_within(p, &o, spent).unwrap_or(o)
 }
 
 /// Drops placements that do not replay (should not happen; kept as a safety net) and the new nodes
-/// left empty, until the outcome replays cleanly.
-pub(crate) fn settle(p: &Problem, mut o: Outcome) -> Outcome {
-    for _ in 0..8 {
-        let failures = verify(p, &o);
+/// left empty, until the outcome replays cleanly. `failures` is the replay of `o` as given (each
+/// replay of a large batch costs as much as a good part of the placement, so it is not repeated).
+fn settle(p: &Problem, mut o: Outcome, mut failures: Vec<(PodId, Reject)>) -> Outcome {
+    for round in 0..8 {
+        if round > 0 {
+            failures = verify(p, &o);
+        }
         if failures.is_empty() {
             break;
         }
         let failed: BTreeSet<PodId> = failures.iter().map(|(id, _)| *id).collect();
         o.placements.retain(|(id, _)| !failed.contains(id));
-        o.unschedulable.extend(failures);
+        o.unschedulable.append(&mut failures);
         super::resize::remove_empty_nodes(&mut o);
     }
     o
