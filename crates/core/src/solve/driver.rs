@@ -142,7 +142,8 @@ pub(crate) fn plan_greedy(p: &Problem) -> (Outcome, SolverReport) {
 /// (`greedy::Order::Size`) if what is left of the budget is at least what the first pass took; the
 /// cheaper plan, its objective and one phase per pass.
 fn greedy_portfolio(p: &Problem, t0: Instant, deadline: Instant) -> (Outcome, f64, Vec<Phase>) {
-    let g = greedy::plan(p);
+    let spent = || Instant::now() >= deadline;
+    let g = greedy::plan_within(p, greedy::Order::Packing, &spent);
     let g_obj = objective(p, &g).total();
     let first = t0.elapsed();
     let mut phases = vec![Phase { name: "greedy".into(), time_ms: ms(first) }];
@@ -150,7 +151,7 @@ fn greedy_portfolio(p: &Problem, t0: Instant, deadline: Instant) -> (Outcome, f6
         return (g, g_obj, phases);
     }
     let t = Instant::now();
-    let alt = greedy::plan_in(p, greedy::Order::Size);
+    let alt = greedy::plan_within(p, greedy::Order::Size, &spent);
     let alt_obj = objective(p, &alt).total();
     phases.push(Phase { name: "greedy-size-order".into(), time_ms: ms(t.elapsed()) });
     if beats(alt_obj, alt.new_nodes.len(), g_obj, g.new_nodes.len()) { (alt, alt_obj, phases) } else { (g, g_obj, phases) }
@@ -234,19 +235,22 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
         if tracing::enabled!(tracing::Level::DEBUG) {
             debug_replay_failures(p, &o, &ordered, &failures);
         }
-        match repair(p, &o, &ordered) {
+        // The repair plans the batch greedily again: only while budget is left.
+        let fixed = if Instant::now() < deadline { repair(p, &o, &ordered) } else { None };
+        match fixed {
             Some(fixed) => {
                 repaired = format!("; {} pods did not replay (first {}: {r}) and were placed greedily", failures.len(), p.pod(*id).key());
                 o = fixed;
             }
             None => {
                 phases.push(Phase { name: "replay".into(), time_ms: ms(t3.elapsed()) });
-                return (g, report(Status::Fallback, format!("the MILP plan does not replay ({} pods; {}: {r}) ({summary})", failures.len(), p.pod(*id).key()), g_obj, lb, phases));
+                let late = if Instant::now() >= deadline { "; the budget was spent before a repair" } else { "" };
+                return (g, report(Status::Fallback, format!("the MILP plan does not replay ({} pods; {}: {r}{late}) ({summary})", failures.len(), p.pod(*id).key()), g_obj, lb, phases));
             }
         }
     }
     // The same local improvement the greedy plans get.
-    if let Some(better) = improve::shrink(p, &o) {
+    if let Some(better) = improve::shrink_within(p, &o, &|| Instant::now() >= deadline) {
         o = better;
     }
     phases.push(Phase { name: "replay".into(), time_ms: ms(t3.elapsed()) });

@@ -78,25 +78,36 @@ pub fn plan(p: &Problem) -> Outcome {
 /// The greedy plan in the given order: placed, replayed (again with the pessimistic hostname rule if
 /// it does not replay), settled and improved locally.
 pub(crate) fn plan_in(p: &Problem, order: Order) -> Outcome {
+    plan_within(p, order, &super::never)
+}
+
+/// [`plan_in`] whose local improvement stops once `spent()` (the placement itself always completes:
+/// its plan is every planner's fallback).
+pub(crate) fn plan_within(p: &Problem, order: Order, spent: super::Spent) -> Outcome {
     let mut o = run(p, Options { pessimistic_hostname: false, order });
-    if !verify(p, &o).is_empty() {
+    let mut failures = verify(p, &o);
+    if !failures.is_empty() {
         o = run(p, Options { pessimistic_hostname: true, order });
+        failures = verify(p, &o);
     }
-    let o = settle(p, o);
-    improve::shrink(p, &o).unwrap_or(o)
+    let o = settle(p, o, failures);
+    improve::shrink_within(p, &o, spent).unwrap_or(o)
 }
 
 /// Drops placements that do not replay (should not happen; kept as a safety net) and the new nodes
-/// left empty, until the outcome replays cleanly.
-pub(crate) fn settle(p: &Problem, mut o: Outcome) -> Outcome {
-    for _ in 0..8 {
-        let failures = verify(p, &o);
+/// left empty, until the outcome replays cleanly. `failures` is the replay of `o` as given (each
+/// replay of a large batch costs as much as a good part of the placement, so it is not repeated).
+fn settle(p: &Problem, mut o: Outcome, mut failures: Vec<(PodId, Reject)>) -> Outcome {
+    for round in 0..8 {
+        if round > 0 {
+            failures = verify(p, &o);
+        }
         if failures.is_empty() {
             break;
         }
         let failed: BTreeSet<PodId> = failures.iter().map(|(id, _)| *id).collect();
         o.placements.retain(|(id, _)| !failed.contains(id));
-        o.unschedulable.extend(failures);
+        o.unschedulable.append(&mut failures);
         super::resize::remove_empty_nodes(&mut o);
     }
     o
@@ -137,18 +148,45 @@ struct Greedy<'p, 'a> {
     free: BTreeSet<(i64, usize)>,
     /// Nodes a class can never use again (permanent rejections).
     skip: Vec<Vec<bool>>,
+    /// `free` and the new nodes without the nodes skipped for one class (see `Focus`).
+    focus: Focus,
     remaining: Vec<usize>,
     placements: Vec<(PodId, Target)>,
     pool_domains: FxHashMap<(usize, usize), BTreeSet<String>>,
     /// Per class: rejection reasons seen for NodePools while opening nodes.
     pool_rejects: Vec<BTreeMap<String, Reject>>,
-    compatible: Vec<rustc_hash::FxHashSet<u32>>,
+    /// Per class: a bit per configuration, set when the class is compatible with it (`Class::compatible`).
+    compatible: Vec<Vec<u64>>,
     /// FilterState index of each new node.
     new_ix: Vec<usize>,
     /// Per configuration group: its configurations by increasing cost.
     by_cost: Vec<Vec<usize>>,
     /// New nodes opened per zone (the `Packing` tie-break).
     zone_nodes: FxHashMap<String, usize>,
+}
+
+/// A bit set of `n` bits with `set` on.
+fn bits(n: usize, set: &[u32]) -> Vec<u64> {
+    let mut b = vec![0u64; n.div_ceil(64)];
+    for &i in set {
+        b[i as usize / 64] |= 1 << (i % 64);
+    }
+    b
+}
+
+fn has_bit(b: &[u64], i: usize) -> bool {
+    b.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+}
+
+/// One class's view of the nodes: `Greedy::free` and the new nodes (by opening index) without the nodes
+/// the class has skipped, so that a class whose pods each need a node of their own (hostname
+/// anti-affinity) does not walk past every node it already filled. Pods come class by class, so the
+/// view is rebuilt only when the class changes; it is kept exact under commits, growth, openings and
+/// skips, and it visits the same nodes in the same order as `free` with the skipped ones left out.
+struct Focus {
+    class: usize,
+    free: BTreeSet<(i64, usize)>,
+    new: BTreeSet<usize>,
 }
 
 fn permanent(r: &Reject) -> bool {
@@ -176,11 +214,12 @@ fn run(p: &Problem, opts: Options) -> Outcome {
         usage: p.usage.clone(),
         free,
         skip: vec![vec![false; p.cluster.nodes.len()]; p.classes.len()],
+        focus: Focus { class: usize::MAX, free: BTreeSet::new(), new: BTreeSet::new() },
         remaining: p.classes.iter().map(|c| c.pods.len()).collect(),
         placements: Vec::new(),
         pool_domains: FxHashMap::default(),
         pool_rejects: vec![BTreeMap::new(); p.classes.len()],
-        compatible: p.classes.iter().map(|c| c.compatible.iter().copied().collect()).collect(),
+        compatible: p.classes.iter().map(|c| bits(p.configs.len(), &c.compatible)).collect(),
         new_ix: Vec::new(),
         by_cost: p
             .groups
@@ -216,6 +255,27 @@ fn run(p: &Problem, opts: Options) -> Outcome {
 }
 
 impl<'p, 'a> Greedy<'p, 'a> {
+    /// Points `focus` at `class`, rebuilding it if it was another class's.
+    fn focus_on(&mut self, class: usize) {
+        if self.focus.class == class {
+            return;
+        }
+        let skip = &self.skip[class];
+        self.focus.class = class;
+        self.focus.free = self.free.iter().copied().filter(|&(_, ix)| !skip[ix]).collect();
+        self.focus.new = (0..self.new_nodes.len()).filter(|&k| !skip[self.new_ix[k]]).collect();
+    }
+
+    /// Node `ix`'s free cpu changed from `before`: moves its entry in `free` and, if there, in `focus`.
+    fn refree(&mut self, ix: usize, before: i64) {
+        let now = self.fs.nodes()[ix].free().cpu_m;
+        self.free.remove(&(before, ix));
+        self.free.insert((now, ix));
+        if self.focus.free.remove(&(before, ix)) {
+            self.focus.free.insert((now, ix));
+        }
+    }
+
     fn ensure_skip_len(&mut self) {
         let n = self.fs.nodes().len();
         for s in &mut self.skip {
@@ -265,6 +325,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let pod = p.pod(id);
         self.ensure_skip_len();
         self.ensure_domains(class, pod);
+        self.focus_on(class);
         let prep = self.fs.prepare(pod);
         let has_spread = FilterState::spread_len(&prep) > 0;
         let mut best: Option<((i64, f64, i64), usize)> = None;
@@ -272,10 +333,8 @@ impl<'p, 'a> Greedy<'p, 'a> {
         // have and that misses no preference cannot be beaten by a later one.
         let balance_floor: i64 = (0..FilterState::spread_len(&prep)).map(|k| self.fs.spread_view(&prep, k).2.unwrap_or(0).max(0)).sum();
         let mut newly_skipped = Vec::new();
-        for &(free_cpu, ix) in self.free.range((pod.requests.cpu_m, 0)..) {
-            if self.skip[class][ix] {
-                continue;
-            }
+        // The class's own view: the same nodes in the same order as `free`, without those it skipped.
+        for &(free_cpu, ix) in self.focus.free.range((pod.requests.cpu_m, 0)..) {
             if let Err(r) = self.fs.filter(&prep, pod, ix) {
                 if permanent(&r) {
                     newly_skipped.push(ix);
@@ -303,6 +362,10 @@ impl<'p, 'a> Greedy<'p, 'a> {
         }
         for ix in newly_skipped {
             self.skip[class][ix] = true;
+            self.focus.free.remove(&(self.fs.nodes()[ix].free().cpu_m, ix));
+            if let Some(Target::New(k)) = self.targets[ix] {
+                self.focus.new.remove(&k);
+            }
         }
         if let Some((_, ix)) = best {
             self.commit(class, id, ix);
@@ -330,8 +393,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let pod = self.p.pod(id);
         let before = self.fs.nodes()[ix].free().cpu_m;
         self.fs.add_pod(pod, ix);
-        self.free.remove(&(before, ix));
-        self.free.insert((self.fs.nodes()[ix].free().cpu_m, ix));
+        self.refree(ix, before);
         self.placements.push((id, self.targets[ix].expect("placed on a target")));
         self.remaining[class] -= 1;
     }
@@ -341,11 +403,10 @@ impl<'p, 'a> Greedy<'p, 'a> {
     fn best_growth(&mut self, class: usize, prep: &Prepared, pod: &Pod, limit: f64) -> Option<(f64, usize, usize)> {
         let p = self.p;
         let mut best: Option<(f64, usize, usize)> = None;
-        for k in 0..self.new_nodes.len() {
+        // The new nodes not skipped for the class (`focus`), in the order they were opened.
+        let open: Vec<usize> = self.focus.new.iter().copied().collect();
+        for k in open {
             let ix = self.new_ix[k];
-            if self.skip[class][ix] {
-                continue;
-            }
             let f = self.new_nodes[k];
             let node = &self.fs.nodes()[ix];
             let mut need = node.requested.clone();
@@ -358,7 +419,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
             let Some(&to) = self.by_cost[cur.group].iter().skip_while(|&&g| p.configs[g].cost <= cur.cost).take_while(|&&g| p.configs[g].cost - cur.cost <= within).find(|&&g| {
                 let c = &p.configs[g];
                 need.fits_in(&c.allocatable)
-                    && self.compatible[class].contains(&(g as u32))
+                    && has_bit(&self.compatible[class], g)
                     && p.cluster.nodepools[c.pool].limits.as_ref().is_none_or(|l| {
                         let without = self.usage[c.pool].capacity.minus(&cur.capacity);
                         limits::check(l, &without, self.usage[c.pool].nodes - 1, &c.capacity).is_ok()
@@ -387,8 +448,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let from = self.new_nodes[k];
         let before = self.fs.nodes()[ix].free().cpu_m;
         self.fs.set_allocatable(ix, self.p.configs[to].allocatable.clone());
-        self.free.remove(&(before, ix));
-        self.free.insert((self.fs.nodes()[ix].free().cpu_m, ix));
+        self.refree(ix, before);
         let pool = self.p.configs[from].pool;
         self.usage[pool].capacity.sub(&self.p.configs[from].capacity);
         self.usage[pool].capacity.add(&self.p.configs[to].capacity);
@@ -403,6 +463,9 @@ impl<'p, 'a> Greedy<'p, 'a> {
         self.new_nodes.push(f);
         self.targets.push(Some(Target::New(k)));
         self.free.insert((self.fs.nodes()[ix].free().cpu_m, ix));
+        // No class has skipped a new node yet.
+        self.focus.free.insert((self.fs.nodes()[ix].free().cpu_m, ix));
+        self.focus.new.insert(k);
         let c = &self.p.configs[f];
         self.usage[c.pool].capacity.add(&c.capacity);
         self.usage[c.pool].nodes += 1;
@@ -419,7 +482,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
     }
 
     /// How many pods of `class` a node of `f` may take by the class's own topology rules.
-    fn class_cap(&mut self, class: usize, pod: &Pod) -> usize {
+    fn class_cap(&self, class: usize, pod: &Pod) -> usize {
         let mut cap = usize::MAX;
         for t in &pod.anti_affinity {
             if t.key == keys::HOSTNAME && interpod::term_matches(t, pod) {
@@ -446,10 +509,10 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let r = self.remaining[class];
         let own_cap = self.class_cap(class, pod);
         let pos = order.iter().position(|&c| c == class).unwrap_or(0);
-        let next: Vec<usize> = order[pos + 1..].iter().copied().filter(|&c| self.remaining[c] > 0).take(LOOKAHEAD_CLASSES).collect();
+        // The next classes with pods left, each with its per-node cap (the same for every configuration).
+        let next: Vec<(usize, usize)> = order[pos + 1..].iter().copied().filter(|&c| self.remaining[c] > 0).take(LOOKAHEAD_CLASSES).map(|c| (c, self.class_cap(c, p.pod(p.classes[c].rep)))).collect();
         let mut best: Option<(f64, std::cmp::Reverse<usize>, f64, usize, usize)> = None;
-        let by_group = p.classes[class].by_group.clone();
-        for (group, configs) in &by_group {
+        for (group, configs) in &p.classes[class].by_group {
             let rep = configs[0] as usize;
             let pool_name = p.cluster.nodepools[p.configs[rep].pool].name.clone();
             let sim = new_sim_node(p, rep, "stowage-candidate");
@@ -495,19 +558,19 @@ impl<'p, 'a> Greedy<'p, 'a> {
         best.map(|b| (b.0, b.4))
     }
 
-    /// Pods a new node of `f` would take: this class first, then the next classes, by resources.
-    fn lookahead(&mut self, class: usize, pod: &Pod, own_cap: usize, f: usize, next: &[usize]) -> usize {
+    /// Pods a new node of `f` would take: this class first, then the next classes (with their caps),
+    /// by resources.
+    fn lookahead(&self, class: usize, pod: &Pod, own_cap: usize, f: usize, next: &[(usize, usize)]) -> usize {
         let p = self.p;
         let mut left: Resources = p.configs[f].room();
         let take = pod.requests.copies_in(&left).min(self.remaining[class] as u32).min(own_cap as u32) as usize;
         let mut n = take.max(1);
         left.sub(&pod.requests.scaled(n as i64));
-        for &c in next {
-            if !self.compatible[c].contains(&(f as u32)) {
+        for &(c, cap) in next {
+            if !has_bit(&self.compatible[c], f) {
                 continue;
             }
             let q = p.pod(p.classes[c].rep);
-            let cap = self.class_cap(c, q);
             let t = q.requests.copies_in(&left).min(self.remaining[c] as u32).min(cap as u32) as usize;
             if t > 0 {
                 n += t;

@@ -321,7 +321,7 @@ impl State<'_, '_> {
     /// karpenter-1000 that is worth 1.6 $/h (227.56 → 225.99) where cheaper splits alone find nothing.
     /// Moves go through kube-scheduler's filters on the final nodes; a pair whose moves do not pass is
     /// restored. Returns whether anything changed.
-    fn repack_pairs(&mut self, gone: &[bool]) -> bool {
+    fn repack_pairs(&mut self, gone: &[bool], spent: super::Spent) -> bool {
         let p = self.p;
         let live: Vec<usize> = (0..self.new_nodes.len()).filter(|&k| !gone[k]).collect();
         let menu = Menu::new(p, &self.fs, live.iter().map(|&k| (self.new_nodes[k], self.new_ix[k])));
@@ -338,6 +338,9 @@ impl State<'_, '_> {
         let mut work = 0usize;
         let mut pairs = 0usize;
         for (ai, &a) in live.iter().enumerate() {
+            if spent() {
+                return changed;
+            }
             for &b in &live[ai + 1..] {
                 if work >= PAIR_WORK || pairs >= MAX_PAIRS {
                     return changed;
@@ -656,6 +659,12 @@ fn look_alike_groups(p: &Problem) -> Vec<usize> {
 
 /// A cheaper plan than `o` by moving pods into room other nodes already have, or `None`.
 pub fn shrink(p: &Problem, o: &Outcome) -> Option<Outcome> {
+    shrink_within(p, o, &super::never)
+}
+
+/// [`shrink`] that stops scanning once `spent()` says the planner's budget is gone (asked before each
+/// node and each pair scan); what it changed until then is kept if it replays and is cheaper.
+pub(crate) fn shrink_within(p: &Problem, o: &Outcome, spent: super::Spent) -> Option<Outcome> {
     if o.new_nodes.is_empty() {
         return None;
     }
@@ -711,9 +720,12 @@ pub fn shrink(p: &Problem, o: &Outcome) -> Option<Outcome> {
     let mut order: Vec<usize> = (0..s.new_nodes.len()).collect();
     order.sort_by(|&a, &b| p.configs[s.new_nodes[b]].cost.total_cmp(&p.configs[s.new_nodes[a]].cost).then(a.cmp(&b)));
     let mut gone = vec![false; s.new_nodes.len()];
-    for _ in 0..PASSES {
+    'passes: for _ in 0..PASSES {
         let mut changed = false;
         for &k in &order {
+            if spent() {
+                break 'passes;
+            }
             if gone[k] {
                 continue;
             }
@@ -738,7 +750,10 @@ pub fn shrink(p: &Problem, o: &Outcome) -> Option<Outcome> {
                 changed = true;
             }
         }
-        if s.repack_pairs(&gone) {
+        if spent() {
+            break;
+        }
+        if s.repack_pairs(&gone, spent) {
             changed = true;
         }
         if !changed {

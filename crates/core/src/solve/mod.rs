@@ -30,6 +30,16 @@ use crate::weights::Weights;
 pub use driver::{Planner, Solver, plan_cluster};
 pub use problem::Problem;
 
+/// Whether the planner's time budget is spent: phases that may stop early (the local improvement, the
+/// steps after the MILP) ask it between units of work. Only the driver reads the clock; a closure keeps
+/// it there, and planning without a budget passes [`never`], which keeps plans deterministic.
+pub(crate) type Spent<'a> = &'a dyn Fn() -> bool;
+
+/// A budget that is never spent.
+pub(crate) fn never() -> bool {
+    false
+}
+
 /// Where a pod goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Target {
