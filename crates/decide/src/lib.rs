@@ -9,6 +9,7 @@
 
 pub mod batch;
 pub mod cloud;
+pub mod consolidation;
 pub mod disruption;
 pub mod launch;
 pub mod lifecycle;

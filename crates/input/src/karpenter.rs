@@ -67,10 +67,12 @@ pub fn nodepool(o: &Obj<api::NodePool>) -> Result<NodePool, InputError> {
     };
     let disruption = spec.disruption.clone().unwrap_or_default();
     let consolidation = match disruption.consolidation_policy.as_deref() {
-        None | Some("WhenEmptyOrUnderutilized") => ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        // Balanced (Karpenter's newer policy) consolidates underutilised nodes too; stowage treats it
+        // like WhenEmptyOrUnderutilized (stowage_decide::consolidation).
+        None | Some("WhenEmptyOrUnderutilized" | "Balanced") => ConsolidationPolicy::WhenEmptyOrUnderutilized,
         Some("WhenEmpty") => ConsolidationPolicy::WhenEmpty,
         Some(o) => {
-            return Err(ctx.err("spec.disruption.consolidationPolicy", format!("unknown policy {o:?} (WhenEmpty, WhenEmptyOrUnderutilized)")));
+            return Err(ctx.err("spec.disruption.consolidationPolicy", format!("unknown policy {o:?} (WhenEmpty, WhenEmptyOrUnderutilized, Balanced)")));
         }
     };
     let consolidate_after = duration(&ctx, "spec.disruption.consolidateAfter", disruption.consolidate_after.as_deref().unwrap_or("0s"))?;
