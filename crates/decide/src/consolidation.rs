@@ -454,8 +454,9 @@ fn current_cost(input: &Input) -> f64 {
     input.cluster.nodes.iter().filter_map(|n| node_price(input.catalog, n).map(|(p, ct)| node_cost(input.weights, p, &ct))).sum()
 }
 
-/// The lower bound on the cost after any consolidation of `cands` (module doc).
-pub(crate) fn lower_bound_of(cluster: &Cluster, catalog: &Catalog, weights: &Weights, removable: &BTreeSet<usize>) -> f64 {
+/// The lower bound on the cost after any consolidation of the nodes `removable` (module doc). `offers`
+/// are the nodes that could be launched (room for workload pods, cost).
+pub(crate) fn lower_bound_of(cluster: &Cluster, catalog: &Catalog, weights: &Weights, removable: &BTreeSet<usize>, offers: &[(Resources, f64)]) -> f64 {
     let mut fixed = 0.0;
     let mut free = Resources::default();
     let mut demand = Resources::default();
@@ -488,18 +489,25 @@ pub(crate) fn lower_bound_of(cluster: &Cluster, catalog: &Catalog, weights: &Wei
             }
         }
     }
-    for t in &catalog.types {
-        let alloc = t.allocatable();
-        for o in t.offerings.iter().filter(|o| o.available) {
-            offer(&alloc, node_cost(weights, o.price, &o.capacity_type));
-        }
+    for (room, cost) in offers {
+        offer(room, *cost);
     }
     let extra = dims.iter().map(|d| (demand.get(d) - free.get(d)).max(0) as f64 * unit.get(d).copied().filter(|u| u.is_finite()).unwrap_or(0.0)).fold(0.0, f64::max);
     fixed + extra
 }
 
+/// [`lower_bound_of`] with the NodePools' candidate configurations for the candidates' pods as what
+/// could be launched (the planning problem's, dominated ones pruned, which keeps the cheapest cost per
+/// unit of every resource), or every available offering of the catalog if that problem cannot be built.
 fn lower_bound(input: &Input, cands: &[Cand]) -> f64 {
-    lower_bound_of(input.cluster, input.catalog, input.weights, &cands.iter().map(|c| c.node).collect())
+    let cluster = input.cluster;
+    let names: BTreeSet<String> = cands.iter().map(|c| cluster.nodes[c.node].name.clone()).collect();
+    let displaced = displaced_cluster(cluster, &names);
+    let offers: Vec<(Resources, f64)> = match stowage_core::solve::problem::Problem::new(&displaced, input.catalog, input.weights) {
+        Ok(p) => p.configs.iter().map(|c| (c.room(), node_cost(input.weights, c.price, &c.capacity_type))).collect(),
+        Err(_) => input.catalog.types.iter().flat_map(|t| t.offerings.iter().filter(|o| o.available).map(move |o| (t.allocatable(), node_cost(input.weights, o.price, &o.capacity_type)))).collect(),
+    };
+    lower_bound_of(cluster, input.catalog, input.weights, &cands.iter().map(|c| c.node).collect(), &offers)
 }
 
 /// The cluster with `remove`'s nodes gone: their workload pods pending, their other pods gone.

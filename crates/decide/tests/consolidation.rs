@@ -129,6 +129,10 @@ fn underutilised_nodes_are_replaced_by_one_cheaper_node() {
     assert_eq!(claim.instance_type, "m5.large", "the cheapest m5 that holds 1.5 cpu");
     assert_eq!(claim.pods.len(), 3);
     assert!(d.evaluations >= 3, "single-node, then multi-node candidate sets were planned");
+    // 1.5 cpu at the cheapest cost per allocatable millicore of the NodePool's m5 on-demand offerings
+    // (about $0.048/h per core): the pool's offerings, not the whole catalog's (spot, Graviton: ten
+    // times less), bound the replacement.
+    assert!(d.lower_bound > 0.07 && d.lower_bound <= d.cost_after, "lower bound {}", d.lower_bound);
     // The same decision through the MILP (HiGHS).
     let milp = consolidated(decide_with(&w, &Settings::default(), Planner { solver: Solver::Milp, ..Planner::default() }, 0));
     assert_eq!(removed(&milp), vec!["a", "b", "c"]);
