@@ -353,11 +353,13 @@ impl<T: Moment> Consolidation<T> {
     /// Decides a round (module doc). `planner` plans every candidate set.
     pub fn decide(&mut self, input: &Input, planner: &mut dyn Planner, now: T) -> Result<Outcome, ConsolidationError> {
         let cluster = input.cluster;
+        let due = self.due(cluster, input.objects, now);
+        // Remembered either way: a round is not repeated until the cluster changes (a node registering,
+        // a pod bound) or another node becomes due.
+        self.tried = Some((fingerprint(cluster), due.clone()));
         if !cluster.pending().is_empty() || cluster.nodes.iter().any(|n| n.in_flight) {
             return Ok(Outcome::NotSettled);
         }
-        let due = self.due(cluster, input.objects, now);
-        self.tried = Some((fingerprint(cluster), due.clone()));
         let cands = candidates(input, &due);
         let cost = current_cost(input);
         let lower_bound = lower_bound(input, &cands);
@@ -376,7 +378,7 @@ impl<T: Moment> Consolidation<T> {
 
 /// What the last round's memory is keyed on: every node and where every pod is.
 fn fingerprint(cluster: &Cluster) -> u64 {
-    let mut parts: Vec<String> = cluster.nodes.iter().map(|n| format!("n/{}", n.name)).collect();
+    let mut parts: Vec<String> = cluster.nodes.iter().map(|n| format!("n/{}/{}/{}", n.name, n.in_flight, n.deleting)).collect();
     parts.extend(cluster.pods.iter().map(|p| format!("p/{}/{}", p.uid, p.node_name.as_deref().unwrap_or(""))));
     parts.sort();
     stable_hash(&parts.iter().map(String::as_str).collect::<Vec<_>>())

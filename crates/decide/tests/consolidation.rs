@@ -232,7 +232,22 @@ fn pending_pods_mean_the_cluster_is_not_settled() {
     p["spec"].as_object_mut().unwrap().remove("nodeName");
     p["status"]["phase"] = json!("Pending");
     items.push(p);
-    assert!(matches!(decide(&load(items)), Outcome::NotSettled));
+    let w = load(items);
+    let mut c: Consolidation<Duration> = Consolidation::default();
+    c.observe(&w.cluster, Duration::ZERO);
+    assert_eq!(c.next_due(&w.cluster, &w.objects), Some(Duration::ZERO));
+    let weights = Weights::default();
+    let input = Input { cluster: &w.cluster, objects: &w.objects, catalog: catalog(), weights: &weights, settings: &Settings::default(), max_instance_types: 20, batch: "b" };
+    assert!(matches!(c.decide(&input, &mut greedy(), Duration::ZERO).unwrap(), Outcome::NotSettled));
+    // The round is remembered: not due again until the cluster changes (a loop on the simulated clock
+    // would otherwise ask again at the same instant forever).
+    assert_eq!(c.next_due(&w.cluster, &w.objects), None);
+    let mut bound = w.cluster.clone();
+    let waiting = bound.pods.iter_mut().find(|p| p.name == "waiting").unwrap();
+    waiting.node_name = Some("a".into());
+    waiting.phase = stowage_core::domain::pod::PodPhase::Running;
+    c.observe(&bound, Duration::from_secs(5));
+    assert_eq!(c.next_due(&bound, &w.objects), Some(Duration::ZERO), "b and c are due again (a's timer restarted at 5s)");
 }
 
 #[test]
