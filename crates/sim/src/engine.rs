@@ -4,7 +4,8 @@
 //! Immediate volumes, then a binder pass whenever anything kube-scheduler watches changed, repeated
 //! until nothing moves), then jumps to the next timed event: a batch window closing, an instance
 //! running or registering, a NodeClaim's registration timeout, an empty node due for consolidation, a
-//! refused offering coming back, a node expiring. Whether a NodeClaim registers or times out is the
+//! node due for a consolidation round (`super::consolidation`), a refused offering coming back, a node
+//! expiring. Whether a NodeClaim registers or times out is the
 //! controller's own decision (`stowage_decide::lifecycle`) on the simulated clock. Nothing else advances time, so a run is a pure function of the scenario (and of the
 //! planner's answers).
 //!
