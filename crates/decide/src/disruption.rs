@@ -14,8 +14,7 @@
 //! [`Disruption::decide`] is pure and generic over the clock ([`Moment`]): the controller runs it on
 //! the API server's timestamps, the simulator on its simulated clock. It remembers since when each node
 //! has been empty; in the controller that memory starts afresh on restart (a node's timer restarts),
-//! which can only delay a removal. Underutilised nodes are not consolidated (moving pods needs a replan
-//! of running pods; not implemented).
+//! which can only delay a removal. Underutilised nodes are [`crate::consolidation`]'s.
 
 use std::collections::BTreeMap;
 use std::ops::Add;

@@ -3,12 +3,14 @@
 //! simulator (crates/sim, a simulated clock and cluster): batching ([`batch`]), the refused-offering
 //! cache ([`offerings`]), provisioning ([`provision`]: cluster → NodeClaims, nominations, unschedulable
 //! pods), the launch request for a NodeClaim and the labels its instance gives it ([`launch`]),
-//! disruption of empty and expired nodes ([`disruption`]), a NodeClaim's lifecycle: launch,
+//! disruption of empty and expired nodes ([`disruption`]), consolidation of underutilised nodes
+//! ([`consolidation`]), a NodeClaim's lifecycle: launch,
 //! registration, initialization, timeouts ([`lifecycle`]), and the `CloudProvider` seam ([`cloud`]:
 //! EC2 in `stowage-aws`, the simulator's cloud in `stowage-sim`).
 
 pub mod batch;
 pub mod cloud;
+pub mod consolidation;
 pub mod disruption;
 pub mod launch;
 pub mod lifecycle;

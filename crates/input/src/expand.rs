@@ -71,11 +71,16 @@ fn new_pod(name: String, ns: &str, template: &PodTemplateSpec, extra_labels: &[(
 
 /// Whether a label selector selects an object (an invalid selector selects nothing).
 fn selects(sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector, md: &ObjectMeta) -> bool {
+    let empty = BTreeMap::new();
+    selects_labels(sel, md.labels.as_ref().unwrap_or(&empty))
+}
+
+/// Whether a label selector selects these labels (an invalid selector selects nothing).
+pub fn selects_labels(sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector, labels: &BTreeMap<String, String>) -> bool {
     let source = super::read::Source { file: Default::default(), doc: 0, item: None };
     let ctx = super::convert::Ctx { source: &source, object: String::new() };
-    let empty = BTreeMap::new();
     match super::convert::label_selector(&ctx, "", sel) {
-        Ok(s) => stowage_core::semantics::selectors::matches(&s, md.labels.as_ref().unwrap_or(&empty)),
+        Ok(s) => stowage_core::semantics::selectors::matches(&s, labels),
         Err(_) => false,
     }
 }

@@ -67,10 +67,11 @@ pub fn nodepool(o: &Obj<api::NodePool>) -> Result<NodePool, InputError> {
     };
     let disruption = spec.disruption.clone().unwrap_or_default();
     let consolidation = match disruption.consolidation_policy.as_deref() {
-        // Balanced (Karpenter v1.14) consolidates underutilised nodes only when the saving outweighs
-        // the disruption; stowage does not consolidate underutilised nodes at all yet, so Balanced is
-        // read as WhenEmptyOrUnderutilized, which today removes empty nodes only (docs/aws-provider.md).
-        None | Some("WhenEmptyOrUnderutilized") | Some("Balanced") => ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        // Balanced (Karpenter v1.14) consolidates underutilised nodes only when the saving outweighs the
+        // disruption; stowage reads it as WhenEmptyOrUnderutilized, whose underutilised half is
+        // stowage_decide::consolidation (the simulator runs it; the controller removes empty nodes only
+        // so far, docs/aws-provider.md).
+        None | Some("WhenEmptyOrUnderutilized" | "Balanced") => ConsolidationPolicy::WhenEmptyOrUnderutilized,
         Some("WhenEmpty") => ConsolidationPolicy::WhenEmpty,
         Some(o) => {
             return Err(ctx.err("spec.disruption.consolidationPolicy", format!("unknown policy {o:?} (WhenEmpty, WhenEmptyOrUnderutilized, Balanced)")));

@@ -3,6 +3,7 @@
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use serde::de::DeserializeOwned;
 
@@ -34,6 +35,8 @@ pub struct Objects {
     pub pvs: Vec<Obj<PersistentVolume>>,
     pub storageclasses: Vec<Obj<StorageClass>>,
     pub namespaces: Vec<Obj<Namespace>>,
+    /// Read for consolidation (how many pods a decision may evict at once); planning ignores them.
+    pub pdbs: Vec<Obj<PodDisruptionBudget>>,
 }
 
 fn typed<T: DeserializeOwned>(raw: &RawObject) -> Result<Obj<T>, InputError> {
@@ -74,6 +77,7 @@ pub fn type_all(raws: &[RawObject]) -> (Objects, Vec<String>, Vec<InputError>) {
             ("PersistentVolume", _) => typed(raw).map(|x| o.pvs.push(x)),
             ("StorageClass", _) => typed(raw).map(|x| o.storageclasses.push(x)),
             ("Namespace", _) => typed(raw).map(|x| o.namespaces.push(x)),
+            ("PodDisruptionBudget", "policy") => typed(raw).map(|x| o.pdbs.push(x)),
             _ => {
                 warnings.push(format!("{}: {} ({}): kind not used by stowage, skipped", raw.source, raw.describe(), raw.api_version));
                 Ok(())
@@ -124,5 +128,6 @@ pub fn duplicates(o: &Objects) -> Vec<InputError> {
     first_copy("PersistentVolume", &o.pvs, false, &mut errors);
     first_copy("StorageClass", &o.storageclasses, false, &mut errors);
     first_copy("Namespace", &o.namespaces, false, &mut errors);
+    first_copy("PodDisruptionBudget", &o.pdbs, true, &mut errors);
     errors
 }

@@ -3,7 +3,7 @@
 //! - **Emptiness**: a registered node of a NodePool with no pod on it but DaemonSet and terminal pods,
 //!   and no pod nominated to it, is removed once it has been empty for the pool's `consolidateAfter`
 //!   (`Never` disables it). Karpenter does this under both consolidation policies; consolidation of
-//!   underutilised nodes (moving pods) is not simulated. The decision is the controller's own
+//!   underutilised nodes (moving pods) is `super::consolidation`'s. The decision is the controller's own
 //!   (`stowage_decide::disruption`); this module turns the simulated cluster into its candidates.
 //!   Disruption budgets bound how many nodes are being disrupted at once; the simulator removes a node
 //!   the instant it is due, so a budget never binds here and every pool gets `100%`.

@@ -4,7 +4,8 @@
 //! Immediate volumes, then a binder pass whenever anything kube-scheduler watches changed, repeated
 //! until nothing moves), then jumps to the next timed event: a batch window closing, an instance
 //! running or registering, a NodeClaim's registration timeout, an empty node due for consolidation, a
-//! refused offering coming back, a node expiring. Whether a NodeClaim registers or times out is the
+//! node due for a consolidation round (`super::consolidation`), a refused offering coming back, a node
+//! expiring. Whether a NodeClaim registers or times out is the
 //! controller's own decision (`stowage_decide::lifecycle`) on the simulated clock. Nothing else advances time, so a run is a pure function of the scenario (and of the
 //! planner's answers).
 //!
@@ -23,13 +24,14 @@ use k8s_openapi::api::core::v1::PodStatus;
 
 use super::binder;
 use super::cloud::{self, Cloud, INSUFFICIENT_CAPACITY};
+use super::consolidation::{Consolidation, InProgress};
 use super::controllers::{self, remove_named, suffix};
 use super::disruption::Disruption;
 use super::events::{Event, EventKind, PlanVerdict};
 use super::expect::{self, Check, Observed};
 use super::planner::Planner;
 use super::provisioner;
-use super::report::{self, Report};
+use super::report::{self, CostPoint, Report};
 use super::scenario::{Action, ObjectRef, Scenario};
 use super::time::{SimTime, short};
 use super::volumes;
@@ -101,6 +103,8 @@ struct Since {
     launches: usize,
     launch_batches: usize,
     batches: usize,
+    /// Consolidation decisions whose nodes were removed.
+    consolidations: usize,
     new_nodes: BTreeSet<String>,
 }
 
@@ -118,6 +122,10 @@ pub(super) struct Engine<'a> {
     batcher: Batcher<SimTime>,
     refused: Unavailable<SimTime>,
     disruption: Disruption,
+    consolidation: Consolidation,
+    /// Consolidation rounds decided (names the replacements' batch).
+    consolidations: u32,
+    cost_over_time: Vec<CostPoint>,
     claims: BTreeMap<String, Claim>,
     /// Pod uid → the NodeClaim in flight the latest plan meant for it.
     nominated: BTreeMap<String, String>,
@@ -149,6 +157,9 @@ impl<'a> Engine<'a> {
             batcher: Batcher::new(BatchConfig { idle: s.batch_idle, max: s.batch_max }),
             refused: Unavailable::default(),
             disruption: Disruption::default(),
+            consolidation: Consolidation::default(),
+            consolidations: 0,
+            cost_over_time: Vec::new(),
             claims: BTreeMap::new(),
             nominated: BTreeMap::new(),
             planned: BTreeMap::new(),
@@ -186,6 +197,7 @@ impl<'a> Engine<'a> {
             }
             self.adopt_nodes();
         }
+        self.sample_cost();
         for step in &sc.steps {
             self.step = Some(step.number);
             let n = step.number;
@@ -236,6 +248,7 @@ impl<'a> Engine<'a> {
                         launches: self.since.launches,
                         launch_batches: self.since.launch_batches,
                         batches: self.since.batches,
+                        consolidations: self.since.consolidations,
                         new_nodes: &self.since.new_nodes,
                     };
                     let checks = expect::evaluate(n, e, &observed);
@@ -250,7 +263,8 @@ impl<'a> Engine<'a> {
         self.step = None;
         self.reconcile()?;
         let cluster = self.build()?;
-        Ok(report::finish(
+        let cost_over_time = std::mem::take(&mut self.cost_over_time);
+        let mut report = report::finish(
             sc,
             solver,
             self.now,
@@ -262,7 +276,18 @@ impl<'a> Engine<'a> {
             self.invalid_plans,
             self.settle_timeouts,
             self.batches,
-        ))
+        );
+        report.cost_over_time = cost_over_time;
+        Ok(report)
+    }
+
+    /// Records the cost per hour when it changed.
+    fn sample_cost(&mut self) {
+        // + 0.0: a sum of no prices is -0.0, which would print as "-0.0000".
+        let c = self.cloud.cost_per_hour() + 0.0;
+        if self.cost_over_time.last().is_none_or(|p| (p.cost_per_hour - c).abs() > 1e-9) {
+            self.cost_over_time.push(CostPoint { at: self.now, cost_per_hour: c });
+        }
     }
 
     /// Advances the clock event by event up to `until`. With `settle`, stops as soon as nothing is
@@ -279,6 +304,7 @@ impl<'a> Engine<'a> {
                 Some(t) if t <= until => {
                     self.now = self.now.max(t);
                     self.fire()?;
+                    self.sample_cost();
                 }
                 _ => {
                     self.now = until;
@@ -297,7 +323,7 @@ impl<'a> Engine<'a> {
             let until = lifecycle::decide(&c.observed(name, self.now), self.now, &timeouts).until;
             [(!c.running_logged).then_some(c.running_at), (!c.registered).then_some(c.registers_at), until]
         });
-        [self.batcher.deadline(), self.disruption.next_due(), self.refused.next_expiry()].into_iter().flatten().chain(claims.flatten()).min()
+        [self.batcher.deadline(), self.disruption.next_due(), self.consolidation.next_due(), self.refused.next_expiry()].into_iter().flatten().chain(claims.flatten()).min()
     }
 
     fn next_expiry(&self) -> Option<SimTime> {
@@ -338,7 +364,12 @@ impl<'a> Engine<'a> {
             }
             // The controller's own lifecycle decision (`stowage_decide::lifecycle`), on the simulated clock.
             match lifecycle::decide(&c.observed(&name, now), now, &lifecycle::Timeouts::default()).step {
-                Step::Register { .. } => self.register(&name),
+                Step::Register { .. } => {
+                    self.register(&name);
+                    if let Some(done) = self.consolidation.registered(&name) {
+                        self.drain(done);
+                    }
+                }
                 Step::RegistrationTimeout { since_launch } => self.remove_node(&name, format!("no Node registered {}s after launch (registration timeout)", since_launch.as_secs())),
                 // Launched synchronously, never deleted by anything but `remove_node`, registered and
                 // initialized at once: the other steps do not arise in the simulation.
@@ -349,6 +380,9 @@ impl<'a> Engine<'a> {
         self.reconcile()?;
         if self.batcher.deadline().is_some_and(|t| t <= now) {
             self.provision()?;
+        }
+        if self.consolidation.is_due(now) {
+            self.consolidate()?;
         }
         Ok(())
     }
@@ -369,8 +403,10 @@ impl<'a> Engine<'a> {
                 continue;
             }
             if self.binder_generation == Some(generation) {
-                let nominated: BTreeSet<String> = self.nominated.values().cloned().collect();
+                let mut nominated: BTreeSet<String> = self.nominated.values().cloned().collect();
+                nominated.extend(self.consolidation.protected());
                 self.disruption.observe(&cluster, &nominated, self.sc.settings.consolidation, self.now);
+                self.consolidation.observe(&cluster, &self.world.objects, self.sc.settings.consolidation, self.now);
                 return Ok(());
             }
             self.binder_generation = Some(generation);
@@ -429,6 +465,79 @@ impl<'a> Engine<'a> {
             }
         }
         self.unschedulable = now_unschedulable;
+    }
+
+    /// A consolidation round (the controller's decision, `stowage_decide::consolidation`): launch the
+    /// replacements now, remove the nodes once they are Ready (module doc of `consolidation`).
+    fn consolidate(&mut self) -> Result<(), SimError> {
+        let cluster = self.build()?;
+        let catalog = self.refused.view(&self.sc.settings.catalog, self.now);
+        let settings = stowage_decide::consolidation::Settings::default();
+        let batch = format!("sim-consolidation-{}", self.consolidations + 1);
+        let input = stowage_decide::consolidation::Input {
+            cluster: &cluster,
+            objects: &self.world.objects,
+            catalog: &catalog,
+            weights: &self.sc.settings.weights,
+            settings: &settings,
+            max_instance_types: provisioner::MAX_INSTANCE_TYPES,
+            batch: &batch,
+        };
+        let outcome = self.consolidation.shared().decide(&input, &mut *self.planner, self.now);
+        let d = match outcome {
+            Ok(stowage_decide::consolidation::Outcome::Consolidate(d)) => d,
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                self.log(EventKind::ConsolidationAbandoned { remove: Vec::new(), reason: e.to_string() });
+                return Ok(());
+            }
+        };
+        self.consolidations += 1;
+        let check = self.check_plans.then(|| {
+            let r = check::check(&d.planned_on, &catalog, &d.replacements.plan);
+            PlanVerdict { valid: r.valid(), violations: r.violations.iter().map(|v| v.to_string()).collect() }
+        });
+        let valid = check.as_ref().is_none_or(|c| c.valid);
+        let remove: Vec<String> = d.remove.iter().map(|r| r.node.clone()).collect();
+        self.log(EventKind::Consolidation {
+            remove: remove.clone(),
+            replacements: d.replacements.claims.len(),
+            pods: d.remove.iter().map(|r| r.pods.len()).sum(),
+            saving_per_hour: d.saving,
+            disruption_cost: d.disruption_cost,
+            cost_before: d.cost_before,
+            cost_after: d.cost_after,
+            lower_bound: d.lower_bound,
+            evaluations: d.evaluations,
+            check,
+        });
+        if !valid {
+            // Reported with the batches' invalid plans as 0: a consolidation round, not a batch.
+            self.invalid_plans.push(0);
+            self.log(EventKind::ConsolidationAbandoned { remove, reason: "the checker rejected the displaced pods' placement".into() });
+            return Ok(());
+        }
+        let launched = self.launch(&d.planned_on, &catalog, &d.replacements)?;
+        if launched.values().any(Option::is_none) {
+            self.log(EventKind::ConsolidationAbandoned { remove, reason: "a replacement could not be launched".into() });
+            return Ok(());
+        }
+        self.consolidation.start(&d, launched.into_values().flatten().collect());
+        if d.replacements.claims.is_empty()
+            && let Some(done) = self.consolidation.in_progress.take()
+        {
+            self.drain(done);
+        }
+        Ok(())
+    }
+
+    /// Every replacement of a consolidation is Ready: its nodes go (their pods are recreated by their
+    /// controllers and placed by kube-scheduler).
+    fn drain(&mut self, done: InProgress) {
+        self.since.consolidations += 1;
+        for node in &done.remove {
+            self.remove_node(node, done.reason.clone());
+        }
     }
 
     /// A batch window closed: the provisioning decision (the controller's) over every pending pod,
@@ -646,6 +755,11 @@ impl<'a> Engine<'a> {
 
     /// Removes a node, its NodeClaim and its instance. Its pods go with it (pod GC runs next).
     fn remove_node(&mut self, node: &str, reason: String) {
+        if self.consolidation.in_progress.as_ref().is_some_and(|p| p.waiting.contains(node))
+            && let Some(p) = self.consolidation.in_progress.take()
+        {
+            self.log(EventKind::ConsolidationAbandoned { remove: p.remove, reason: format!("replacement {node} removed before it was Ready") });
+        }
         self.world.objects.nodes.retain(|n| n.obj.metadata.name.as_deref() != Some(node));
         self.world.objects.nodeclaims.retain(|c| c.obj.metadata.name.as_deref() != Some(node) && c.obj.status.as_ref().and_then(|s| s.node_name.as_deref()) != Some(node));
         self.cloud.terminate_node(node, self.now);

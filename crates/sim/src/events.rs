@@ -110,6 +110,25 @@ pub enum EventKind {
     Registered { node: String },
     #[serde(rename_all = "camelCase")]
     NodeRemoved { node: String, reason: String },
+    /// The consolidation decision (`stowage_decide::consolidation`): nodes to remove once the
+    /// replacements it launches are Ready.
+    #[serde(rename_all = "camelCase")]
+    Consolidation {
+        remove: Vec<String>,
+        replacements: usize,
+        pods: usize,
+        saving_per_hour: f64,
+        disruption_cost: f64,
+        cost_before: f64,
+        cost_after: f64,
+        lower_bound: f64,
+        evaluations: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        check: Option<PlanVerdict>,
+    },
+    /// A consolidation whose replacements could not all be launched: nothing is removed.
+    #[serde(rename_all = "camelCase")]
+    ConsolidationAbandoned { remove: Vec<String>, reason: String },
     #[serde(rename_all = "camelCase")]
     Expectation { step: usize, held: usize, failed: usize },
     #[serde(rename_all = "camelCase")]
@@ -192,6 +211,24 @@ impl fmt::Display for EventKind {
             InstanceRunning { node, instance } => write!(f, "instance {instance} running for {node}"),
             Registered { node } => write!(f, "node {node} registered"),
             NodeRemoved { node, reason } => write!(f, "node {node} removed ({reason})"),
+            Consolidation { remove, replacements, pods, saving_per_hour, disruption_cost, cost_before, cost_after, lower_bound, evaluations, check } => {
+                write!(
+                    f,
+                    "consolidation: remove {} ({pods} pod(s) to move) after {replacements} replacement(s) are Ready; saves {} against a disruption cost of {}; {} -> {} (lower bound {}, {evaluations} set(s) planned)",
+                    remove.join(", "),
+                    price(*saving_per_hour),
+                    price(*disruption_cost),
+                    price(*cost_before),
+                    price(*cost_after),
+                    price(*lower_bound)
+                )?;
+                match check {
+                    Some(c) if c.valid => write!(f, "; checker: valid"),
+                    Some(c) => write!(f, "; checker: INVALID ({})", c.violations.join("; ")),
+                    None => Ok(()),
+                }
+            }
+            ConsolidationAbandoned { remove, reason } => write!(f, "consolidation of {} abandoned: {reason}", remove.join(", ")),
             Expectation { step, held, failed } => {
                 if *failed == 0 {
                     write!(f, "step {step}: all {held} expectation(s) hold")

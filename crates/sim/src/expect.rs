@@ -37,6 +37,7 @@ pub(crate) struct Observed<'a> {
     pub launches: usize,
     pub launch_batches: usize,
     pub batches: usize,
+    pub consolidations: usize,
     /// Nodes launched since the previous `expect` step.
     pub new_nodes: &'a BTreeSet<String>,
 }
@@ -88,6 +89,9 @@ pub(crate) fn evaluate(step: usize, e: &Expect, o: &Observed) -> Vec<Check> {
     }
     if let Some(want) = e.batches {
         out.push(count(step, "batches".into(), want, o.batches));
+    }
+    if let Some(want) = e.consolidations {
+        out.push(count(step, "consolidations".into(), want, o.consolidations));
     }
     for (i, d) in e.domains.iter().enumerate() {
         let per = domain_counts(o, &d.key, &d.selector, d.namespace.as_deref());

@@ -14,6 +14,8 @@
 //!                                          │               insufficient capacity, bill)
 //!                                          └─► NodeClaim in flight ─► Node registers
 //!                                 disruption: empty nodes after consolidateAfter, expireAfter
+//!                                 consolidation: stowage_decide::consolidation (underutilised nodes
+//!                                   removed once their replacements are Ready)
 //! ```
 //!
 //! Pure and deterministic: no async runtime, no wall clock (the one exception is the MILP's time
@@ -23,11 +25,12 @@
 //!
 //! One module per concern: [`scenario`] (the file format), [`world`] (the objects), [`controllers`],
 //! [`volumes`], [`binder`], [`cloud`], [`provisioner`] (the shared provisioning decision over the
-//! world; registered Nodes), [`disruption`], [`planner`] (stowage's planners behind the seam), [`engine`] (the event loop), [`expect`], [`events`] and
+//! world; registered Nodes), [`disruption`], [`consolidation`], [`planner`] (stowage's planners behind the seam), [`engine`] (the event loop), [`expect`], [`events`] and
 //! [`report`] (outputs), [`time`].
 
 pub mod binder;
 pub mod cloud;
+pub mod consolidation;
 pub mod controllers;
 pub mod disruption;
 pub mod engine;

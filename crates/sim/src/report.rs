@@ -37,6 +37,13 @@ pub struct NodeRow {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
+pub struct CostPoint {
+    pub at: SimTime,
+    pub cost_per_hour: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PendingRow {
     pub pod: String,
     pub message: String,
@@ -65,6 +72,8 @@ pub struct Report {
     pub cost_per_hour: f64,
     /// USD billed over the whole run.
     pub bill: f64,
+    /// The cost per hour of the instances not terminated, at each moment it changed.
+    pub cost_over_time: Vec<CostPoint>,
     pub synthetic_prices: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
@@ -161,6 +170,7 @@ pub(super) fn finish(
         pending,
         cost_per_hour: cloud.cost_per_hour(),
         bill: cloud.bill(now),
+        cost_over_time: Vec::new(),
         synthetic_prices,
         warnings: sc.warnings.clone(),
         timeline,
@@ -246,6 +256,10 @@ pub fn render(r: &Report, with_timeline: bool) -> String {
         }
     }
     let _ = writeln!(out, "  cost ${:.4}/h now; billed ${:.4} over {}{}", r.cost_per_hour, r.bill, r.ended_at, if r.synthetic_prices { " (spot prices are synthetic)" } else { "" });
+    if !r.cost_over_time.is_empty() {
+        let points: Vec<String> = r.cost_over_time.iter().map(|c| format!("{} ${:.4}/h", c.at, c.cost_per_hour)).collect();
+        let _ = writeln!(out, "  cost over time: {}", points.join(", "));
+    }
     let _ = writeln!(out, "\nexpectations");
     if r.checks.is_empty() {
         let _ = writeln!(out, "  (none)");

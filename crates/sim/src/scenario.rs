@@ -275,6 +275,9 @@ pub struct Expect {
     /// Provisioning batches (planner runs) since the previous `expect` step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batches: Option<usize>,
+    /// Consolidation decisions (underutilised nodes) carried out since the previous `expect` step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consolidations: Option<usize>,
     /// Matching pods per topology domain, as a multiset.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub domains: Vec<DomainCounts>,

@@ -88,6 +88,7 @@ impl World {
         default_namespace(&mut new.jobs);
         default_namespace(&mut new.daemonsets);
         default_namespace(&mut new.pvcs);
+        default_namespace(&mut new.pdbs);
         let mut log = Vec::new();
         macro_rules! merge {
             ($field:ident, $kind:literal) => {
@@ -117,6 +118,7 @@ impl World {
         merge!(statefulsets, "StatefulSet");
         merge!(jobs, "Job");
         merge!(pods, "Pod");
+        merge!(pdbs, "PodDisruptionBudget");
         self.touch();
         log
     }

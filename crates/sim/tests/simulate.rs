@@ -1,7 +1,8 @@
 //! The simulator end to end (src/sim, docs/formats.md §4): the four seed scenarios with both planners,
 //! every plan checked by the independent checker on the way; seed-1 with its first-choice spot
 //! offering out of capacity; a planner that ignores spread constraints, which the simulated
-//! kube-scheduler refuses to follow; determinism; and the simulator's own layering.
+//! kube-scheduler refuses to follow; determinism; the consolidation scenarios (from disk); and the
+//! simulator's own layering.
 
 use std::path::Path;
 
@@ -362,4 +363,56 @@ fn a_node_later_than_the_registration_timeout_is_removed_at_the_timeout() {
     // A launch that had not reached its timeout when the run ended is still waiting, not removed.
     assert!(launched.len() > timed_out.len(), "{}", text(&r));
     assert!(!r.timeline.iter().any(|e| matches!(&e.kind, EventKind::Registered { .. })), "no node registers\n{}", text(&r));
+}
+
+/// A scenario of the repository's scenarios/ folder, read from disk (the consolidation scenarios are
+/// not among the embedded seeds).
+fn from_disk(folder: &str) -> Scenario {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios").join(folder).join("scenario.yaml");
+    scenario::load(&path, &scenario::Disk).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// consolidation-1 (issue 17): the load drops, the shared consolidation decision removes half-empty
+/// nodes, the replacement is Ready before any of them goes, no pod is left pending, and the cost over
+/// time falls; with both planners, every plan (consolidation's too) checked.
+#[test]
+fn consolidation_1_consolidates_after_the_load_drops_replacements_first() {
+    let sc = from_disk("consolidation-1-load-drops");
+    for solver in SOLVERS {
+        let r = run(&sc, solver);
+        assert_passed(&r);
+        let decided = r.timeline.iter().position(|e| matches!(e.kind, EventKind::Consolidation { .. })).unwrap_or_else(|| panic!("no consolidation\n{}", text(&r)));
+        let EventKind::Consolidation { remove, replacements, check, .. } = &r.timeline[decided].kind else { unreachable!() };
+        assert!(check.as_ref().is_some_and(|c| c.valid), "{}", text(&r));
+        let launched: Vec<&str> = r.timeline[decided..]
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Launch { node, .. } => Some(node.as_str()),
+                _ => None,
+            })
+            .take(*replacements)
+            .collect();
+        let at = |want: &dyn Fn(&EventKind) -> bool| r.timeline.iter().position(|e| want(&e.kind)).unwrap_or_else(|| panic!("missing event\n{}", text(&r)));
+        for node in remove {
+            let removed = at(&|k| matches!(k, EventKind::NodeRemoved { node: n, .. } if n == node));
+            for new in &launched {
+                let ready = at(&|k| matches!(k, EventKind::Registered { node: n } if n == new));
+                assert!(ready < removed, "{node} was removed before its replacement {new} was Ready\n{}", text(&r));
+            }
+        }
+        let peak = r.cost_over_time.iter().map(|c| c.cost_per_hour).fold(0.0, f64::max);
+        let last = r.cost_over_time.last().expect("the cost was sampled").cost_per_hour;
+        assert!(last < peak / 2.0, "cost over time {:?}", r.cost_over_time);
+    }
+}
+
+/// consolidation-1b: the same load drop with do-not-disrupt pods: no node holding a pod goes.
+#[test]
+fn do_not_disrupt_pods_prevent_consolidation_in_the_simulation() {
+    let sc = from_disk("consolidation-1b-do-not-disrupt");
+    for solver in SOLVERS {
+        let r = run(&sc, solver);
+        assert_passed(&r);
+        assert!(!r.timeline.iter().any(|e| matches!(e.kind, EventKind::Consolidation { .. })), "{}", text(&r));
+    }
 }

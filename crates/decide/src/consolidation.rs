@@ -1,0 +1,698 @@
+//! Consolidation of underutilised nodes (`consolidationPolicy: WhenEmptyOrUnderutilized`, and
+//! `Balanced`, treated alike), once for the controller and the simulator: which managed nodes to
+//! remove and which replacement nodes to launch so that every displaced pod has a place
+//! kube-scheduler accepts, at a lower cost.
+//!
+//! ```text
+//!  Input { cluster at rest (no pending pod, no NodeClaim in flight), objects (pods' annotations and
+//!          owners, Nodes, NodeClaims, NodePools, PodDisruptionBudgets), catalog, weights, settings }
+//!     │ candidates: initialized managed nodes of a pool that consolidates underutilised nodes, whose
+//!     │   pods have been unchanged for consolidateAfter, with no do-not-disrupt pod or node, no pod
+//!     │   that cannot move (bare pods, pods whose volume is bound to the node), a price in the catalog
+//!     ▼
+//!  search over candidate sets S (below); each S is evaluated by the provisioning decision
+//!  (crate::provision::decide, the planners and kube-scheduler's replay) on the cluster with S's
+//!  nodes gone and their pods pending
+//!     ▼
+//!  Decision { remove (nodes, the pods they displace), replacements (a provision::Decision: the
+//!             NodeClaims to launch, where each displaced pod is meant to go), costs, lower bound }
+//! ```
+//!
+//! **Encoding.** Evaluating a set S is the existing planning problem with S's nodes removed and their
+//! workload pods pending ([`displaced_cluster`]): the same semantics, planners, replay and checker as
+//! provisioning, so a displaced pod is only ever planned where kube-scheduler would accept it. A set is
+//! feasible when the plan leaves no displaced pod unschedulable.
+//!
+//! **Objective.** For a feasible S: `saving(S) = Σ cost(removed) − Σ cost(replacements)` ($/h, each
+//! node's cost is the weights' `node_cost` of its offering's price), and
+//! `disruption(S) = podMoveCost × Σ evictionCost(p)` over the pods S displaces, where `evictionCost` is
+//! Karpenter's: `1 + pod-deletion-cost / 2^27 + priority / 2^25`, clamped to `[0, 10]` (Karpenter
+//! clamps to `[-10, 10]`; the lower clamp at 0 keeps the lower bound below valid). S is acted on only if
+//! `saving(S) − disruption(S) ≥ minSaving` (the stated margin, $/h).
+//!
+//! **Search (the choice, and its limits).** Not a MILP over keep binaries: the MILP's families model
+//! new nodes as configurations priced per pattern and existing nodes as fixed capacity, and a keep
+//! binary per existing node whose pods stay only if it is kept does not fit that structure without a
+//! new family owning the pods already bound. Instead a greedy augmentation with the planner as oracle:
+//! candidates are ranked by their estimated saving (`cost × (1 − utilisation) − disruption`, utilisation
+//! the larger of cpu and memory requested over allocatable), then S grows one candidate at a time;
+//! `S ∪ {c}` replaces S when it is feasible, within budgets and PDBs, and nets more. The first
+//! evaluations are therefore Karpenter's single-node deletes and replaces, and later ones its
+//! multi-node consolidation, but in saving order instead of a fixed order and without the binary
+//! search's prefix restriction. At most `maxEvaluations` plans are made. Limits: greedy, so a pair
+//! that pays only together when neither pays alone is missed; the objective of each evaluation is the
+//! planner's (MILP within its budget, or greedy), not a proven optimum. To show how far from the best
+//! any consolidation could be, each decision reports a **lower bound** on the hourly cost of the
+//! cluster after any consolidation of the candidates ([`lower_bound`]): the non-candidate nodes'
+//! cost plus, per resource (cpu, memory, pods), the candidates' pods' requests not fitting the free
+//! room of non-candidate nodes times the cheapest cost per unit of that resource over the catalog and
+//! the candidates. Every solution keeps or launches at least that capacity, so the bound holds.
+//!
+//! **Rules.**
+//! - `WhenEmpty` pools never consolidate non-empty nodes (emptiness is [`crate::disruption`]'s).
+//! - `consolidateAfter`: a node's workload pods (by uid) unchanged for that long; `Never` disables.
+//!   The memory is [`Consolidation`]'s; in the controller it restarts with the process (a later
+//!   decision, never an earlier one).
+//! - `karpenter.sh/do-not-disrupt: "true"` on a non-terminal pod, the Node or its NodeClaim blocks the node.
+//! - Pods that cannot move block their node: bare pods (no controller owner; mirror pods, owned by
+//!   the Node, are neither moved nor blocking), and pods with a volume bound to the node's hostname
+//!   (local storage with no replacement). Pods with `emptyDir` move, as in Karpenter (their data is lost).
+//! - Disruption budgets: per pool, the budgets whose `reasons` are unset or include `Underutilized`
+//!   (`nodes` a count or a percentage of the pool's nodes, the smallest wins; a budget with a
+//!   `schedule` is treated as always active, as [`crate::disruption`] does), minus the pool's nodes
+//!   already being deleted, bound how many of the pool's nodes one decision removes.
+//! - PodDisruptionBudgets: a decision never needs more simultaneous evictions of a PDB's pods than it
+//!   allows now (`status.disruptionsAllowed` when the status is there, else computed from
+//!   `minAvailable` / `maxUnavailable` over the matching pods, healthy meaning bound and Running).
+//! - Spot-to-spot replacement (a removed spot node and a spot replacement) follows Karpenter: only with
+//!   the `spotToSpot` setting (Karpenter's `SpotToSpotConsolidation` feature gate, off by default), for
+//!   a single node, and only when the replacement's NodeClaim allows at least
+//!   [`MIN_SPOT_TO_SPOT_TYPES`] instance types cheaper than the removed node.
+//! - Order: the replacements are launched and Ready before any removed node drains. The executor (the
+//!   simulator's engine; the controller when it is wired) launches every NodeClaim of
+//!   [`Decision::replacements`], waits until each one's Node is Ready, and only then deletes the
+//!   removed nodes' NodeClaims; if a launch fails, it removes nothing.
+//!
+//! Not here yet (issue 17): the re-validation after a short wait, budget schedules evaluated in time,
+//! a disruption cost for how recently a pod moved, reason events, drift and interruption.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod as PodObj;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::disruption::{Moment, allowed_disruptions, pool_policy};
+use super::provision::{self, Planner, PodRef, ProvisionError};
+use stowage_core::domain::catalog::{Catalog, SPOT};
+use stowage_core::domain::labels::keys;
+use stowage_core::domain::nodepool::ConsolidationPolicy;
+use stowage_core::domain::pod::{Pod, PodPhase};
+use stowage_core::domain::resources::Resources;
+use stowage_core::domain::{Cluster, Node};
+use stowage_core::weights::Weights;
+use stowage_input::Objects;
+use stowage_input::api::NodePool as NodePoolObj;
+use stowage_input::ids::stable_hash;
+
+/// `karpenter.sh/do-not-disrupt`.
+pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// `controller.kubernetes.io/pod-deletion-cost`.
+pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+/// Karpenter's `MinInstanceTypesForSpotToSpotConsolidation`.
+pub const MIN_SPOT_TO_SPOT_TYPES: usize = 15;
+/// The disruption reason budgets name for this decision.
+pub const REASON: &str = "Underutilized";
+
+/// How consolidation weighs disruption against saving.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// $/h charged per unit of a displaced pod's eviction cost (module doc).
+    pub pod_move_cost: f64,
+    /// The margin: the saving must beat the disruption cost by at least this much ($/h).
+    pub min_saving: f64,
+    /// Karpenter's `SpotToSpotConsolidation` feature gate.
+    pub spot_to_spot: bool,
+    /// Most candidate sets planned per decision.
+    pub max_evaluations: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { pod_move_cost: 0.002, min_saving: 0.005, spot_to_spot: false, max_evaluations: 16 }
+    }
+}
+
+/// What a decision is made on.
+#[derive(Clone, Copy)]
+pub struct Input<'a> {
+    /// The cluster (`stowage_input::build` of `objects`).
+    pub cluster: &'a Cluster,
+    pub objects: &'a Objects,
+    /// The catalog with refused offerings unavailable (prices of existing nodes are read from it too).
+    pub catalog: &'a Catalog,
+    pub weights: &'a Weights,
+    pub settings: &'a Settings,
+    /// Most instance types a replacement NodeClaim allows.
+    pub max_instance_types: usize,
+    /// Written into the replacements' batch annotation.
+    pub batch: &'a str,
+}
+
+/// A node the decision removes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Removal {
+    pub node: String,
+    pub nodepool: String,
+    /// Objective cost per hour (weights applied) and the offering's price.
+    pub cost: f64,
+    pub price: f64,
+    pub capacity_type: String,
+    /// The workload pods it displaces.
+    pub pods: Vec<PodRef>,
+}
+
+/// A consolidation to carry out: launch every replacement, wait until each is Ready, then remove.
+#[derive(Clone, Debug)]
+pub struct Decision {
+    pub remove: Vec<Removal>,
+    /// The NodeClaims to launch first and where each displaced pod is meant to go.
+    pub replacements: provision::Decision,
+    /// The cluster the replacements were planned on (the removed nodes gone, their pods pending): what
+    /// the checker judges `replacements.plan` against.
+    pub planned_on: Cluster,
+    /// $/h of the nodes with a catalog price, now and after the decision.
+    pub cost_before: f64,
+    pub cost_after: f64,
+    /// `Σ removed − Σ replacements` ($/h).
+    pub saving: f64,
+    pub disruption_cost: f64,
+    /// A lower bound on `cost_after` over every consolidation of the candidates (module doc).
+    pub lower_bound: f64,
+    /// Candidate sets planned.
+    pub evaluations: usize,
+}
+
+impl Decision {
+    /// One line for events and logs.
+    pub fn reason(&self) -> String {
+        let nodes: Vec<&str> = self.remove.iter().map(|r| r.node.as_str()).collect();
+        let moved: usize = self.remove.iter().map(|r| r.pods.len()).sum();
+        format!(
+            "underutilized: remove {} ({} pods moved, {} replacement{}), saving ${:.4}/h against a disruption cost of ${:.4}/h; cost ${:.4}/h -> ${:.4}/h, lower bound ${:.4}/h",
+            nodes.join(", "),
+            moved,
+            self.replacements.claims.len(),
+            if self.replacements.claims.len() == 1 { "" } else { "s" },
+            self.saving,
+            self.disruption_cost,
+            self.cost_before,
+            self.cost_after,
+            self.lower_bound
+        )
+    }
+}
+
+/// Why no decision was made this round (none is an error: the cluster is left as it is).
+#[derive(Debug, thiserror::Error)]
+pub enum ConsolidationError {
+    /// The provisioning decision failed on a candidate set for another reason than a pod without a
+    /// place (a planner error, an invalid plan): nothing is removed; fix what the inner error names.
+    #[error("consolidation could not evaluate removing {nodes}: {source}")]
+    Provision { nodes: String, source: ProvisionError },
+}
+
+/// What a round found.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// The cluster is not at rest (pending pods or NodeClaims in flight): nothing is judged.
+    NotSettled,
+    /// No candidate set pays for its disruption; `lower_bound` as in [`Decision`].
+    Nothing {
+        candidates: usize,
+        evaluations: usize,
+        cost: f64,
+        lower_bound: f64,
+    },
+    Consolidate(Box<Decision>),
+}
+
+/// One candidate node, with what the search needs.
+#[derive(Clone, Debug)]
+struct Cand {
+    node: usize,
+    pool: String,
+    cost: f64,
+    price: f64,
+    capacity_type: String,
+    pods: Vec<usize>,
+    disruption: f64,
+    rank: f64,
+}
+
+/// The memory of when each node's pods last changed.
+#[derive(Clone, Debug)]
+pub struct Consolidation<T> {
+    /// Node → (hash of its workload pods' uids, since when).
+    since: BTreeMap<String, (u64, T)>,
+    /// The cluster's fingerprint and due nodes of the last round: a round that found nothing is not
+    /// repeated until something changes or another node becomes due.
+    tried: Option<(u64, BTreeSet<String>)>,
+}
+
+impl<T> Default for Consolidation<T> {
+    fn default() -> Self {
+        Consolidation { since: BTreeMap::new(), tried: None }
+    }
+}
+
+/// Karpenter's eviction cost of a pod, clamped to `[0, 10]` (module doc).
+pub fn eviction_cost(pod: &Pod, obj: Option<&PodObj>) -> f64 {
+    let deletion = obj.and_then(|o| o.metadata.annotations.as_ref()).and_then(|a| a.get(POD_DELETION_COST)).and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(0.0);
+    (1.0 + deletion / 2f64.powi(27) + pod.priority as f64 / 2f64.powi(25)).clamp(0.0, 10.0)
+}
+
+fn annotated(md: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    md.annotations.as_ref().and_then(|a| a.get(DO_NOT_DISRUPT)).is_some_and(|v| v == "true")
+}
+
+/// Workload pods bound to a node: not DaemonSet, not terminal, not mirror pods.
+fn workload_on<'c>(cluster: &'c Cluster, node: &'c str) -> impl Iterator<Item = (usize, &'c Pod)> + 'c {
+    cluster.pods.iter().enumerate().filter(move |(_, p)| p.node_name.as_deref() == Some(node) && !p.is_daemon() && !p.is_terminal() && !is_mirror(p))
+}
+
+fn is_mirror(p: &Pod) -> bool {
+    p.owner.as_ref().is_some_and(|o| o.kind == "Node")
+}
+
+/// The objective cost of a node with this offering (no NodePool-weight deficit: consolidation compares
+/// nodes of any pool on price).
+fn node_cost(weights: &Weights, price: f64, capacity_type: &str) -> f64 {
+    weights.node_cost(price, capacity_type == SPOT, 0)
+}
+
+/// A node's offering price from the catalog (instance type, zone, capacity type labels).
+fn node_price(catalog: &Catalog, n: &Node) -> Option<(f64, String)> {
+    let ct = n.label(keys::CAPACITY_TYPE).unwrap_or("on-demand").to_string();
+    let (it, zone) = (n.label(keys::INSTANCE_TYPE)?, n.label(keys::ZONE)?);
+    let price = catalog.get(it)?.offerings.iter().find(|o| o.zone == zone && o.capacity_type == ct)?.price;
+    Some((price, ct))
+}
+
+/// The pods' objects by namespace/name.
+fn pod_objects(objects: &Objects) -> BTreeMap<(String, String), &PodObj> {
+    objects.pods.iter().map(|o| ((o.obj.metadata.namespace.clone().unwrap_or_else(|| "default".into()), o.obj.metadata.name.clone().unwrap_or_default()), &o.obj)).collect()
+}
+
+/// Why a pod pins its node (module doc, rules), if it does.
+fn unmovable(p: &Pod, obj: Option<&PodObj>, node: &str) -> Option<&'static str> {
+    if obj.is_some_and(|o| annotated(&o.metadata)) {
+        return Some("a pod has karpenter.sh/do-not-disrupt");
+    }
+    if p.owner.is_none() {
+        return Some("a pod has no controller owner");
+    }
+    let hostname_bound =
+        p.volumes.node_terms.iter().any(|alts| !alts.is_empty() && alts.iter().all(|t| t.expressions.iter().any(|e| e.key == keys::HOSTNAME && e.values.len() == 1 && e.values[0] == node)));
+    if hostname_bound || p.volumes.selected_node.as_deref() == Some(node) {
+        return Some("a pod's volume is bound to the node");
+    }
+    None
+}
+
+impl<T: Moment> Consolidation<T> {
+    /// Records each managed node's workload pods at `now` (restarting a node's timer when they change).
+    pub fn observe(&mut self, cluster: &Cluster, now: T) {
+        let mut seen = BTreeMap::new();
+        for n in cluster.nodes.iter().filter(|n| n.nodepool.is_some() && !n.in_flight) {
+            let mut uids: Vec<&str> = workload_on(cluster, &n.name).map(|(_, p)| p.uid.as_str()).collect();
+            uids.sort();
+            let h = stable_hash(&uids);
+            let since = match self.since.get(&n.name) {
+                Some(&(old, t)) if old == h => t,
+                _ => now,
+            };
+            seen.insert(n.name.clone(), (h, since));
+        }
+        self.since = seen;
+    }
+
+    /// Nodes whose pods have been unchanged for their pool's `consolidateAfter` at `now`, with the
+    /// pools that consolidate underutilised nodes.
+    fn due(&self, cluster: &Cluster, objects: &Objects, now: T) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for n in &cluster.nodes {
+            let Some((_, since)) = self.since.get(&n.name) else { continue };
+            let Some(after) = consolidate_after(cluster, objects, n) else { continue };
+            if now.since(*since) >= after {
+                out.insert(n.name.clone());
+            }
+        }
+        out
+    }
+
+    /// The earliest moment a node not judged yet becomes due (for the loop's sleep).
+    pub fn next_due(&self, cluster: &Cluster, objects: &Objects) -> Option<T> {
+        let fingerprint = fingerprint(cluster);
+        let tried: BTreeSet<String> = match &self.tried {
+            Some((f, due)) if *f == fingerprint => due.clone(),
+            _ => BTreeSet::new(),
+        };
+        cluster
+            .nodes
+            .iter()
+            .filter(|n| !tried.contains(&n.name))
+            .filter_map(|n| {
+                let (_, since) = self.since.get(&n.name)?;
+                Some(*since + consolidate_after(cluster, objects, n)?)
+            })
+            .min()
+    }
+
+    /// Decides a round (module doc). `planner` plans every candidate set.
+    pub fn decide(&mut self, input: &Input, planner: &mut dyn Planner, now: T) -> Result<Outcome, ConsolidationError> {
+        let cluster = input.cluster;
+        let due = self.due(cluster, input.objects, now);
+        // Remembered either way: a round is not repeated until the cluster changes (a node registering,
+        // a pod bound) or another node becomes due.
+        self.tried = Some((fingerprint(cluster), due.clone()));
+        if !cluster.pending().is_empty() || cluster.nodes.iter().any(|n| n.in_flight) {
+            return Ok(Outcome::NotSettled);
+        }
+        let cands = candidates(input, &due);
+        let cost = current_cost(input);
+        let lower_bound = lower_bound(input, &cands);
+        let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound };
+        let best = search.run()?;
+        let evaluations = search.evaluations;
+        Ok(match best {
+            Some(mut d) => {
+                d.evaluations = evaluations;
+                Outcome::Consolidate(Box::new(d))
+            }
+            None => Outcome::Nothing { candidates: cands.len(), evaluations, cost, lower_bound },
+        })
+    }
+}
+
+/// What the last round's memory is keyed on: every node and where every pod is.
+fn fingerprint(cluster: &Cluster) -> u64 {
+    let mut parts: Vec<String> = cluster.nodes.iter().map(|n| format!("n/{}/{}/{}", n.name, n.in_flight, n.deleting)).collect();
+    parts.extend(cluster.pods.iter().map(|p| format!("p/{}/{}", p.uid, p.node_name.as_deref().unwrap_or(""))));
+    parts.sort();
+    stable_hash(&parts.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+fn pool_obj<'o>(objects: &'o Objects, name: &str) -> Option<&'o NodePoolObj> {
+    objects.nodepools.iter().map(|o| &o.obj).find(|o| o.metadata.name.as_deref() == Some(name))
+}
+
+/// `consolidateAfter` of the node's pool when the pool consolidates underutilised nodes.
+fn consolidate_after(cluster: &Cluster, objects: &Objects, n: &Node) -> Option<Duration> {
+    let pool = cluster.nodepool(n.nodepool.as_deref()?)?;
+    if pool.consolidation != ConsolidationPolicy::WhenEmptyOrUnderutilized {
+        return None;
+    }
+    match pool_obj(objects, &pool.name) {
+        Some(o) => pool_policy(o).consolidate_after,
+        None => pool.consolidate_after.map(Duration::from_secs),
+    }
+}
+
+/// Budgets (`nodes` values) of a pool that apply to [`REASON`] (Karpenter's default `10%` if none).
+pub fn underutilized_budgets(pool: Option<&NodePoolObj>) -> Vec<String> {
+    let Some(p) = pool else { return vec!["10%".into()] };
+    let budgets = p.spec.disruption.as_ref().and_then(|d| d.budgets.clone()).unwrap_or_default();
+    if budgets.is_empty() {
+        return vec!["10%".into()];
+    }
+    let applying: Vec<String> = budgets.into_iter().filter(|b| b.reasons.as_ref().is_none_or(|r| r.iter().any(|x| x == REASON))).filter_map(|b| b.nodes).collect();
+    // Budgets exist but none names this reason: Karpenter does not limit it.
+    if applying.is_empty() { vec!["100%".into()] } else { applying }
+}
+
+/// The candidate nodes among `due`, ranked (module doc).
+fn candidates(input: &Input, due: &BTreeSet<String>) -> Vec<Cand> {
+    let (cluster, objects) = (input.cluster, input.objects);
+    let pods = pod_objects(objects);
+    let mut out = Vec::new();
+    for (ni, n) in cluster.nodes.iter().enumerate() {
+        if !due.contains(&n.name) || n.deleting || n.in_flight || n.unschedulable {
+            continue;
+        }
+        let Some(pool) = n.nodepool.clone() else { continue };
+        let node_obj = objects.nodes.iter().map(|o| &o.obj).find(|o| o.metadata.name.as_deref() == Some(n.name.as_str()));
+        let claim = objects.nodeclaims.iter().map(|o| &o.obj).find(|c| c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(n.name.as_str()));
+        if node_obj.is_some_and(|o| annotated(&o.metadata)) || claim.is_some_and(|c| annotated(&c.metadata)) {
+            continue;
+        }
+        let on: Vec<(usize, &Pod)> = workload_on(cluster, &n.name).collect();
+        if on.is_empty() {
+            // Empty nodes are the emptiness decision's (crate::disruption).
+            continue;
+        }
+        let obj = |p: &Pod| pods.get(&(p.namespace.clone(), p.name.clone())).copied();
+        if on.iter().any(|(_, p)| unmovable(p, obj(p), &n.name).is_some()) {
+            continue;
+        }
+        let Some((price, ct)) = node_price(input.catalog, n) else { continue };
+        let cost = node_cost(input.weights, price, &ct);
+        let disruption = input.settings.pod_move_cost * on.iter().map(|(_, p)| eviction_cost(p, obj(p))).sum::<f64>();
+        let mut used = Resources::default();
+        for (_, p) in &on {
+            used.add(&p.requests);
+        }
+        let util = ["cpu", "memory"].iter().map(|r| used.get(r) as f64 / n.allocatable.get(r).max(1) as f64).fold(0.0, f64::max).min(1.0);
+        let rank = cost * (1.0 - util) - disruption;
+        out.push(Cand { node: ni, pool, cost, price, capacity_type: ct, pods: on.iter().map(|(i, _)| *i).collect(), disruption, rank });
+    }
+    out.sort_by(|a, b| b.rank.total_cmp(&a.rank).then_with(|| cluster.nodes[a.node].name.cmp(&cluster.nodes[b.node].name)));
+    out
+}
+
+/// $/h of every node with a catalog price.
+fn current_cost(input: &Input) -> f64 {
+    input.cluster.nodes.iter().filter_map(|n| node_price(input.catalog, n).map(|(p, ct)| node_cost(input.weights, p, &ct))).sum()
+}
+
+/// The lower bound on the cost after any consolidation of the nodes `removable` (module doc). `offers`
+/// are the nodes that could be launched (room for workload pods, cost).
+pub(crate) fn lower_bound_of(cluster: &Cluster, catalog: &Catalog, weights: &Weights, removable: &BTreeSet<usize>, offers: &[(Resources, f64)]) -> f64 {
+    let mut fixed = 0.0;
+    let mut free = Resources::default();
+    let mut demand = Resources::default();
+    let mut unit: BTreeMap<&str, f64> = BTreeMap::new();
+    let dims = ["cpu", "memory", "pods"];
+    let mut offer = |alloc: &Resources, cost: f64| {
+        for d in dims {
+            let a = alloc.get(d);
+            if a > 0 {
+                let u = unit.entry(d).or_insert(f64::INFINITY);
+                *u = u.min(cost / a as f64);
+            }
+        }
+    };
+    for (ni, n) in cluster.nodes.iter().enumerate() {
+        let mut used = Resources::default();
+        for p in cluster.pods.iter().filter(|p| p.node_name.as_deref() == Some(n.name.as_str()) && !p.is_terminal()) {
+            used.add(&p.requests);
+        }
+        let cost = node_price(catalog, n).map(|(p, ct)| node_cost(weights, p, &ct)).unwrap_or(0.0);
+        if removable.contains(&ni) {
+            for (_, p) in workload_on(cluster, &n.name) {
+                demand.add(&p.requests);
+            }
+            offer(&n.allocatable, cost);
+        } else {
+            fixed += cost;
+            for d in dims {
+                free.set(d, free.get(d) + (n.allocatable.get(d) - used.get(d)).max(0));
+            }
+        }
+    }
+    for (room, cost) in offers {
+        offer(room, *cost);
+    }
+    let extra = dims.iter().map(|d| (demand.get(d) - free.get(d)).max(0) as f64 * unit.get(d).copied().filter(|u| u.is_finite()).unwrap_or(0.0)).fold(0.0, f64::max);
+    fixed + extra
+}
+
+/// [`lower_bound_of`] with the NodePools' candidate configurations for the candidates' pods as what
+/// could be launched (the planning problem's, dominated ones pruned, which keeps the cheapest cost per
+/// unit of every resource), or every available offering of the catalog if that problem cannot be built.
+fn lower_bound(input: &Input, cands: &[Cand]) -> f64 {
+    let cluster = input.cluster;
+    let names: BTreeSet<String> = cands.iter().map(|c| cluster.nodes[c.node].name.clone()).collect();
+    let displaced = displaced_cluster(cluster, &names);
+    let offers: Vec<(Resources, f64)> = match stowage_core::solve::problem::Problem::new(&displaced, input.catalog, input.weights) {
+        Ok(p) => p.configs.iter().map(|c| (c.room(), node_cost(input.weights, c.price, &c.capacity_type))).collect(),
+        Err(_) => input.catalog.types.iter().flat_map(|t| t.offerings.iter().filter(|o| o.available).map(move |o| (t.allocatable(), node_cost(input.weights, o.price, &o.capacity_type)))).collect(),
+    };
+    lower_bound_of(cluster, input.catalog, input.weights, &cands.iter().map(|c| c.node).collect(), &offers)
+}
+
+/// The cluster with `remove`'s nodes gone: their workload pods pending, their other pods gone.
+pub fn displaced_cluster(cluster: &Cluster, remove: &BTreeSet<String>) -> Cluster {
+    let mut c = cluster.clone();
+    c.nodes.retain(|n| !remove.contains(&n.name));
+    c.pods.retain(|p| !p.node_name.as_ref().is_some_and(|n| remove.contains(n)) || (!p.is_daemon() && !p.is_terminal() && !is_mirror(p)));
+    for p in &mut c.pods {
+        if p.node_name.as_ref().is_some_and(|n| remove.contains(n)) {
+            p.node_name = None;
+            p.phase = PodPhase::Pending;
+        }
+    }
+    c
+}
+
+/// How many pods each PodDisruptionBudget lets go now, with the pod indices it covers.
+fn pdb_allowances(cluster: &Cluster, pdbs: &[&PodDisruptionBudget]) -> Vec<(i64, BTreeSet<usize>)> {
+    let mut out = Vec::new();
+    for pdb in pdbs {
+        let ns = pdb.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let Some(spec) = &pdb.spec else { continue };
+        let Some(sel) = &spec.selector else { continue };
+        let matching: BTreeSet<usize> =
+            cluster.pods.iter().enumerate().filter(|(_, p)| p.namespace == ns && !p.is_terminal() && stowage_input::expand::selects_labels(sel, &p.labels)).map(|(i, _)| i).collect();
+        let expected = matching.len() as i64;
+        let healthy = matching.iter().filter(|&&i| cluster.pods[i].node_name.is_some() && cluster.pods[i].phase == PodPhase::Running).count() as i64;
+        let resolve = |v: &IntOrString| match v {
+            IntOrString::Int(i) => *i as i64,
+            IntOrString::String(s) => s.trim_end_matches('%').trim().parse::<f64>().map(|p| (p / 100.0 * expected as f64).ceil() as i64).unwrap_or(expected),
+        };
+        let computed = match (&spec.min_available, &spec.max_unavailable) {
+            (Some(min), _) => healthy - resolve(min),
+            (None, Some(max)) => resolve(max) - (expected - healthy),
+            (None, None) => healthy - expected + 1,
+        };
+        let allowed = pdb.status.as_ref().and_then(|s| s.disruptions_allowed).map(i64::from).unwrap_or(computed).max(0);
+        out.push((allowed, matching));
+    }
+    out
+}
+
+/// The greedy augmentation (module doc).
+struct Search<'i, 'a, 'p> {
+    input: &'i Input<'a>,
+    planner: &'p mut dyn Planner,
+    cands: &'i [Cand],
+    evaluations: usize,
+    cost: f64,
+    lower_bound: f64,
+}
+
+impl Search<'_, '_, '_> {
+    fn run(&mut self) -> Result<Option<Decision>, ConsolidationError> {
+        let cluster = self.input.cluster;
+        let pdbs: Vec<&PodDisruptionBudget> = self.input.objects.pdbs.iter().map(|o| &o.obj).collect();
+        let allowances = pdb_allowances(cluster, &pdbs);
+        let mut room: BTreeMap<&str, usize> = BTreeMap::new();
+        for c in self.cands {
+            room.entry(c.pool.as_str()).or_insert_with(|| {
+                let total = cluster.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(c.pool.as_str())).count();
+                let deleting = cluster.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(c.pool.as_str()) && n.deleting).count();
+                allowed_disruptions(&underutilized_budgets(pool_obj(self.input.objects, &c.pool)), total).saturating_sub(deleting)
+            });
+        }
+        let mut chosen: Vec<&Cand> = Vec::new();
+        let mut best: Option<(f64, Decision)> = None;
+        for c in self.cands {
+            if self.evaluations >= self.input.settings.max_evaluations {
+                break;
+            }
+            let mut set = chosen.clone();
+            set.push(c);
+            if !within_budgets(&set, &room) || !within_pdbs(&set, &allowances) {
+                continue;
+            }
+            let Some(d) = self.evaluate(&set)? else { continue };
+            let net = d.saving - d.disruption_cost;
+            if net >= self.input.settings.min_saving && best.as_ref().is_none_or(|(b, _)| net > *b) {
+                chosen = set;
+                best = Some((net, d));
+            }
+        }
+        Ok(best.map(|(_, d)| d))
+    }
+
+    /// Plans the displaced pods of `set`; `None` if one has no place or a rule forbids the result.
+    fn evaluate(&mut self, set: &[&Cand]) -> Result<Option<Decision>, ConsolidationError> {
+        self.evaluations += 1;
+        let cluster = self.input.cluster;
+        let names: BTreeSet<String> = set.iter().map(|c| cluster.nodes[c.node].name.clone()).collect();
+        let planned_on = displaced_cluster(cluster, &names);
+        let p = provision::Input {
+            cluster: &planned_on,
+            objects: self.input.objects,
+            catalog: self.input.catalog,
+            weights: self.input.weights,
+            max_instance_types: self.input.max_instance_types.max(MIN_SPOT_TO_SPOT_TYPES + 1),
+            batch: self.input.batch,
+        };
+        let replacements = match provision::decide(&p, &mut *self.planner) {
+            Ok(d) => d,
+            Err(source) => return Err(ConsolidationError::Provision { nodes: names.into_iter().collect::<Vec<_>>().join(", "), source }),
+        };
+        if !replacements.unschedulable.is_empty() {
+            return Ok(None);
+        }
+        if !self.spot_rules_hold(set, &replacements) {
+            return Ok(None);
+        }
+        let removed: f64 = set.iter().map(|c| c.cost).sum();
+        let added: f64 = replacements.claims.iter().map(|c| node_cost(self.input.weights, c.price, &c.capacity_type)).sum();
+        let remove = set
+            .iter()
+            .map(|c| Removal {
+                node: cluster.nodes[c.node].name.clone(),
+                nodepool: c.pool.clone(),
+                cost: c.cost,
+                price: c.price,
+                capacity_type: c.capacity_type.clone(),
+                pods: c.pods.iter().map(|&i| PodRef { namespace: cluster.pods[i].namespace.clone(), name: cluster.pods[i].name.clone(), uid: cluster.pods[i].uid.clone() }).collect(),
+            })
+            .collect();
+        let mut replacements = replacements;
+        let max_types = self.input.max_instance_types.max(1);
+        for c in &mut replacements.claims {
+            truncate_types(c, max_types);
+        }
+        Ok(Some(Decision {
+            remove,
+            replacements,
+            planned_on,
+            cost_before: self.cost,
+            cost_after: self.cost - removed + added,
+            saving: removed - added,
+            disruption_cost: set.iter().map(|c| c.disruption).sum(),
+            lower_bound: self.lower_bound,
+            evaluations: 0,
+        }))
+    }
+
+    /// Karpenter's spot-to-spot rules (module doc).
+    fn spot_rules_hold(&self, set: &[&Cand], d: &provision::Decision) -> bool {
+        let spot_removed = set.iter().any(|c| c.capacity_type == SPOT);
+        let spot_added: Vec<&provision::PlannedClaim> = d.claims.iter().filter(|c| c.capacity_type == SPOT).collect();
+        if !spot_removed || spot_added.is_empty() {
+            return true;
+        }
+        if !self.input.settings.spot_to_spot || set.len() != 1 {
+            return false;
+        }
+        let limit = set[0].price;
+        spot_added.iter().all(|c| {
+            let cheaper = c.offerings.iter().filter(|o| o.capacity_type == SPOT && o.price < limit).map(|o| o.instance_type.as_str()).collect::<BTreeSet<_>>().len();
+            cheaper >= MIN_SPOT_TO_SPOT_TYPES
+        })
+    }
+}
+
+/// Keeps at most `max` instance types in a replacement NodeClaim (the spot-to-spot count may have
+/// asked for more) and in its offerings.
+fn truncate_types(c: &mut provision::PlannedClaim, max: usize) {
+    let mut keep: BTreeSet<String> = BTreeSet::new();
+    for r in c.nodeclaim.spec.requirements.iter_mut().filter(|r| r.key == keys::INSTANCE_TYPE && r.operator == "In") {
+        r.values.truncate(max);
+        if let Some(m) = r.min_values
+            && m as usize > r.values.len()
+        {
+            r.min_values = Some(r.values.len() as i64);
+        }
+        keep.extend(r.values.iter().cloned());
+    }
+    c.offerings.retain(|o| keep.contains(&o.instance_type));
+}
+
+fn within_budgets(set: &[&Cand], room: &BTreeMap<&str, usize>) -> bool {
+    let mut used: BTreeMap<&str, usize> = BTreeMap::new();
+    for c in set {
+        *used.entry(c.pool.as_str()).or_default() += 1;
+    }
+    used.iter().all(|(p, n)| room.get(p).is_some_and(|r| n <= r))
+}
+
+fn within_pdbs(set: &[&Cand], allowances: &[(i64, BTreeSet<usize>)]) -> bool {
+    allowances.iter().all(|(allowed, pods)| set.iter().flat_map(|c| c.pods.iter()).filter(|i| pods.contains(i)).count() as i64 <= *allowed)
+}

@@ -1,0 +1,295 @@
+//! Table tests for `stowage_decide::consolidation`, one per rule, on real YAML through
+//! `stowage_input`, the real planners (greedy, and the MILP with HiGHS), every decision's placement of
+//! the displaced pods judged by `stowage_core::check`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use stowage_core::domain::catalog::Catalog;
+use stowage_core::solve::{Planner, Solver};
+use stowage_core::weights::Weights;
+use stowage_decide::consolidation::{Consolidation, Decision, Input, Outcome, Settings, displaced_cluster};
+use stowage_decide::provision::quantities;
+use stowage_input::Workload;
+
+fn catalog() -> &'static Catalog {
+    stowage_input::catalog::default_catalog()
+}
+
+fn nodeclass() -> Value {
+    json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}], "subnetSelectorTerms": [{"tags": {"k": "v"}}], "securityGroupSelectorTerms": [{"tags": {"k": "v"}}]}})
+}
+
+/// A NodePool; `families` empty means any family.
+fn nodepool(policy: &str, after: &str, budgets: Value, capacity: &str, families: &[&str]) -> Value {
+    let mut reqs = vec![json!({"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity]}), json!({"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]})];
+    if !families.is_empty() {
+        reqs.push(json!({"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": families}));
+    }
+    json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "np", "uid": "np-uid"},
+        "spec": {"disruption": {"consolidationPolicy": policy, "consolidateAfter": after, "budgets": budgets},
+                 "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": reqs}}}})
+}
+
+fn node(name: &str, it: &str, capacity: &str, annotations: Value) -> Value {
+    let t = catalog().get(it).unwrap();
+    json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "annotations": annotations, "labels": {
+            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+            "node.kubernetes.io/instance-type": it, "karpenter.sh/capacity-type": capacity, "karpenter.sh/nodepool": "np",
+            "karpenter.sh/registered": "true", "karpenter.sh/initialized": "true", "topology.kubernetes.io/zone": "us-east-1a",
+            "karpenter.k8s.aws/instance-family": it.split('.').next().unwrap()}},
+        "spec": {"providerID": format!("aws:///us-east-1a/i-{name}")},
+        "status": {"allocatable": quantities(&t.allocatable()), "capacity": quantities(&t.capacity), "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+/// A Running pod of ReplicaSet `web` (or bare with `owner: false`).
+fn pod(name: &str, node: &str, cpu: &str, owner: bool, annotations: Value) -> Value {
+    let owners = if owner { json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-uid", "controller": true}]) } else { json!([]) };
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "labels": {"app": "web"}, "annotations": annotations, "ownerReferences": owners},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}]},
+        "status": {"phase": "Running"}})
+}
+
+fn load(items: Vec<Value>) -> Workload {
+    let text = serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items})).unwrap();
+    stowage_input::load_texts([(Path::new("test.yaml"), text.as_str())]).unwrap()
+}
+
+/// Three m5.xlarge nodes with one 500m pod each, in a pool of m5 on-demand nodes.
+fn three_half_empty(pool: Value, node_annotations: [Value; 3], pod_annotations: [Value; 3]) -> Vec<Value> {
+    let [na, nb, nc] = node_annotations;
+    let [pa, pb, pc] = pod_annotations;
+    vec![
+        nodeclass(),
+        pool,
+        node("a", "m5.xlarge", "on-demand", na),
+        node("b", "m5.xlarge", "on-demand", nb),
+        node("c", "m5.xlarge", "on-demand", nc),
+        pod("web-a", "a", "500m", true, pa),
+        pod("web-b", "b", "500m", true, pb),
+        pod("web-c", "c", "500m", true, pc),
+    ]
+}
+
+fn m5_pool(policy: &str, after: &str, budgets: Value) -> Value {
+    nodepool(policy, after, budgets, "on-demand", &["m5"])
+}
+
+fn none3() -> [Value; 3] {
+    [json!({}), json!({}), json!({})]
+}
+
+fn greedy() -> Planner {
+    Planner { solver: Solver::Greedy, ..Planner::default() }
+}
+
+/// Observes at 0 and decides at `at` seconds.
+fn decide_with(w: &Workload, settings: &Settings, planner: Planner, at: u64) -> Outcome {
+    let mut c: Consolidation<Duration> = Consolidation::default();
+    c.observe(&w.cluster, Duration::ZERO);
+    let weights = Weights::default();
+    let input = Input { cluster: &w.cluster, objects: &w.objects, catalog: catalog(), weights: &weights, settings, max_instance_types: 20, batch: "consolidation-1" };
+    let mut p = planner;
+    c.decide(&input, &mut p, Duration::from_secs(at)).unwrap()
+}
+
+fn decide(w: &Workload) -> Outcome {
+    decide_with(w, &Settings::default(), greedy(), 0)
+}
+
+/// The decision, with its displaced pods' placement judged by the checker and its costs consistent.
+fn consolidated(o: Outcome) -> Decision {
+    let Outcome::Consolidate(d) = o else { panic!("expected a consolidation, got {o:?}") };
+    let report = stowage_core::check::check(&d.planned_on, catalog(), &d.replacements.plan);
+    assert!(report.valid(), "the checker rejects the displaced pods' placement: {:?}", report.violations);
+    let moved: usize = d.remove.iter().map(|r| r.pods.len()).sum();
+    assert_eq!(d.replacements.plan.placements.len(), moved, "every displaced pod is placed");
+    assert!(d.replacements.unschedulable.is_empty());
+    assert!(d.saving - d.disruption_cost >= Settings::default().min_saving - 1e-12);
+    assert!(d.cost_after + 1e-9 >= d.lower_bound, "cost after {} is below the lower bound {}", d.cost_after, d.lower_bound);
+    assert!(d.cost_after < d.cost_before);
+    *d
+}
+
+fn removed(d: &Decision) -> Vec<&str> {
+    d.remove.iter().map(|r| r.node.as_str()).collect()
+}
+
+#[test]
+fn underutilised_nodes_are_replaced_by_one_cheaper_node() {
+    let w = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), none3(), none3()));
+    let d = consolidated(decide(&w));
+    assert_eq!(removed(&d), vec!["a", "b", "c"]);
+    assert_eq!(d.replacements.claims.len(), 1);
+    let claim = &d.replacements.claims[0];
+    assert_eq!(claim.instance_type, "m5.large", "the cheapest m5 that holds 1.5 cpu");
+    assert_eq!(claim.pods.len(), 3);
+    assert!(d.evaluations >= 3, "single-node, then multi-node candidate sets were planned");
+    // 1.5 cpu at the cheapest cost per allocatable millicore of the NodePool's m5 on-demand offerings
+    // (about $0.048/h per core): the pool's offerings, not the whole catalog's (spot, Graviton: ten
+    // times less), bound the replacement.
+    assert!(d.lower_bound > 0.07 && d.lower_bound <= d.cost_after, "lower bound {}", d.lower_bound);
+    // The same decision through the MILP (HiGHS).
+    let milp = consolidated(decide_with(&w, &Settings::default(), Planner { solver: Solver::Milp, ..Planner::default() }, 0));
+    assert_eq!(removed(&milp), vec!["a", "b", "c"]);
+    assert_eq!(milp.replacements.claims.iter().map(|c| c.instance_type.as_str()).collect::<Vec<_>>(), vec!["m5.large"]);
+}
+
+#[test]
+fn when_empty_pools_never_consolidate_non_empty_nodes() {
+    let w = load(three_half_empty(m5_pool("WhenEmpty", "0s", json!([{"nodes": "100%"}])), none3(), none3()));
+    assert!(matches!(decide(&w), Outcome::Nothing { candidates: 0, .. }));
+}
+
+#[test]
+fn balanced_is_treated_like_when_empty_or_underutilized() {
+    let w = load(three_half_empty(m5_pool("Balanced", "0s", json!([{"nodes": "100%"}])), none3(), none3()));
+    assert_eq!(removed(&consolidated(decide(&w))), vec!["a", "b", "c"]);
+}
+
+#[test]
+fn consolidate_after_counts_from_the_last_change_of_the_nodes_pods_and_never_disables() {
+    let w = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "10m", json!([{"nodes": "100%"}])), none3(), none3()));
+    assert!(matches!(decide_with(&w, &Settings::default(), greedy(), 599), Outcome::Nothing { candidates: 0, .. }));
+    consolidated(decide_with(&w, &Settings::default(), greedy(), 600));
+    let mut c: Consolidation<Duration> = Consolidation::default();
+    c.observe(&w.cluster, Duration::ZERO);
+    assert_eq!(c.next_due(&w.cluster, &w.objects), Some(Duration::from_secs(600)));
+    // A pod leaving node c restarts c's timer only.
+    let mut later = w.cluster.clone();
+    later.pods.retain(|p| p.name != "web-c");
+    c.observe(&later, Duration::from_secs(300));
+    assert_eq!(c.next_due(&later, &w.objects), Some(Duration::from_secs(600)));
+    let never = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "Never", json!([{"nodes": "100%"}])), none3(), none3()));
+    assert!(matches!(decide_with(&never, &Settings::default(), greedy(), 1_000_000), Outcome::Nothing { candidates: 0, .. }));
+}
+
+#[test]
+fn do_not_disrupt_on_a_pod_or_a_node_blocks_that_node() {
+    let dnd = json!({"karpenter.sh/do-not-disrupt": "true"});
+    let on_pod = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), none3(), [dnd.clone(), json!({}), json!({})]));
+    let d = consolidated(decide(&on_pod));
+    assert_eq!(removed(&d), vec!["b", "c"], "a keeps its pod; b's and c's pods move to a");
+    assert!(d.replacements.claims.is_empty());
+    assert!(d.replacements.nominations.iter().all(|(_, n)| *n == stowage_decide::provision::Nominated::Node("a".into())));
+    let on_node = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), [json!({}), dnd.clone(), json!({})], none3()));
+    assert!(!removed(&consolidated(decide(&on_node))).contains(&"b"));
+    let everywhere = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), [dnd.clone(), dnd.clone(), dnd], none3()));
+    assert!(matches!(decide(&everywhere), Outcome::Nothing { candidates: 0, .. }));
+}
+
+#[test]
+fn disruption_budgets_bound_the_nodes_removed_and_reasons_select_budgets() {
+    let one = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "1"}])), none3(), none3()));
+    let d = consolidated(decide(&one));
+    assert_eq!(d.remove.len(), 1);
+    assert!(d.replacements.claims.is_empty(), "its pod moves to another node");
+    let zero = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "0", "reasons": ["Underutilized"]}])), none3(), none3()));
+    assert!(matches!(decide(&zero), Outcome::Nothing { .. }));
+    // A budget for other reasons does not limit consolidation of underutilised nodes.
+    let other = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "0", "reasons": ["Drifted"]}])), none3(), none3()));
+    assert_eq!(consolidated(decide(&other)).remove.len(), 3);
+    // 10% of 3 nodes rounds up to one (Karpenter's default budget).
+    let default = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([])), none3(), none3()));
+    assert_eq!(consolidated(decide(&default)).remove.len(), 1);
+}
+
+#[test]
+fn pod_disruption_budgets_bound_simultaneous_evictions() {
+    let pdb = |spec: Value, status: Value| json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": "default"}, "spec": spec, "status": status});
+    let mut items = three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), none3(), none3());
+    items.push(pdb(json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1}), Value::Null));
+    let d = consolidated(decide(&load(items)));
+    assert_eq!(d.remove.len(), 1, "one web pod may be evicted at a time");
+    let mut items = three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), none3(), none3());
+    items.push(pdb(json!({"selector": {"matchLabels": {"app": "web"}}, "minAvailable": 1}), Value::Null));
+    assert_eq!(consolidated(decide(&load(items))).remove.len(), 2, "two of three may go with minAvailable 1");
+    let mut items = three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), none3(), none3());
+    items.push(pdb(
+        json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1}),
+        json!({"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2, "expectedPods": 3, "observedGeneration": 1}),
+    ));
+    assert!(matches!(decide(&load(items)), Outcome::Nothing { .. }), "the PDB's status allows no eviction now");
+}
+
+#[test]
+fn bare_pods_block_their_node() {
+    let mut items = three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), none3(), none3());
+    items.push(pod("bare", "a", "100m", false, json!({})));
+    let d = consolidated(decide(&load(items)));
+    assert!(!removed(&d).contains(&"a"));
+    assert_eq!(removed(&d), vec!["b", "c"]);
+}
+
+#[test]
+fn pending_pods_mean_the_cluster_is_not_settled() {
+    let mut items = three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), none3(), none3());
+    let mut p = pod("waiting", "", "100m", true, json!({}));
+    p["spec"].as_object_mut().unwrap().remove("nodeName");
+    p["status"]["phase"] = json!("Pending");
+    items.push(p);
+    let w = load(items);
+    let mut c: Consolidation<Duration> = Consolidation::default();
+    c.observe(&w.cluster, Duration::ZERO);
+    assert_eq!(c.next_due(&w.cluster, &w.objects), Some(Duration::ZERO));
+    let weights = Weights::default();
+    let input = Input { cluster: &w.cluster, objects: &w.objects, catalog: catalog(), weights: &weights, settings: &Settings::default(), max_instance_types: 20, batch: "b" };
+    assert!(matches!(c.decide(&input, &mut greedy(), Duration::ZERO).unwrap(), Outcome::NotSettled));
+    // The round is remembered: not due again until the cluster changes (a loop on the simulated clock
+    // would otherwise ask again at the same instant forever).
+    assert_eq!(c.next_due(&w.cluster, &w.objects), None);
+    let mut bound = w.cluster.clone();
+    let waiting = bound.pods.iter_mut().find(|p| p.name == "waiting").unwrap();
+    waiting.node_name = Some("a".into());
+    waiting.phase = stowage_core::domain::pod::PodPhase::Running;
+    c.observe(&bound, Duration::from_secs(5));
+    assert_eq!(c.next_due(&bound, &w.objects), Some(Duration::ZERO), "b and c are due again (a's timer restarted at 5s)");
+}
+
+#[test]
+fn the_saving_must_beat_the_disruption_cost_by_the_margin() {
+    let w = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), none3(), none3()));
+    let dear = Settings { pod_move_cost: 1.0, ..Settings::default() };
+    assert!(matches!(decide_with(&w, &dear, greedy(), 0), Outcome::Nothing { .. }), "moving a pod costs more than any node saves");
+    // A high pod-deletion-cost makes one pod dear to move; its node stays.
+    let dear_pod = json!({"controller.kubernetes.io/pod-deletion-cost": "2147483647"});
+    let settings = Settings { pod_move_cost: 0.02, ..Settings::default() };
+    let w = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), none3(), [dear_pod, json!({}), json!({})]));
+    let d = consolidated(decide_with(&w, &settings, greedy(), 0));
+    assert_eq!(removed(&d), vec!["b", "c"]);
+}
+
+/// One m5.2xlarge spot node holding a single small pod, in a spot-only pool.
+fn lone_spot(families: &[&str]) -> Workload {
+    load(vec![
+        nodeclass(),
+        nodepool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}]), "spot", families),
+        node("s", "m5.2xlarge", "spot", json!({})),
+        pod("web-s", "s", "250m", true, json!({})),
+    ])
+}
+
+#[test]
+fn spot_to_spot_needs_the_gate_a_single_node_and_fifteen_cheaper_types() {
+    let gate = Settings { spot_to_spot: true, ..Settings::default() };
+    assert!(matches!(decide_with(&lone_spot(&[]), &Settings::default(), greedy(), 0), Outcome::Nothing { .. }), "the feature gate is off by default");
+    let d = consolidated(decide_with(&lone_spot(&[]), &gate, greedy(), 0));
+    assert_eq!(removed(&d), vec!["s"]);
+    assert_eq!(d.replacements.claims.len(), 1);
+    assert_eq!(d.replacements.claims[0].capacity_type, "spot");
+    // Only m5 types: fewer than 15 are cheaper than an m5.2xlarge.
+    assert!(matches!(decide_with(&lone_spot(&["m5"]), &gate, greedy(), 0), Outcome::Nothing { .. }));
+}
+
+#[test]
+fn the_displaced_cluster_has_the_nodes_gone_and_their_pods_pending() {
+    let w = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), none3(), none3()));
+    let c = displaced_cluster(&w.cluster, &["a".to_string()].into());
+    assert_eq!(c.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), vec!["b", "c"]);
+    let pending: Vec<&str> = c.pending().into_iter().map(|id| c.pod(id).name.as_str()).collect();
+    assert_eq!(pending, vec!["web-a"]);
+}
