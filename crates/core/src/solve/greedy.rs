@@ -515,7 +515,9 @@ impl<'p, 'a> Greedy<'p, 'a> {
         for (group, configs) in &p.classes[class].by_group {
             let rep = configs[0] as usize;
             let pool_name = p.cluster.nodepools[p.configs[rep].pool].name.clone();
-            let sim = new_sim_node(p, rep, "stowage-candidate");
+            // Named like a planned node no plan reaches (`<prefix>-<usize::MAX>`): `node_prefix` keeps that
+            // form free of existing names, so the candidate shares no hostname domain with a real node.
+            let sim = new_sim_node(p, rep, &new_node_name(p, usize::MAX));
             if let Err(rj) = self.fs.filter_new(prep, pod, &sim) {
                 self.pool_rejects[class].entry(pool_name).or_insert(rj);
                 continue;
