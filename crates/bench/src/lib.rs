@@ -496,14 +496,16 @@ fn fill_ratios(rows: &mut [Row], opts: &Options) {
         {
             r.vs_lower_bound = Some(obj / lb);
         }
-        // The MILP's bound counts in $/h when the objective is the price; the tie-break term (a
-        // fraction of the price) is taken off so that the bound stays valid.
+        // The MILP's bound counts in $/h when the objective is the price; the tie-break terms are taken
+        // off so that the bound stays valid: the proportional one (a fraction of the price) and the
+        // per-node one (`weights::node_tie_break`, below `pods · node_tie_break(pods)` in a whole plan).
         let profile = opts.profiles.iter().find(|p| p.name == weights).map(|p| &p.weights);
         if r.price_only
             && let Some(lb) = lb.filter(|lb| *lb > 0.0 && *lb < Weights::default().unschedulable_pod)
         {
             let tie = 1.0 + profile.map(|w| w.tie_break).unwrap_or(0.01);
-            r.bound_per_hour = Some(r.bound_per_hour.unwrap_or(0.0).max(lb / tie));
+            let per_node = r.pods as f64 * stowage_core::weights::node_tie_break(r.pods);
+            r.bound_per_hour = Some(r.bound_per_hour.unwrap_or(0.0).max((lb - per_node).max(0.0) / tie));
         }
         if let (Some(b), Some(c), Some(0)) = (r.bound_per_hour, r.cost_per_hour, r.unschedulable)
             && b > 1e-9
