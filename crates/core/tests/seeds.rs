@@ -85,8 +85,17 @@ fn every_scenario_file_loads() {
     assert!(files.len() >= 10, "scenario files found: {files:?}");
     // Files reference each other (NodePools their EC2NodeClass, claims their StorageClass; a dangling
     // reference is an input error by design, see tests/bad_input.rs), so each file is loaded with the
-    // files it needs: its own folder, the common EC2NodeClass, and for seed-1c seed-1's NodePools.
-    let groups: Vec<Vec<&str>> = vec![vec![NODECLASS], vec![SEED1, NODECLASS], vec!["scenarios/seed-1b-statefulset-zonal-rescale", NODECLASS], vec![SEED1C, SEED1, NODECLASS], vec![SEED2, NODECLASS]];
+    // files it needs: its own folder, the common EC2NodeClass, for seed-1c seed-1's NodePools and for
+    // consolidation-1b consolidation-1's NodePool.
+    let groups: Vec<Vec<&str>> = vec![
+        vec![NODECLASS],
+        vec![SEED1, NODECLASS],
+        vec!["scenarios/seed-1b-statefulset-zonal-rescale", NODECLASS],
+        vec![SEED1C, SEED1, NODECLASS],
+        vec![SEED2, NODECLASS],
+        vec!["scenarios/consolidation-1-load-drops", NODECLASS],
+        vec!["scenarios/consolidation-1b-do-not-disrupt", "scenarios/consolidation-1-load-drops/nodepool.yaml", NODECLASS],
+    ];
     let mut covered = BTreeSet::new();
     for g in &groups {
         let w = load(g);
