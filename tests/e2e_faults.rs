@@ -124,7 +124,7 @@ struct World {
 
 fn aws_options() -> AwsOptions {
     let mut o = AwsOptions {
-        cluster: ClusterInfo { endpoint: "https://127.0.0.1:6443".into(), ca_bundle: "Q0EK".into(), service_cidr: None, cluster_dns: vec![] },
+        cluster: ClusterInfo { endpoint: "https://127.0.0.1:6443".into(), ca_bundle: "Q0EK".into(), service_cidr: Some("10.100.0.0/16".into()), cluster_dns: vec![] },
         retry: RetryPolicy { max_attempts: 3, base_delay: Duration::from_millis(50), max_delay: Duration::from_millis(200) },
         ..Default::default()
     };
