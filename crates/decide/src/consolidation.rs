@@ -4,7 +4,7 @@
 //! kube-scheduler accepts, at a lower cost.
 //!
 //! ```text
-//!  Input { cluster at rest (no pending pod, no NodeClaim in flight), objects (pods' annotations and
+//!  Input { base: provision::Input of the cluster at rest (no pending pod, no NodeClaim in flight), objects (pods' annotations and
 //!          owners, Nodes, NodeClaims, NodePools, PodDisruptionBudgets), catalog, weights, settings }
 //!     │ candidates: initialized managed nodes of a pool that consolidates underutilised nodes, whose
 //!     │   pods have been unchanged for consolidateAfter, with no do-not-disrupt pod or node, no pod
@@ -124,20 +124,13 @@ impl Default for Settings {
     }
 }
 
-/// What a decision is made on.
+/// What a decision is made on: the provisioning decision's input (the cluster at rest, built from
+/// `objects`; the catalog with refused offerings unavailable, whose prices are read for existing nodes
+/// too; the replacements' batch annotation), and the consolidation settings.
 #[derive(Clone, Copy)]
 pub struct Input<'a> {
-    /// The cluster (`stowage_input::build` of `objects`).
-    pub cluster: &'a Cluster,
-    pub objects: &'a Objects,
-    /// The catalog with refused offerings unavailable (prices of existing nodes are read from it too).
-    pub catalog: &'a Catalog,
-    pub weights: &'a Weights,
+    pub base: provision::Input<'a>,
     pub settings: &'a Settings,
-    /// Most instance types a replacement NodeClaim allows.
-    pub max_instance_types: usize,
-    /// Written into the replacements' batch annotation.
-    pub batch: &'a str,
 }
 
 /// A node the decision removes.
@@ -352,8 +345,8 @@ impl<T: Moment> Consolidation<T> {
 
     /// Decides a round (module doc). `planner` plans every candidate set.
     pub fn decide(&mut self, input: &Input, planner: &mut dyn Planner, now: T) -> Result<Outcome, ConsolidationError> {
-        let cluster = input.cluster;
-        let due = self.due(cluster, input.objects, now);
+        let cluster = input.base.cluster;
+        let due = self.due(cluster, input.base.objects, now);
         // Remembered either way: a round is not repeated until the cluster changes (a node registering,
         // a pod bound) or another node becomes due.
         self.tried = Some((fingerprint(cluster), due.clone()));
@@ -414,7 +407,7 @@ pub fn underutilized_budgets(pool: Option<&NodePoolObj>) -> Vec<String> {
 
 /// The candidate nodes among `due`, ranked (module doc).
 fn candidates(input: &Input, due: &BTreeSet<String>) -> Vec<Cand> {
-    let (cluster, objects) = (input.cluster, input.objects);
+    let (cluster, objects) = (input.base.cluster, input.base.objects);
     let pods = pod_objects(objects);
     let mut out = Vec::new();
     for (ni, n) in cluster.nodes.iter().enumerate() {
@@ -436,8 +429,8 @@ fn candidates(input: &Input, due: &BTreeSet<String>) -> Vec<Cand> {
         if on.iter().any(|(_, p)| unmovable(p, obj(p), &n.name).is_some()) {
             continue;
         }
-        let Some((price, ct)) = node_price(input.catalog, n) else { continue };
-        let cost = node_cost(input.weights, price, &ct);
+        let Some((price, ct)) = node_price(input.base.catalog, n) else { continue };
+        let cost = node_cost(input.base.weights, price, &ct);
         let disruption = input.settings.pod_move_cost * on.iter().map(|(_, p)| eviction_cost(p, obj(p))).sum::<f64>();
         let mut used = Resources::default();
         for (_, p) in &on {
@@ -453,7 +446,7 @@ fn candidates(input: &Input, due: &BTreeSet<String>) -> Vec<Cand> {
 
 /// $/h of every node with a catalog price.
 fn current_cost(input: &Input) -> f64 {
-    input.cluster.nodes.iter().filter_map(|n| node_price(input.catalog, n).map(|(p, ct)| node_cost(input.weights, p, &ct))).sum()
+    input.base.cluster.nodes.iter().filter_map(|n| node_price(input.base.catalog, n).map(|(p, ct)| node_cost(input.base.weights, p, &ct))).sum()
 }
 
 /// The lower bound on the cost after any consolidation of the nodes `removable` (module doc). `offers`
@@ -502,14 +495,16 @@ pub(crate) fn lower_bound_of(cluster: &Cluster, catalog: &Catalog, weights: &Wei
 /// could be launched (the planning problem's, dominated ones pruned, which keeps the cheapest cost per
 /// unit of every resource), or every available offering of the catalog if that problem cannot be built.
 fn lower_bound(input: &Input, cands: &[Cand]) -> f64 {
-    let cluster = input.cluster;
+    let cluster = input.base.cluster;
     let names: BTreeSet<String> = cands.iter().map(|c| cluster.nodes[c.node].name.clone()).collect();
     let displaced = displaced_cluster(cluster, &names);
-    let offers: Vec<(Resources, f64)> = match stowage_core::solve::problem::Problem::new(&displaced, input.catalog, input.weights) {
-        Ok(p) => p.configs.iter().map(|c| (c.room(), node_cost(input.weights, c.price, &c.capacity_type))).collect(),
-        Err(_) => input.catalog.types.iter().flat_map(|t| t.offerings.iter().filter(|o| o.available).map(move |o| (t.allocatable(), node_cost(input.weights, o.price, &o.capacity_type)))).collect(),
+    let offers: Vec<(Resources, f64)> = match stowage_core::solve::problem::Problem::new(&displaced, input.base.catalog, input.base.weights) {
+        Ok(p) => p.configs.iter().map(|c| (c.room(), node_cost(input.base.weights, c.price, &c.capacity_type))).collect(),
+        Err(_) => {
+            input.base.catalog.types.iter().flat_map(|t| t.offerings.iter().filter(|o| o.available).map(move |o| (t.allocatable(), node_cost(input.base.weights, o.price, &o.capacity_type)))).collect()
+        }
     };
-    lower_bound_of(cluster, input.catalog, input.weights, &cands.iter().map(|c| c.node).collect(), &offers)
+    lower_bound_of(cluster, input.base.catalog, input.base.weights, &cands.iter().map(|c| c.node).collect(), &offers)
 }
 
 /// The cluster with `remove`'s nodes gone: their workload pods pending, their other pods gone.
@@ -564,15 +559,15 @@ struct Search<'i, 'a, 'p> {
 
 impl Search<'_, '_, '_> {
     fn run(&mut self) -> Result<Option<Decision>, ConsolidationError> {
-        let cluster = self.input.cluster;
-        let pdbs: Vec<&PodDisruptionBudget> = self.input.objects.pdbs.iter().map(|o| &o.obj).collect();
+        let cluster = self.input.base.cluster;
+        let pdbs: Vec<&PodDisruptionBudget> = self.input.base.objects.pdbs.iter().map(|o| &o.obj).collect();
         let allowances = pdb_allowances(cluster, &pdbs);
         let mut room: BTreeMap<&str, usize> = BTreeMap::new();
         for c in self.cands {
             room.entry(c.pool.as_str()).or_insert_with(|| {
                 let total = cluster.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(c.pool.as_str())).count();
                 let deleting = cluster.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(c.pool.as_str()) && n.deleting).count();
-                allowed_disruptions(&underutilized_budgets(pool_obj(self.input.objects, &c.pool)), total).saturating_sub(deleting)
+                allowed_disruptions(&underutilized_budgets(pool_obj(self.input.base.objects, &c.pool)), total).saturating_sub(deleting)
             });
         }
         let mut chosen: Vec<&Cand> = Vec::new();
@@ -599,17 +594,10 @@ impl Search<'_, '_, '_> {
     /// Plans the displaced pods of `set`; `None` if one has no place or a rule forbids the result.
     fn evaluate(&mut self, set: &[&Cand]) -> Result<Option<Decision>, ConsolidationError> {
         self.evaluations += 1;
-        let cluster = self.input.cluster;
+        let cluster = self.input.base.cluster;
         let names: BTreeSet<String> = set.iter().map(|c| cluster.nodes[c.node].name.clone()).collect();
         let planned_on = displaced_cluster(cluster, &names);
-        let p = provision::Input {
-            cluster: &planned_on,
-            objects: self.input.objects,
-            catalog: self.input.catalog,
-            weights: self.input.weights,
-            max_instance_types: self.input.max_instance_types.max(MIN_SPOT_TO_SPOT_TYPES + 1),
-            batch: self.input.batch,
-        };
+        let p = provision::Input { cluster: &planned_on, max_instance_types: self.input.base.max_instance_types.max(MIN_SPOT_TO_SPOT_TYPES + 1), ..self.input.base };
         let replacements = match provision::decide(&p, &mut *self.planner) {
             Ok(d) => d,
             Err(source) => return Err(ConsolidationError::Provision { nodes: names.into_iter().collect::<Vec<_>>().join(", "), source }),
@@ -621,7 +609,7 @@ impl Search<'_, '_, '_> {
             return Ok(None);
         }
         let removed: f64 = set.iter().map(|c| c.cost).sum();
-        let added: f64 = replacements.claims.iter().map(|c| node_cost(self.input.weights, c.price, &c.capacity_type)).sum();
+        let added: f64 = replacements.claims.iter().map(|c| node_cost(self.input.base.weights, c.price, &c.capacity_type)).sum();
         let remove = set
             .iter()
             .map(|c| Removal {
@@ -634,7 +622,7 @@ impl Search<'_, '_, '_> {
             })
             .collect();
         let mut replacements = replacements;
-        let max_types = self.input.max_instance_types.max(1);
+        let max_types = self.input.base.max_instance_types.max(1);
         for c in &mut replacements.claims {
             truncate_types(c, max_types);
         }

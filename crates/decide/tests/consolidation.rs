@@ -10,7 +10,7 @@ use stowage_core::domain::catalog::Catalog;
 use stowage_core::solve::{Planner, Solver};
 use stowage_core::weights::Weights;
 use stowage_decide::consolidation::{Consolidation, Decision, Input, Outcome, Settings, displaced_cluster};
-use stowage_decide::provision::quantities;
+use stowage_decide::provision::{self, quantities};
 use stowage_input::Workload;
 
 fn catalog() -> &'static Catalog {
@@ -92,7 +92,7 @@ fn decide_with(w: &Workload, settings: &Settings, planner: Planner, at: u64) -> 
     let mut c: Consolidation<Duration> = Consolidation::default();
     c.observe(&w.cluster, Duration::ZERO);
     let weights = Weights::default();
-    let input = Input { cluster: &w.cluster, objects: &w.objects, catalog: catalog(), weights: &weights, settings, max_instance_types: 20, batch: "consolidation-1" };
+    let input = Input { base: provision::Input { cluster: &w.cluster, objects: &w.objects, catalog: catalog(), weights: &weights, max_instance_types: 20, batch: "consolidation-1" }, settings };
     let mut p = planner;
     c.decide(&input, &mut p, Duration::from_secs(at)).unwrap()
 }
@@ -237,7 +237,8 @@ fn pending_pods_mean_the_cluster_is_not_settled() {
     c.observe(&w.cluster, Duration::ZERO);
     assert_eq!(c.next_due(&w.cluster, &w.objects), Some(Duration::ZERO));
     let weights = Weights::default();
-    let input = Input { cluster: &w.cluster, objects: &w.objects, catalog: catalog(), weights: &weights, settings: &Settings::default(), max_instance_types: 20, batch: "b" };
+    let input =
+        Input { base: provision::Input { cluster: &w.cluster, objects: &w.objects, catalog: catalog(), weights: &weights, max_instance_types: 20, batch: "b" }, settings: &Settings::default() };
     assert!(matches!(c.decide(&input, &mut greedy(), Duration::ZERO).unwrap(), Outcome::NotSettled));
     // The round is remembered: not due again until the cluster changes (a loop on the simulated clock
     // would otherwise ask again at the same instant forever).

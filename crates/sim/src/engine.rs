@@ -474,15 +474,15 @@ impl<'a> Engine<'a> {
         let catalog = self.refused.view(&self.sc.settings.catalog, self.now);
         let settings = stowage_decide::consolidation::Settings::default();
         let batch = format!("sim-consolidation-{}", self.consolidations + 1);
-        let input = stowage_decide::consolidation::Input {
+        let base = stowage_decide::provision::Input {
             cluster: &cluster,
             objects: &self.world.objects,
             catalog: &catalog,
             weights: &self.sc.settings.weights,
-            settings: &settings,
             max_instance_types: provisioner::MAX_INSTANCE_TYPES,
             batch: &batch,
         };
+        let input = stowage_decide::consolidation::Input { base, settings: &settings };
         let outcome = self.consolidation.shared().decide(&input, &mut *self.planner, self.now);
         let d = match outcome {
             Ok(stowage_decide::consolidation::Outcome::Consolidate(d)) => d,
