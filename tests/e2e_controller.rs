@@ -17,21 +17,19 @@
 //!
 //! Needs Go and python3 on the first run (scripts/test.sh prepares both; docs/control-plane.md).
 
+mod e2e_setup;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use e2e_setup::{aws_options, chart_rbac_client, controller_config, init_tracing, repo};
 use k8s_openapi::api::core::v1::{Event, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
-use stowage_aws::retry::RetryPolicy;
-use stowage_aws::{AwsOptions, AwsProvider, ClusterInfo};
-use stowage_controller::leader::LeaderConfig;
+use stowage_aws::AwsProvider;
+use stowage_controller::Controller;
 use stowage_controller::provisioner::BATCH_ANNOTATION;
-use stowage_controller::registration::Timeouts;
-use stowage_controller::{Config, Controller};
-use stowage_decide::batch::BatchConfig;
 use stowage_decide::cloud::{CloudProvider, LaunchRequest, OfferingRef};
 use stowage_e2e::{CapacityError, ControlPlane, Error, Kubelet, Moto, Probe, VolumeProvisioner, poll_until};
 use stowage_input::api::{NodeClaim, NodePool};
@@ -45,15 +43,6 @@ const POLL: Duration = Duration::from_millis(250);
 /// Bounds, not sleeps. Generous: CI machines have 2 busy cores.
 const SETTLE: Duration = Duration::from_secs(180);
 
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("stowage=info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
-}
-
-fn repo(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)
-}
-
 /// One test's world.
 struct World {
     name: String,
@@ -63,17 +52,6 @@ struct World {
     volumes: VolumeProvisioner,
     client: kube::Client,
     aws: Arc<AwsProvider>,
-}
-
-fn aws_options() -> AwsOptions {
-    let mut o = AwsOptions {
-        cluster: ClusterInfo { endpoint: "https://127.0.0.1:6443".into(), ca_bundle: "Q0EK".into(), service_cidr: Some("10.100.0.0/16".into()), cluster_dns: vec![] },
-        retry: RetryPolicy { max_attempts: 3, base_delay: Duration::from_millis(50), max_delay: Duration::from_millis(200) },
-        ..Default::default()
-    };
-    // moto preloads plain Amazon Linux 2023 images, no EKS-optimised ones.
-    o.alias.plain_al2023_fallback = true;
-    o
 }
 
 impl World {
@@ -87,89 +65,10 @@ impl World {
         World { name: name.to_string(), cp, moto, kubelet, volumes, client, aws }
     }
 
-    /// Short timings so a scenario takes seconds, not minutes.
-    fn config(&self, identity: &str) -> Config {
-        Config {
-            batch: BatchConfig { idle: Duration::from_millis(500), max: Duration::from_secs(5) },
-            timeouts: Timeouts { launch: Duration::from_secs(60), registration: Duration::from_secs(60) },
-            gc_interval: Duration::from_secs(1),
-            gc_grace: Duration::from_secs(8),
-            disruption_interval: Duration::from_millis(500),
-            nomination_ttl: Duration::from_secs(10),
-            leader: Some(LeaderConfig {
-                namespace: "kube-system".into(),
-                name: "stowage".into(),
-                identity: identity.into(),
-                lease_duration: Duration::from_secs(4),
-                renew_deadline: Duration::from_secs(3),
-                retry_period: Duration::from_millis(500),
-            }),
-            metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
-            shutdown_grace: Duration::from_secs(10),
-            identity: identity.into(),
-            ..Default::default()
-        }
-    }
-
     /// The controller, as the ServiceAccount the Helm chart creates, with exactly the chart's RBAC rules
     /// (`charts/stowage/files/*.yaml`): a verb missing there fails these tests.
     async fn controller(&self) -> Controller {
-        Controller::start(self.rbac_client().await, self.aws.clone(), self.config("stowage-0")).await.unwrap()
-    }
-
-    async fn rbac_client(&self) -> kube::Client {
-        use k8s_openapi::api::core::v1::ServiceAccount;
-        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
-        let rules = |f: &str| -> Vec<PolicyRule> { serde_saphyr::from_str(&std::fs::read_to_string(repo(f)).unwrap()).unwrap() };
-        let meta = |ns: Option<&str>| kube::api::ObjectMeta { name: Some("stowage".into()), namespace: ns.map(str::to_string), ..Default::default() };
-        let subject = Subject { kind: "ServiceAccount".into(), name: "stowage".into(), namespace: Some("kube-system".into()), ..Default::default() };
-        let pp = kube::api::PostParams::default();
-        let ignore_exists = |r: Result<(), kube::Error>| match r {
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            other => other.unwrap(),
-        };
-        let sa = ServiceAccount { metadata: meta(Some("kube-system")), ..Default::default() };
-        ignore_exists(Api::<ServiceAccount>::namespaced(self.client.clone(), "kube-system").create(&pp, &sa).await.map(|_| ()));
-        let cr = ClusterRole { metadata: meta(None), rules: Some(rules("charts/stowage/files/clusterrole-rules.yaml")), ..Default::default() };
-        ignore_exists(Api::<ClusterRole>::all(self.client.clone()).create(&pp, &cr).await.map(|_| ()));
-        let crb = ClusterRoleBinding {
-            metadata: meta(None),
-            role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "ClusterRole".into(), name: "stowage".into() },
-            subjects: Some(vec![subject.clone()]),
-        };
-        ignore_exists(Api::<ClusterRoleBinding>::all(self.client.clone()).create(&pp, &crb).await.map(|_| ()));
-        let role = Role { metadata: meta(Some("kube-system")), rules: Some(rules("charts/stowage/files/role-rules.yaml")) };
-        ignore_exists(Api::<Role>::namespaced(self.client.clone(), "kube-system").create(&pp, &role).await.map(|_| ()));
-        let rb = RoleBinding {
-            metadata: meta(Some("kube-system")),
-            role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "Role".into(), name: "stowage".into() },
-            subjects: Some(vec![subject]),
-        };
-        ignore_exists(Api::<RoleBinding>::namespaced(self.client.clone(), "kube-system").create(&pp, &rb).await.map(|_| ()));
-
-        let kc = kube::config::Kubeconfig::read_from(self.cp.kubeconfig()).unwrap();
-        let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
-        config.auth_info.impersonate = Some("system:serviceaccount:kube-system:stowage".into());
-        config.auth_info.impersonate_groups = Some(vec!["system:serviceaccounts".into(), "system:serviceaccounts:kube-system".into(), "system:authenticated".into()]);
-        let client = kube::Client::try_from(config).unwrap();
-        // The API server's RBAC authorizer learns new bindings from its own watch: until it has, the
-        // ServiceAccount is refused (403), and the controller would count that as an error of its own.
-        // Wait until both the Role (the Lease) and the ClusterRole (NodeClaims) are in force.
-        use k8s_openapi::api::coordination::v1::Lease;
-        let (leases, claims) = (Api::<Lease>::namespaced(client.clone(), "kube-system"), Api::<NodeClaim>::all(client.clone()));
-        let r = poll_until("the chart's RBAC rules in force", Duration::from_secs(30), POLL, || async {
-            let lease = leases.get_opt("stowage").await.map(|_| ());
-            let claim = claims.list(&ListParams::default().limit(1)).await.map(|_| ());
-            Ok(match lease.and(claim) {
-                Ok(()) => Probe::Done(()),
-                Err(e) => Probe::Waiting(e.to_string()),
-            })
-        })
-        .await;
-        if let Err(e) = r {
-            panic!("the ServiceAccount never got the chart's RBAC rules: {e:?}");
-        }
-        client
+        Controller::start(chart_rbac_client(&self.cp, &self.client).await, self.aws.clone(), controller_config("stowage-0", Some("127.0.0.1:0".parse().unwrap()))).await.unwrap()
     }
 
     async fn kubectl(&self, args: &[&str]) -> String {

@@ -24,21 +24,19 @@
 //! Defaults: 6 kills, seed 1, rate 0.1. The RNG fixes the driver's choices; the moments themselves
 //! depend on timing, so a seed reproduces the sequence of actions and faults, not every interleaving.
 
+mod e2e_setup;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use e2e_setup::{aws_options, chart_rbac_client, controller_config, init_tracing, repo};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use stowage_aws::retry::RetryPolicy;
-use stowage_aws::{AwsOptions, AwsProvider, ClusterInfo};
-use stowage_controller::leader::LeaderConfig;
-use stowage_controller::registration::Timeouts;
-use stowage_controller::{Config, Controller};
-use stowage_decide::batch::BatchConfig;
+use stowage_aws::AwsProvider;
+use stowage_controller::Controller;
 use stowage_decide::cloud::{CloudProvider, Instance};
 use stowage_e2e::{ControlPlane, Error, Kubelet, Moto, Probe, RandomFaults, VolumeProvisioner, poll_until};
 use stowage_input::api::{NodeClaim, NodePool};
@@ -48,7 +46,6 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 /// The controller's EC2 clients name themselves so; the faults hit them and nothing else (the
 /// kubelet stand-in and this test's checks read moto unharmed).
 const CONTROLLER_APP: &str = "stowage-controller";
-const POLL: Duration = Duration::from_millis(250);
 const MAX_DEPLOYMENTS: usize = 4;
 const MAX_REPLICAS: u32 = 3;
 /// How long the driver waits for the moment it aims a kill at before killing anyway.
@@ -63,15 +60,6 @@ fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
         Ok(v) if !v.trim().is_empty() => v.trim().parse().unwrap_or_else(|_| panic!("{key}={v:?} is not a valid value")),
         _ => default,
     }
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("stowage=info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
-}
-
-fn repo(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
 /// SplitMix64: a small seeded RNG, so the driver's choices depend on the seed alone.
@@ -122,41 +110,6 @@ struct World {
     rbac: kube::Client,
 }
 
-fn aws_options() -> AwsOptions {
-    let mut o = AwsOptions {
-        cluster: ClusterInfo { endpoint: "https://127.0.0.1:6443".into(), ca_bundle: "Q0EK".into(), service_cidr: Some("10.100.0.0/16".into()), cluster_dns: vec![] },
-        retry: RetryPolicy { max_attempts: 3, base_delay: Duration::from_millis(50), max_delay: Duration::from_millis(200) },
-        ..Default::default()
-    };
-    // moto preloads plain Amazon Linux 2023 images, no EKS-optimised ones.
-    o.alias.plain_al2023_fallback = true;
-    o
-}
-
-fn config() -> Config {
-    let identity = "stowage-0";
-    Config {
-        batch: BatchConfig { idle: Duration::from_millis(500), max: Duration::from_secs(5) },
-        timeouts: Timeouts { launch: Duration::from_secs(60), registration: Duration::from_secs(60) },
-        gc_interval: Duration::from_secs(1),
-        gc_grace: Duration::from_secs(8),
-        disruption_interval: Duration::from_millis(500),
-        nomination_ttl: Duration::from_secs(10),
-        leader: Some(LeaderConfig {
-            namespace: "kube-system".into(),
-            name: "stowage".into(),
-            identity: identity.into(),
-            lease_duration: Duration::from_secs(4),
-            renew_deadline: Duration::from_secs(3),
-            retry_period: Duration::from_millis(500),
-        }),
-        metrics_addr: None,
-        shutdown_grace: Duration::from_secs(10),
-        identity: identity.into(),
-        ..Default::default()
-    }
-}
-
 impl World {
     async fn start(name: &str) -> World {
         init_tracing();
@@ -166,12 +119,12 @@ impl World {
         let volumes = VolumeProvisioner::start(client.clone());
         let cloud = Arc::new(AwsProvider::new(&moto.sdk_config_as(CONTROLLER_APP).unwrap(), CLUSTER, aws_options()).unwrap());
         let aws = Arc::new(AwsProvider::new(&moto.sdk_config(), CLUSTER, aws_options()).unwrap());
-        let rbac = rbac_client(&cp, &client).await;
+        let rbac = chart_rbac_client(&cp, &client).await;
         World { cp, moto, kubelet, volumes, client, cloud, aws, rbac }
     }
 
     async fn controller(&self) -> Controller {
-        Controller::start(self.rbac.clone(), self.cloud.clone(), config()).await.unwrap()
+        Controller::start(self.rbac.clone(), self.cloud.clone(), controller_config("stowage-0", None)).await.unwrap()
     }
 
     async fn kubectl(&self, args: &[&str]) -> String {
@@ -189,47 +142,6 @@ impl World {
         let all = self.aws.list().await.map_err(|e| Error::Invalid(format!("listing instances: {e}")))?;
         Ok(all.into_iter().filter(|i| !matches!(i.state.as_str(), "shutting-down" | "terminated")).collect())
     }
-}
-
-/// A client acting as the ServiceAccount the Helm chart creates, with exactly the chart's RBAC rules
-/// (`charts/stowage/files/*.yaml`), once the API server enforces them.
-async fn rbac_client(cp: &ControlPlane, admin: &kube::Client) -> kube::Client {
-    use k8s_openapi::api::coordination::v1::Lease;
-    use k8s_openapi::api::core::v1::ServiceAccount;
-    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
-    let rules = |f: &str| -> Vec<PolicyRule> { serde_saphyr::from_str(&std::fs::read_to_string(repo(f)).unwrap()).unwrap() };
-    let meta = |ns: Option<&str>| kube::api::ObjectMeta { name: Some("stowage".into()), namespace: ns.map(str::to_string), ..Default::default() };
-    let subject = Subject { kind: "ServiceAccount".into(), name: "stowage".into(), namespace: Some("kube-system".into()), ..Default::default() };
-    let role_ref = |kind: &str| RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: kind.into(), name: "stowage".into() };
-    let pp = PostParams::default();
-    let sa = ServiceAccount { metadata: meta(Some("kube-system")), ..Default::default() };
-    Api::<ServiceAccount>::namespaced(admin.clone(), "kube-system").create(&pp, &sa).await.unwrap();
-    let cr = ClusterRole { metadata: meta(None), rules: Some(rules("charts/stowage/files/clusterrole-rules.yaml")), ..Default::default() };
-    Api::<ClusterRole>::all(admin.clone()).create(&pp, &cr).await.unwrap();
-    let crb = ClusterRoleBinding { metadata: meta(None), role_ref: role_ref("ClusterRole"), subjects: Some(vec![subject.clone()]) };
-    Api::<ClusterRoleBinding>::all(admin.clone()).create(&pp, &crb).await.unwrap();
-    let role = Role { metadata: meta(Some("kube-system")), rules: Some(rules("charts/stowage/files/role-rules.yaml")) };
-    Api::<Role>::namespaced(admin.clone(), "kube-system").create(&pp, &role).await.unwrap();
-    let rb = RoleBinding { metadata: meta(Some("kube-system")), role_ref: role_ref("Role"), subjects: Some(vec![subject]) };
-    Api::<RoleBinding>::namespaced(admin.clone(), "kube-system").create(&pp, &rb).await.unwrap();
-
-    let kc = kube::config::Kubeconfig::read_from(cp.kubeconfig()).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
-    config.auth_info.impersonate = Some("system:serviceaccount:kube-system:stowage".into());
-    config.auth_info.impersonate_groups = Some(vec!["system:serviceaccounts".into(), "system:serviceaccounts:kube-system".into(), "system:authenticated".into()]);
-    let client = kube::Client::try_from(config).unwrap();
-    let (leases, claims) = (Api::<Lease>::namespaced(client.clone(), "kube-system"), Api::<NodeClaim>::all(client.clone()));
-    poll_until("the chart's RBAC rules in force", Duration::from_secs(30), POLL, || async {
-        let lease = leases.get_opt("stowage").await.map(|_| ());
-        let claim = claims.list(&ListParams::default().limit(1)).await.map(|_| ());
-        Ok(match lease.and(claim) {
-            Ok(()) => Probe::Done(()),
-            Err(e) => Probe::Waiting(e.to_string()),
-        })
-    })
-    .await
-    .unwrap();
-    client
 }
 
 /// A Deployment of `n` pods of `cpu`; a spread one also has one pod per node (hostname anti-affinity)
