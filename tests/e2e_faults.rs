@@ -38,7 +38,7 @@ use serde_json::json;
 use stowage_aws::AwsProvider;
 use stowage_controller::Controller;
 use stowage_decide::cloud::{CloudProvider, Instance};
-use stowage_e2e::{ControlPlane, Error, Kubelet, Moto, Probe, RandomFaults, VolumeProvisioner, poll_until};
+use stowage_e2e::{ControlPlane, Error, Kubelet, Moto, Probe, RandomFaults, VolumeProvisioner, e2e_root, poll_until};
 use stowage_input::api::{NodeClaim, NodePool};
 
 const CLUSTER: &str = "demo";
@@ -54,6 +54,36 @@ const MOMENT_TIMEOUT: Duration = Duration::from_secs(30);
 const OUTAGE: Duration = Duration::from_secs(30);
 /// Bound on convergence after the last kill.
 const CONVERGE: Duration = Duration::from_secs(420);
+/// How long the test's own calls (API server, moto) are retried before the test gives up on them.
+const RETRY_FOR: Duration = Duration::from_secs(90);
+
+/// One of the test's own calls, retried on any error for [`RETRY_FOR`]: right after an API server
+/// restart a pooled connection may still be the old server's, and a loaded machine may answer late.
+/// The faults are aimed at the controller; the test's view of the world must not flake. Calls that are
+/// not idempotent map "already done" to success themselves.
+async fn retried<T, E: std::fmt::Display, Fut: std::future::Future<Output = Result<T, E>>>(what: &str, mut call: impl FnMut() -> Fut) -> T {
+    let start = Instant::now();
+    loop {
+        match call().await {
+            Ok(v) => return v,
+            Err(e) if start.elapsed() < RETRY_FOR => {
+                eprintln!("fault run: {what} failed, retrying: {e}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("{what} failed for {RETRY_FOR:?}: {e}"),
+        }
+    }
+}
+
+/// A kube call's result with "already exists" (409) or "not found" (404), the answer to a repeated
+/// create or delete, as success.
+fn done_or_repeated<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
 
 fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
     match std::env::var(key) {
@@ -112,7 +142,9 @@ struct World {
 
 impl World {
     async fn start(name: &str) -> World {
-        init_tracing();
+        let log = e2e_root().join(name).join("stowage.log");
+        init_tracing(Some(&log));
+        eprintln!("fault run: the controller's and the stand-ins' log is {}", log.display());
         let (cp, moto) = tokio::try_join!(ControlPlane::start(name), Moto::start(name)).unwrap();
         let client = cp.client();
         let kubelet = Kubelet::start(client.clone(), moto.ec2());
@@ -127,11 +159,14 @@ impl World {
         Controller::start(self.rbac.clone(), self.cloud.clone(), controller_config("stowage-0", None)).await.unwrap()
     }
 
+    /// kubectl with `args` (idempotent ones: it is retried).
     async fn kubectl(&self, args: &[&str]) -> String {
-        let out = tokio::process::Command::new(self.cp.kubectl()).arg("--kubeconfig").arg(self.cp.kubeconfig()).args(args).output().await.unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "kubectl {args:?}: {text}");
-        text
+        retried(&format!("kubectl {args:?}"), || async {
+            let out = tokio::process::Command::new(self.cp.kubectl()).arg("--kubeconfig").arg(self.cp.kubeconfig()).args(args).output().await.map_err(|e| e.to_string())?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+            if out.status.success() { Ok(text) } else { Err(text) }
+        })
+        .await
     }
 
     async fn nodeclaims(&self) -> Result<Vec<NodeClaim>, Error> {
@@ -235,7 +270,8 @@ impl Driver {
             self.next_deployment += 1;
             let n = 1 + self.rng.below(u64::from(MAX_REPLICAS)) as u32;
             let cpu = ["500m", "1", "2", "3"][self.rng.below(4) as usize];
-            deployments.create(&PostParams::default(), &deployment(&name, n, cpu, spread)).await.unwrap();
+            let d = deployment(&name, n, cpu, spread);
+            retried("creating a Deployment", || async { done_or_repeated(deployments.create(&PostParams::default(), &d).await) }).await;
             self.deployments.insert(name, n);
             return ("create deployment", if self.rng.below(2) == 0 { Moment::Launch } else { Moment::Registration });
         }
@@ -249,17 +285,18 @@ impl Driver {
             return if n > old { ("scale up", [Moment::Launch, Moment::Registration][self.rng.below(2) as usize]) } else { ("scale down", Moment::Drain) };
         }
         if roll < 90 {
-            let claims = w.nodeclaims().await.unwrap();
+            let claims = retried("listing NodeClaims", || w.nodeclaims()).await;
             let ready: Vec<&NodeClaim> = claims.iter().filter(|c| c.metadata.deletion_timestamp.is_none() && condition_true(c, "Ready")).collect();
             if let Some(c) = (!ready.is_empty()).then(|| ready[self.rng.below(ready.len() as u64) as usize]) {
-                Api::<NodeClaim>::all(w.client.clone()).delete(&name(c), &DeleteParams::default()).await.unwrap();
+                let api = Api::<NodeClaim>::all(w.client.clone());
+                retried("deleting a NodeClaim", || async { done_or_repeated(api.delete(&name(c), &DeleteParams::default()).await) }).await;
                 return ("delete nodeclaim", Moment::Drain);
             }
             return ("nothing to drain", Moment::Any);
         }
         let names: Vec<String> = self.deployments.keys().cloned().collect();
         let name = names[self.rng.below(names.len() as u64) as usize].clone();
-        deployments.delete(&name, &DeleteParams::default()).await.unwrap();
+        retried("deleting a Deployment", || async { done_or_repeated(deployments.delete(&name, &DeleteParams::default()).await) }).await;
         self.deployments.remove(&name);
         ("delete deployment", Moment::Drain)
     }
@@ -290,7 +327,9 @@ impl Driver {
 /// Compacts etcd and restarts the API server: every watch (the controller's ten) resumes from a
 /// compacted version. Shown with a watch of our own from before: it must answer 410 Gone.
 async fn watch_storm(w: &World) {
-    let before = Api::<NodeClaim>::all(w.client.clone()).list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let api = Api::<NodeClaim>::all(w.client.clone());
+    let lp = ListParams::default();
+    let before = retried("listing NodeClaims", || api.list(&lp)).await.metadata.resource_version.unwrap();
     let revision = w.cp.compact_etcd().await.unwrap();
     w.cp.restart_apiserver().await.unwrap();
     let answer = w.kubectl(&["get", "--raw", &format!("/apis/karpenter.sh/v1/nodeclaims?watch=1&resourceVersion={before}&timeoutSeconds=2")]).await;
@@ -299,7 +338,7 @@ async fn watch_storm(w: &World) {
 }
 
 async fn check_no_duplicates(w: &World, figures: &mut Figures) {
-    let instances = w.live_instances().await.unwrap();
+    let instances = retried("listing instances", || w.live_instances()).await;
     let d = duplicates(&instances);
     figures.max_duplicates_seen = figures.max_duplicates_seen.max(d);
     if d > 0 {
@@ -311,6 +350,11 @@ async fn check_no_duplicates(w: &World, figures: &mut Figures) {
 /// The state the run must end in: every Deployment's replicas Running and Ready, every NodeClaim
 /// Ready and not deleting, and the live instances exactly the NodeClaims' (one each).
 async fn settled(w: &World, driver: &Driver) -> Result<Probe<()>, Error> {
+    // A failed read is "not settled yet", never the end of the wait.
+    Ok(settled_state(w, driver).await.unwrap_or_else(|e| Probe::Waiting(format!("reading the state: {e}"))))
+}
+
+async fn settled_state(w: &World, driver: &Driver) -> Result<Probe<()>, Error> {
     let pods = Api::<Pod>::namespaced(w.client.clone(), "default").list(&ListParams::default()).await.map_err(|e| Error::kube("listing pods", e))?.items;
     let mut waiting = Vec::new();
     for (d, &n) in &driver.deployments {
@@ -334,13 +378,15 @@ async fn settled(w: &World, driver: &Driver) -> Result<Probe<()>, Error> {
 
 /// Counts what the run left once it settled (or the deadline passed).
 async fn final_figures(w: &World, driver: &Driver, figures: &mut Figures) {
-    let claims = w.nodeclaims().await.unwrap();
-    let live = w.live_instances().await.unwrap();
+    let claims = retried("listing NodeClaims", || w.nodeclaims()).await;
+    let live = retried("listing instances", || w.live_instances()).await;
     figures.duplicates = duplicates(&live);
     let tracked: BTreeSet<String> = claims.iter().filter_map(provider_id).collect();
     let names: BTreeSet<String> = claims.iter().map(name).collect();
     figures.leaked = live.iter().filter(|i| !tracked.contains(&i.provider_id) || !i.nodeclaim.as_ref().is_some_and(|n| names.contains(n))).count();
-    let pods = Api::<Pod>::namespaced(w.client.clone(), "default").list(&ListParams::default()).await.unwrap().items;
+    let pod_api = Api::<Pod>::namespaced(w.client.clone(), "default");
+    let lp = ListParams::default();
+    let pods = retried("listing pods", || pod_api.list(&lp)).await.items;
     figures.pods_lost = driver
         .deployments
         .iter()
@@ -352,7 +398,7 @@ async fn final_figures(w: &World, driver: &Driver, figures: &mut Figures) {
     let converged = |n: &String| claims.iter().find(|c| &name(c) == n).is_none_or(|c| c.metadata.deletion_timestamp.is_none() && condition_true(c, "Ready"));
     figures.not_converged = seen.iter().filter(|n| !converged(n)).cloned().collect();
     figures.nodeclaims_converged = seen.len() - figures.not_converged.len();
-    let state = w.moto.fault_state().await.unwrap();
+    let state = retried("reading moto's fault state", || w.moto.fault_state()).await;
     for (action, codes) in state["injected"].as_object().into_iter().flatten() {
         for (code, n) in codes.as_object().into_iter().flatten() {
             *figures.faults_injected.entry(format!("{action}/{code}")).or_default() += n.as_u64().unwrap_or(0);
@@ -430,13 +476,24 @@ async fn seeded_fault_run_leaves_no_duplicate_leak_or_lost_pod() {
     tokio::try_join!(w.moto.stop(), w.cp.stop()).unwrap();
     eprintln!("stand-in errors: kubelet {k:?}, volumes {v:?}");
 
-    assert_eq!(figures.kills, kills);
-    assert_eq!(figures.max_duplicates_seen, 0, "a NodeClaim had two live instances at some point");
-    assert_eq!(figures.duplicates, 0, "duplicate instances at the end");
-    assert_eq!(figures.leaked, 0, "leaked instances");
-    assert_eq!(figures.pods_lost, 0, "pods not Running");
-    assert!(figures.not_converged.is_empty(), "NodeClaims not converged: {:?}", figures.not_converged);
-    assert!(r.is_ok(), "the cluster did not settle within {CONVERGE:?}: {r:?}");
-    assert!(faults > 0, "no AWS fault was injected: the run proved nothing about them");
-    assert!(figures.nodeclaims_seen > 0, "no NodeClaim was ever created: the run proved nothing\n{controller_errors}");
+    // Every failed expectation at once, after the log's last warnings: a CI report keeps the tail of
+    // the output, so the reasons come last.
+    let expectations = [
+        (figures.kills == kills, format!("{} kills of {kills}", figures.kills)),
+        (figures.max_duplicates_seen == 0, format!("a NodeClaim had two live instances after a kill ({} at most)", figures.max_duplicates_seen)),
+        (figures.duplicates == 0, format!("{} duplicate instances at the end", figures.duplicates)),
+        (figures.leaked == 0, format!("{} leaked instances", figures.leaked)),
+        (figures.pods_lost == 0, format!("{} pods not Running", figures.pods_lost)),
+        (figures.not_converged.is_empty(), format!("NodeClaims not converged: {:?}", figures.not_converged)),
+        (r.is_ok(), format!("the cluster did not settle within {CONVERGE:?}: {r:?}")),
+        (faults > 0, "no AWS fault was injected: the run proved nothing about them".to_string()),
+        (figures.nodeclaims_seen > 0, format!("no NodeClaim was ever created: the run proved nothing\n{controller_errors}")),
+    ];
+    let failed: Vec<&String> = expectations.iter().filter(|(ok, _)| !ok).map(|(_, why)| why).collect();
+    if !failed.is_empty() {
+        let log = std::fs::read_to_string(e2e_root().join("faults").join("stowage.log")).unwrap_or_default();
+        let warnings: Vec<&str> = log.lines().filter(|l| l.contains(" WARN ") || l.contains(" ERROR ")).collect();
+        eprintln!("fault run: the log's last warnings and errors:\n{}", warnings[warnings.len().saturating_sub(40)..].join("\n"));
+        panic!("the fault run (seed {seed}) failed:\n  {}", failed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  "));
+    }
 }

@@ -21,9 +21,19 @@ use stowage_input::api::NodeClaim;
 
 const POLL: Duration = Duration::from_millis(250);
 
-pub fn init_tracing() {
+/// Logs `stowage=info` (or `RUST_LOG`) into the test's output, or with `to` into that file (created
+/// afresh): a long run's log would bury the failure message, and a CI report keeps only the head and
+/// the tail of a failed test's output.
+pub fn init_tracing(to: Option<&std::path::Path>) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("stowage=info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+    let _ = match to {
+        None => tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init(),
+        Some(path) => {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let file = std::fs::File::create(path).unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
+            tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(std::sync::Mutex::new(file)).try_init()
+        }
+    };
 }
 
 pub fn repo(path: &str) -> PathBuf {
@@ -50,6 +60,7 @@ pub fn controller_config(identity: &str, metrics_addr: Option<std::net::SocketAd
         gc_interval: Duration::from_secs(1),
         gc_grace: Duration::from_secs(8),
         disruption_interval: Duration::from_millis(500),
+        consolidation_validation: Duration::from_secs(1),
         nomination_ttl: Duration::from_secs(10),
         leader: Some(LeaderConfig {
             namespace: "kube-system".into(),

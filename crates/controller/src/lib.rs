@@ -36,6 +36,7 @@
 
 pub mod clock;
 pub mod conditions;
+pub mod consolidation;
 pub mod disruption;
 pub mod events;
 pub mod gc;
@@ -103,6 +104,10 @@ pub struct Config {
     pub gc_interval: Duration,
     pub gc_grace: Duration,
     pub disruption_interval: Duration,
+    /// Consolidation of underutilised nodes: how disruption is weighed against saving.
+    pub consolidation: stowage_decide::consolidation::Settings,
+    /// How long a consolidation decision waits before it is validated (decided again) and acted on.
+    pub consolidation_validation: Duration,
     /// How often EC2NodeClasses are resolved again and their `Ready` condition written (each batch
     /// resolves them too).
     pub nodeclass_interval: Duration,
@@ -132,6 +137,8 @@ impl Default for Config {
             gc_interval: Duration::from_secs(10),
             gc_grace: Duration::from_secs(30),
             disruption_interval: Duration::from_secs(2),
+            consolidation: stowage_decide::consolidation::Settings::default(),
+            consolidation_validation: consolidation::VALIDATION,
             nodeclass_interval: Duration::from_secs(5),
             nomination_ttl: Duration::from_secs(20),
             catalog_ttl: Duration::from_secs(60),
@@ -660,7 +667,7 @@ fn pod_event<P: CloudProvider>(ctx: &Ctx<P>, pod: &provisioner::PodRef, reason: 
 
 /// After a batch launched a NodeClaim directly: a failure or a deferred launch is the NodeClaim
 /// controller's to retry, with its per-object backoff.
-fn after_launch<P: CloudProvider>(ctx: &Ctx<P>, name: &str, r: Result<Launched, launcher::LaunchError>) {
+pub(crate) fn after_launch<P: CloudProvider>(ctx: &Ctx<P>, name: &str, r: Result<Launched, launcher::LaunchError>) {
     match r {
         Ok(Launched::Done { .. } | Launched::Skipped | Launched::Refused) => {}
         Ok(Launched::Retry { .. }) => ctx.wake_lifecycle(name),
@@ -687,8 +694,17 @@ fn next_round(interval: Duration, backoff: &mut lifecycle::Backoff, ok: bool) ->
 /// Disruption is a whole-cluster decision (budgets count a pool's nodes; emptiness needs the pods of
 /// every node), so it runs as one periodic task over the state index rather than per NodeClaim.
 async fn disruption_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watch::Receiver<bool>) {
-    let d = tokio::sync::Mutex::new(Disruption::default());
-    periodic(ctx.config.disruption_interval, stop, || async { if ctx.is_leader() && lock(&ctx.state).synced() { disrupt(&ctx, &mut *d.lock().await).await } else { true } }).await;
+    let d = tokio::sync::Mutex::new((Disruption::default(), consolidation::Consolidator::default()));
+    periodic(ctx.config.disruption_interval, stop, || async {
+        if !(ctx.is_leader() && lock(&ctx.state).synced()) {
+            return true;
+        }
+        let (emptiness, consolidator) = &mut *d.lock().await;
+        let (ok, acted) = disrupt(&ctx, emptiness).await;
+        // Consolidation judges a cluster at rest: not in a round that just deleted empty nodes.
+        if acted { ok } else { consolidation::round(&ctx, consolidator).await && ok }
+    })
+    .await;
 }
 
 /// Runs `round` every `interval` until `stop`; after a failed round (false) the next waits for the
@@ -710,18 +726,21 @@ where
     }
 }
 
-/// One round of disruption; false if a deletion failed.
-async fn disrupt<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &mut Disruption) -> bool {
+/// One round of emptiness and expiration; whether every deletion succeeded, and whether it deleted any.
+async fn disrupt<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &mut Disruption) -> (bool, bool) {
     let now = ctx.clock.now();
     let (candidates, pools) = {
         let s = lock(&ctx.state);
-        // Nominations survive a restart: the NodeClaims carry theirs (`stowage_decide::provision`).
-        let persisted = disruption::persisted_nominations(&s, now, ctx.config.nomination_ttl);
+        // Nominations survive a restart: the NodeClaims carry theirs (`stowage_decide::provision`), and
+        // a consolidation's replacements theirs (`consolidation`).
+        let mut persisted = disruption::persisted_nominations(&s, now, ctx.config.nomination_ttl);
+        persisted.extend(consolidation::protected(&consolidation::in_progress(&s)));
         let nominated = |n: &str| ctx.nominated(n) || persisted.contains(n);
         let pools: BTreeMap<String, disruption::PoolPolicy> = s.nodepools.iter().filter_map(|p| Some((p.metadata.name.clone()?, disruption::pool_policy(p)))).collect();
         (disruption::candidates(&s, &nominated), pools)
     };
     let actions = d.decide(&candidates, &pools, now);
+    let acted = !actions.is_empty();
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let mut ok = true;
     for a in actions {
@@ -750,7 +769,7 @@ async fn disrupt<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &mut Disrupti
             }
         }
     }
-    ok
+    (ok, acted)
 }
 
 /// Garbage collection compares the cloud's whole instance list with every NodeClaim, so it is one
