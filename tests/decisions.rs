@@ -129,6 +129,76 @@ fn the_same_nodes_are_disrupted_on_both_clocks() {
     assert!(names.contains(&(101, "d".to_string())), "expireAfter removes a busy node: {names:?}");
 }
 
+/// Consolidation on both clocks: the same cluster, observed at the start and judged at the same
+/// offsets, gives the same outcome (nothing before `consolidateAfter`, then the same nodes removed and
+/// the same replacements), the controller's memory keyed on the API server's timestamps, the
+/// simulator's on `SimTime`.
+#[test]
+fn the_same_underutilised_nodes_are_consolidated_on_both_clocks() {
+    use k8s_openapi::jiff::Timestamp;
+    use serde_json::json;
+    use stowage_decide::consolidation::{Consolidation, Input, Outcome, Settings};
+
+    let catalog = stowage_input::catalog::default_catalog();
+    let node = |name: &str| {
+        let t = catalog.get("m5.xlarge").unwrap();
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+                "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                "node.kubernetes.io/instance-type": "m5.xlarge", "karpenter.sh/capacity-type": "on-demand", "karpenter.sh/nodepool": "np",
+                "karpenter.sh/registered": "true", "karpenter.sh/initialized": "true", "topology.kubernetes.io/zone": "us-east-1a"}},
+            "spec": {"providerID": format!("aws:///us-east-1a/i-{name}")},
+            "status": {"allocatable": stowage_decide::provision::quantities(&t.allocatable()), "capacity": stowage_decide::provision::quantities(&t.capacity), "conditions": [{"type": "Ready", "status": "True"}]}})
+    };
+    let pod = |name: &str, node: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "labels": {"app": "web"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-uid", "controller": true}]},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}}]},
+            "status": {"phase": "Running"}})
+    };
+    let items = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+         "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}], "subnetSelectorTerms": [{"tags": {"k": "v"}}], "securityGroupSelectorTerms": [{"tags": {"k": "v"}}]}},
+        {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "np", "uid": "np-uid"},
+         "spec": {"disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30s", "budgets": [{"nodes": "100%"}]},
+                  "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": [
+                      {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                      {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]}]}}}},
+        node("a"), node("b"), node("c"), pod("web-a", "a"), pod("web-b", "b"), pod("web-c", "c"),
+    ]});
+    let text = serde_json::to_string(&items).unwrap();
+    let w = stowage_input::load_texts([(std::path::Path::new("three-half-empty.yaml"), text.as_str())]).unwrap();
+    let weights = stowage_core::weights::Weights::default();
+    let settings = Settings::default();
+    let input = Input { base: stowage_decide::provision::Input { cluster: &w.cluster, objects: &w.objects, catalog, weights: &weights, max_instance_types: 20, batch: "c-1" }, settings: &settings };
+    let greedy = || stowage_core::solve::Planner { solver: stowage_core::solve::Solver::Greedy, ..Default::default() };
+    // What a decision is, apart from the clock: removed nodes, replacements (type, zone, capacity type, pods).
+    let summary = |o: Outcome| match o {
+        Outcome::Consolidate(d) => {
+            let r = stowage_core::check::check(&d.planned_on, catalog, &d.replacements.plan);
+            assert!(r.valid(), "the checker rejects the displaced pods' placement: {:?}", r.violations);
+            let claims: Vec<String> = d.replacements.claims.iter().map(|c| format!("{} {} {} {}", c.instance_type, c.zone, c.capacity_type, c.pods.len())).collect();
+            format!("remove {:?}, launch {claims:?}", d.remove.iter().map(|r| r.node.clone()).collect::<Vec<_>>())
+        }
+        Outcome::Nothing { candidates, .. } => format!("nothing ({candidates} candidates)"),
+        Outcome::NotSettled => "not settled".to_string(),
+    };
+    let t0 = Timestamp::from_second(1_800_000_000).unwrap();
+    let mut decided = (Vec::new(), Vec::new());
+    for s in [10u64, 29, 30, 45] {
+        let mut ctl: Consolidation<Timestamp> = Consolidation::default();
+        let mut sim: Consolidation<SimTime> = Consolidation::default();
+        ctl.observe(&w.cluster, t0);
+        sim.observe(&w.cluster, SimTime(0));
+        let (mut p, mut q) = (greedy(), greedy());
+        decided.0.push((s, summary(ctl.decide(&input, &mut p, t0 + Duration::from_secs(s)).unwrap())));
+        decided.1.push((s, summary(sim.decide(&input, &mut q, SimTime(s * 1000)).unwrap())));
+    }
+    assert_eq!(decided.0, decided.1);
+    assert_eq!(decided.0[0].1, "nothing (0 candidates)", "before consolidateAfter nothing is due");
+    assert!(decided.0[2].1.starts_with("remove"), "at consolidateAfter the half-empty nodes go: {:?}", decided.0);
+}
+
 /// (node, pool, workload pods, nominated, expireAfter in seconds) as the shared decision's candidates,
 /// created at `created`.
 type Observation<'a> = (&'a str, &'a str, usize, bool, Option<u64>);

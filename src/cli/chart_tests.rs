@@ -173,6 +173,8 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     assert_eq!((c.batch.idle, c.batch.max), (std::time::Duration::from_secs(1), std::time::Duration::from_secs(10)));
     assert_eq!((c.gc_interval, c.gc_grace), (std::time::Duration::from_secs(10), std::time::Duration::from_secs(30)));
     assert_eq!((c.timeouts.launch, c.timeouts.registration), (std::time::Duration::from_secs(300), std::time::Duration::from_secs(900)));
+    assert!(!c.consolidation.spot_to_spot, "Karpenter's SpotToSpotConsolidation gate is off by default");
+    assert_eq!(c.consolidation_validation, std::time::Duration::from_secs(15));
 
     // Every optional value set.
     values["clusterEndpoint"] = "https://ABC.gr7.us-east-1.eks.amazonaws.com".into();

@@ -81,6 +81,13 @@ pub struct ControllerArgs {
     /// Age before an instance no NodeClaim tracks is terminated.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub gc_grace: Duration,
+    /// Replace a spot node by a cheaper spot node when consolidating (Karpenter's
+    /// SpotToSpotConsolidation feature gate; off: spot nodes are only deleted or replaced by on-demand).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub spot_to_spot_consolidation: bool,
+    /// How long a consolidation decision waits before it is decided again and, if unchanged, carried out.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub consolidation_validation: Duration,
     /// Elect a leader through a Lease (run several replicas safely).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
@@ -186,6 +193,8 @@ pub fn config(a: &ControllerArgs) -> Result<Config, String> {
         timeouts: Timeouts { launch: a.launch_timeout, registration: a.registration_timeout },
         gc_interval: a.gc_interval,
         gc_grace: a.gc_grace,
+        consolidation: stowage_decide::consolidation::Settings { spot_to_spot: a.spot_to_spot_consolidation, ..Default::default() },
+        consolidation_validation: a.consolidation_validation,
         leader: a.leader_elect.then(|| LeaderConfig::new(namespace, identity.clone())),
         metrics_addr: Some(a.metrics_addr),
         identity,

@@ -235,6 +235,13 @@ async fn act<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &Decision, now: T
         return true;
     }
     tracing::info!(reason = %d.reason(), nodeclaims = ?replaced, "consolidating");
+    let pools: BTreeSet<&str> = d.remove.iter().map(|r| r.nodepool.as_str()).collect();
+    for pool in pools {
+        let obj = lock(&ctx.state).nodepools.iter().find(|p| p.metadata.name.as_deref() == Some(pool)).cloned();
+        if let Some(p) = obj {
+            ctx.events.object(&p, Reason::Disrupting, format!("consolidation: {}", d.reason()));
+        }
+    }
     if d.replacements.claims.is_empty() {
         return delete_claims(ctx, &replaced, &format!("consolidation: {}", d.reason())).await;
     }
