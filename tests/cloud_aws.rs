@@ -236,6 +236,10 @@ async fn launch_list_tag_terminate_and_idempotent_relaunch() {
     assert_eq!(listed[0].nodepool.as_deref(), Some("general"));
     assert_eq!(listed[0].state, "running");
     assert!(listed[0].launched_at > 0);
+    let described_image = describe(&moto, &inst.id).await.image_id().map(str::to_string);
+    assert!(described_image.is_some(), "moto records the launch template's image");
+    assert_eq!(inst.image_id, described_image, "the launch reports the image the instance runs (drift compares it)");
+    assert_eq!(listed[0].image_id, described_image);
 
     aws.tag_registered(&inst.provider_id, "general-abc12", "ip-10-0-2-4.ec2.internal").await.unwrap();
     let t = tag_map(&describe(&moto, &inst.id).await);

@@ -652,6 +652,39 @@ async fn an_underutilised_node_is_replaced_by_a_cheaper_one() {
     w.stop(c, false).await;
 }
 
+/// Drift on the real control plane (issue 17): a label added to the NodePool's template drifts every
+/// NodeClaim made before (`NodePoolDrifted`); the controller replaces them one at a time (each
+/// replacement Initialized before its node drains), and the replicas end on nodes with the new label.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_nodepool_template_rolls_its_nodes() {
+    let w = World::start("ctl-drift").await;
+    w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/seed-1b-statefulset-zonal-rescale/nodepool.yaml"]).await;
+    let c = w.controller().await;
+    create_deployment(&w, spread_deployment("web", 2)).await;
+    w.wait_running("app=web", 2).await;
+    w.wait_nodes(2).await;
+    let old: BTreeSet<String> = w.nodeclaims().await.iter().filter_map(|c| c.metadata.name.clone()).collect();
+
+    let pools: Api<NodePool> = Api::all(w.client.clone());
+    pools.patch("default", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"template": {"metadata": {"labels": {"team": "blue"}}}}}))).await.unwrap();
+    let r = poll_until("every NodeClaim replaced by one with the new label", SETTLE, POLL, || async {
+        let cs = w.nodeclaims().await;
+        let fresh = cs.iter().filter(|c| !old.contains(c.metadata.name.as_deref().unwrap_or("")) && c.metadata.labels.as_ref().and_then(|l| l.get("team")).map(String::as_str) == Some("blue")).count();
+        let running = w.pods("app=web").await.iter().filter(|p| running_and_ready(p)).count();
+        Ok(if cs.len() == 2 && fresh == 2 && running == 2 { Probe::Done(()) } else { Probe::Waiting(format!("{} NodeClaims, {fresh} new with the label, {running} pods running", cs.len())) })
+    })
+    .await;
+    if let Err(e) = r {
+        w.fail("rolling drifted nodes", e).await;
+    }
+    let nodes = w.wait_nodes(2).await;
+    assert!(nodes.iter().all(|n| label(n, "team") == "blue"), "{:?}", nodes.iter().map(summary_labels).collect::<Vec<_>>());
+    let m = c.metrics().render();
+    assert!(m.contains("cause=\"drifted\"") && !m.contains("cause=\"underutilized\""), "both replacements are counted as drift:\n{m}");
+    w.assert_no_leak().await;
+    w.stop(c, false).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_server_restart_is_survived() {
     let w = World::start("ctl-apiserver").await;

@@ -428,9 +428,11 @@ async fn seeded_fault_run_leaves_no_duplicate_leak_or_lost_pod() {
     let w = World::start("faults").await;
     w.kubectl(&["apply", "-f", repo("scenarios/common-ec2nodeclass.yaml").to_str().unwrap()]).await;
     w.kubectl(&["apply", "-f", repo("scenarios/seed-1b-statefulset-zonal-rescale/nodepool.yaml").to_str().unwrap()]).await;
-    // Consolidation (emptiness) acts within the run too.
+    // Consolidation (empty and underutilised nodes) acts within the run too, so kills land in its
+    // decisions as well.
     let pools: Api<NodePool> = Api::all(w.client.clone());
-    pools.patch("default", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"disruption": {"consolidateAfter": "5s"}}}))).await.unwrap();
+    let disruption = json!({"spec": {"disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "5s"}}});
+    pools.patch("default", &PatchParams::default(), &Patch::Merge(&disruption)).await.unwrap();
     w.moto.inject_random_faults(&RandomFaults::any_action(rate, seed).from_app(CONTROLLER_APP)).await.unwrap();
 
     let mut driver = Driver { rng: Rng(seed), deployments: BTreeMap::new(), next_deployment: 0, seen_claims: BTreeSet::new() };

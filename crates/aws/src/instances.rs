@@ -53,6 +53,7 @@ pub(crate) fn to_instance(i: &aws_sdk_ec2::types::Instance) -> Option<Instance> 
         nodepool: tag(TAG_NODEPOOL),
         nodeclaim: tag(TAG_NODECLAIM),
         launched_at: i.launch_time().map(|t| t.secs()).unwrap_or(0),
+        image_id: i.image_id().map(str::to_string),
     })
 }
 

@@ -548,7 +548,10 @@ impl AwsProvider {
                     tracing::info!(nodeclaim = %req.nodeclaim, errors = outcome.errors.len(), "launched after errors on better offerings");
                 }
                 tracing::info!(nodeclaim = %req.nodeclaim, instance = %l.id, instance_type = %l.instance_type, zone = %l.zone, capacity_type = %l.capacity_type, "launched instance");
-                return Ok(launched_instance(l, req));
+                // The image is the launch template's of the override the fleet chose.
+                let image =
+                    freq.overrides.iter().find(|o| o.offering.instance_type == l.instance_type && o.offering.zone == l.zone).and_then(|o| templates.get(&o.template)).map(|t| t.image_id.clone());
+                return Ok(launched_instance(l, req, image));
             }
             if attempt == 0 && outcome.errors.iter().any(|f| f.code == LAUNCH_TEMPLATE_NOT_FOUND) {
                 lock(&self.templates).clear();
@@ -644,7 +647,7 @@ fn launch_capacity_type(req: &LaunchRequest) -> Result<String, CloudError> {
     Ok(ct)
 }
 
-fn launched_instance(l: fleet::Launched, req: &LaunchRequest) -> Instance {
+fn launched_instance(l: fleet::Launched, req: &LaunchRequest, image_id: Option<String>) -> Instance {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
     Instance {
         provider_id: instances::provider_id(&l.zone, &l.id),
@@ -656,6 +659,7 @@ fn launched_instance(l: fleet::Launched, req: &LaunchRequest) -> Instance {
         nodepool: Some(req.nodepool.clone()),
         nodeclaim: Some(req.nodeclaim.clone()),
         launched_at: now,
+        image_id,
     }
 }
 

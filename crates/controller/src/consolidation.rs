@@ -1,4 +1,5 @@
-//! Consolidation of underutilised nodes in the controller: the shared decision
+//! Consolidation of underutilised nodes and replacement of drifted ones in the controller: the shared
+//! decisions (`stowage_decide::drift` for which NodeClaims drifted, and) the shared decision
 //! (`stowage_decide::consolidation`, which the simulator runs too and whose module doc states the
 //! rules: candidates, budgets, PDBs, do-not-disrupt, spot-to-spot, the search and its lower bound),
 //! validated, carried out in Karpenter's order, and persisted on the NodeClaims so that a restarted
@@ -13,6 +14,10 @@
 //!   │    a replacement missing or deleting    → abandoned: nothing is removed (the replacements,
 //!   │                                            empty, go by emptiness)
 //!   │    otherwise                            → wait; no new decision meanwhile
+//!   ├─ otherwise, drift first (as Karpenter): the first drifted NodeClaim its pool's `Drifted`
+//!   │    budgets allow gets `Drifted=True`; empty, it is deleted; else its pods are planned
+//!   │    elsewhere (`consolidation::replace`, no saving required) and it is replaced as below
+//!   │    (one drifted node at a time; one whose pods find no place is tried again after a minute)
 //!   └─ otherwise, when a node is due (consolidateAfter) or a proposal waits for validation:
 //!        decide over the snapshot (off the async runtime), check the displaced pods' placement
 //!        with the checker, and act only when the same nodes are chosen again `validation` later
@@ -20,8 +25,8 @@
 //!        NodeClaims, annotated, and launch them.
 //! ```
 //!
-//! Persisted state: each replacement NodeClaim carries [`DECISION_ANNOTATION`] (`<id>/<count>`: the
-//! decision and how many replacements it launched) and [`REPLACES_ANNOTATION`] (the NodeClaims it
+//! Persisted state: each replacement NodeClaim carries [`DECISION_ANNOTATION`]
+//! (`<cause>:<id>/<count>`: why, the decision, and how many replacements it launched) and [`REPLACES_ANNOTATION`] (the NodeClaims it
 //! replaces, comma-separated). While a decision's replaced NodeClaims exist, its replacements are
 //! nominated (never judged empty). The proposal awaiting validation is in memory only: a restart
 //! validates again, later, never earlier.
@@ -31,15 +36,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use stowage_core::domain::catalog::Catalog;
 
-use super::conditions::{CONDITION_INITIALIZED, condition};
+use super::conditions::{CONDITION_INITIALIZED, condition, set_condition};
 use super::events::Reason;
 use super::metrics::Stage;
-use super::state::ClusterState;
+use super::state::{ClusterState, DO_NOT_DISRUPT, is_daemon_pod, is_terminal};
 use super::{Ctx, after_launch, kube_status, launcher, lock};
 use stowage_decide::cloud::CloudProvider;
-use stowage_decide::consolidation::{self as shared, Decision, Outcome};
+use stowage_decide::consolidation::{self as shared, Decision, Outcome, reason_budgets};
+use stowage_decide::disruption::allowed_disruptions;
+use stowage_decide::drift;
 use stowage_decide::provision;
 use stowage_input::api::NodeClaim;
 
@@ -47,8 +55,11 @@ use stowage_input::api::NodeClaim;
 pub const DECISION_ANNOTATION: &str = "stowage.dev/consolidation";
 /// On a replacement NodeClaim: the NodeClaims its decision replaces, comma-separated.
 pub const REPLACES_ANNOTATION: &str = "stowage.dev/consolidation-replaces";
-/// The cause label of metrics and logs.
-const CAUSE: &str = "underutilized";
+/// The cause labels of metrics and logs.
+const UNDERUTILIZED: &str = "underutilized";
+const DRIFTED: &str = "drifted";
+/// How long a drifted NodeClaim whose pods found no place waits before it is tried again.
+const DRIFT_RETRY: Duration = Duration::from_secs(60);
 
 /// The consolidation task's memory (in the disruption loop).
 #[derive(Debug, Default)]
@@ -56,6 +67,8 @@ pub struct Consolidator {
     shared: shared::Consolidation<Timestamp>,
     /// Nodes a round chose, and when: acted on only when chosen again `validation` later.
     proposed: Option<(BTreeSet<String>, Timestamp)>,
+    /// Drifted NodeClaims whose replacement found no place for their pods, and when.
+    drift_failed: BTreeMap<String, Timestamp>,
 }
 
 /// Where a persisted decision stands.
@@ -74,6 +87,8 @@ pub enum Progress {
 /// A decision read back from the NodeClaims.
 #[derive(Clone, Debug)]
 pub struct InProgress {
+    /// Why: [`UNDERUTILIZED`] or [`DRIFTED`].
+    pub cause: &'static str,
     pub id: String,
     pub replacements: Vec<String>,
     pub replaced: Vec<String>,
@@ -90,7 +105,12 @@ pub fn in_progress(s: &ClusterState) -> Vec<InProgress> {
         groups.entry(id.to_string()).or_insert((count, Vec::new())).1.push(c);
     }
     let mut out = Vec::new();
-    for (id, (count, members)) in groups {
+    for (key, (count, members)) in groups {
+        let (cause, id) = match key.split_once(':') {
+            Some((DRIFTED, id)) => (DRIFTED, id.to_string()),
+            Some((_, id)) => (UNDERUTILIZED, id.to_string()),
+            None => (UNDERUTILIZED, key.clone()),
+        };
         let replaced: BTreeSet<String> =
             members.iter().filter_map(|c| c.metadata.annotations.as_ref()?.get(REPLACES_ANNOTATION)).flat_map(|v| v.split(',').map(str::trim).filter(|x| !x.is_empty()).map(String::from)).collect();
         let live: Vec<String> = replaced.iter().filter(|r| s.nodeclaim(r).is_some_and(|c| c.metadata.deletion_timestamp.is_none())).cloned().collect();
@@ -105,7 +125,7 @@ pub fn in_progress(s: &ClusterState) -> Vec<InProgress> {
             Progress::Waiting
         };
         let replacements = members.iter().filter_map(|c| c.metadata.name.clone()).collect();
-        out.push(InProgress { id, replacements, replaced: replaced.into_iter().collect(), progress });
+        out.push(InProgress { cause, id, replacements, replaced: replaced.into_iter().collect(), progress });
     }
     out
 }
@@ -122,16 +142,33 @@ pub(crate) async fn round<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut
     let mut ok = true;
     for d in &decisions {
         if let Progress::Ready(replaced) = &d.progress {
-            let why = format!("consolidation {}: replacement(s) {} Initialized", d.id, d.replacements.join(", "));
-            ok &= delete_claims(ctx, replaced, &why).await;
+            let why = format!("decision {}: replacement(s) {} Initialized", d.id, d.replacements.join(", "));
+            ok &= delete_claims(ctx, replaced, &why, d.cause).await;
         }
     }
     if decisions.iter().any(|d| matches!(d.progress, Progress::Waiting | Progress::Ready(_))) {
         return ok;
     }
     let now = ctx.clock.now();
+    // Drift before consolidation, as Karpenter orders them.
+    c.drift_failed.retain(|_, t| now.duration_since(*t).unsigned_abs() < DRIFT_RETRY);
+    let drifted = drift_candidate(&lock(&ctx.state), &|name| c.drift_failed.contains_key(name));
+    if let Some(d) = drifted {
+        return match replace_drifted(ctx, &d, now).await {
+            Ok(acted) => {
+                if !acted {
+                    c.drift_failed.insert(d.claim.clone(), now);
+                }
+                ok
+            }
+            Err(e) => {
+                tracing::warn!(nodeclaim = %d.claim, error = %e, "replacing a drifted NodeClaim failed");
+                false
+            }
+        };
+    }
     match decide(ctx, c, now).await {
-        Ok(Some(d)) => ok & act(ctx, &d, now).await,
+        Ok(Some(d)) => ok & act(ctx, &d, now, UNDERUTILIZED).await,
         Ok(None) => ok,
         Err(e) => {
             tracing::warn!(error = %e, "consolidation round failed");
@@ -156,14 +193,7 @@ enum RoundError {
 /// decision is returned once it has been chosen twice, `validation` apart, and the checker accepts
 /// its placement of the displaced pods.
 async fn decide<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut Consolidator, now: Timestamp) -> Result<Option<Decision>, RoundError> {
-    let catalog = ctx.catalog().await.map_err(RoundError::Catalog)?;
-    let view = {
-        let mut u = lock(&ctx.unavailable);
-        let t = tokio::time::Instant::now();
-        u.expire(t);
-        u.view(&catalog, t)
-    };
-    let snapshot = lock(&ctx.state).snapshot(&view)?;
+    let (snapshot, view) = snapshot(ctx).await?;
     c.shared.observe(&snapshot.cluster, now);
     let validating = c.proposed.as_ref().is_some_and(|(_, t)| now.duration_since(*t).unsigned_abs() >= ctx.config.consolidation_validation);
     let due = c.shared.next_due(&snapshot.cluster, &snapshot.objects).is_some_and(|t| t <= now);
@@ -222,10 +252,119 @@ async fn decide<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut Consolida
     }
 }
 
+/// The state as the planners read it, over the catalog with refused offerings unavailable.
+async fn snapshot<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>) -> Result<(super::state::Snapshot, Catalog), RoundError> {
+    let catalog = ctx.catalog().await.map_err(RoundError::Catalog)?;
+    let view = {
+        let mut u = lock(&ctx.unavailable);
+        let t = tokio::time::Instant::now();
+        u.expire(t);
+        u.view(&catalog, t)
+    };
+    let snapshot = lock(&ctx.state).snapshot(&view)?;
+    Ok((snapshot, view))
+}
+
+/// A drifted NodeClaim chosen for replacement.
+#[derive(Clone, Debug)]
+pub struct Drifted {
+    pub claim: String,
+    pub node: String,
+    pub cause: drift::Cause,
+    /// No workload pod on its Node: it is deleted, nothing replaces it.
+    pub empty: bool,
+}
+
+/// The first drifted NodeClaim (by name) that may go now: Initialized, not deleting, no
+/// do-not-disrupt on it or its Node, not in `skip`, and its pool's budgets for `Drifted` allow one
+/// more node disrupting.
+pub fn drift_candidate(s: &ClusterState, skip: &dyn Fn(&str) -> bool) -> Option<Drifted> {
+    let pool_of = |c: &NodeClaim| c.metadata.labels.as_ref().and_then(|l| l.get(stowage_core::domain::labels::keys::NODEPOOL)).cloned();
+    let annotated = |a: Option<&BTreeMap<String, String>>| a.and_then(|a| a.get(DO_NOT_DISRUPT)).is_some_and(|v| v == "true");
+    let mut claims: Vec<&NodeClaim> = s.nodeclaims.iter().collect();
+    claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for c in claims {
+        let (Some(name), Some(pool_name)) = (c.metadata.name.clone(), pool_of(c)) else { continue };
+        let Some(node) = s.node_of(c) else { continue };
+        let initialized = condition(c, CONDITION_INITIALIZED).is_some_and(|x| x.status == "True");
+        if skip(&name) || c.metadata.deletion_timestamp.is_some() || !initialized || annotated(c.metadata.annotations.as_ref()) || annotated(node.metadata.annotations.as_ref()) {
+            continue;
+        }
+        let Some(pool) = s.nodepools.iter().find(|p| p.metadata.name.as_deref() == Some(pool_name.as_str())) else { continue };
+        let nodeclass = s.nodeclasses.iter().find(|n| n.metadata.name.as_deref() == Some(c.spec.node_class_ref.name.as_str()));
+        let Some(cause) = drift::drifted(c, pool, nodeclass) else { continue };
+        let members: Vec<&NodeClaim> = s.nodeclaims.iter().filter(|x| pool_of(x).as_deref() == Some(pool_name.as_str())).collect();
+        let deleting = members.iter().filter(|x| x.metadata.deletion_timestamp.is_some()).count();
+        if allowed_disruptions(&reason_budgets(Some(pool), drift::REASON), members.len()).saturating_sub(deleting) == 0 {
+            continue;
+        }
+        let node_name = node.metadata.name.clone().unwrap_or_default();
+        let empty = s.pods_on(&node_name).all(|p| is_daemon_pod(p) || is_terminal(p));
+        return Some(Drifted { claim: name, node: node_name, cause, empty });
+    }
+    None
+}
+
+/// Replaces (or, when empty, deletes) a drifted NodeClaim after writing its `Drifted` condition;
+/// whether it acted. The displaced pods are planned by `stowage_decide::consolidation::replace`.
+async fn replace_drifted<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &Drifted, now: Timestamp) -> Result<bool, RoundError> {
+    mark_drifted(ctx, d).await;
+    let why = format!("drifted: {}", d.cause);
+    if d.empty {
+        return Ok(delete_claims(ctx, std::slice::from_ref(&d.claim), &why, DRIFTED).await);
+    }
+    let (snapshot, view) = snapshot(ctx).await?;
+    let (settings, weights, planner) = (ctx.config.consolidation.clone(), ctx.config.weights.clone(), ctx.config.planner.clone());
+    let batch = format!("{}-drift-{}", ctx.config.identity, now.as_millisecond());
+    let node = d.node.clone();
+    let outcome = tokio::task::spawn_blocking(move || {
+        let base = provision::Input { cluster: &snapshot.cluster, objects: &snapshot.objects, catalog: &view, weights: &weights, max_instance_types: planner.max_instance_types, batch: &batch };
+        let mut p = planner.planner;
+        shared::replace(&shared::Input { base, settings: &settings }, &mut p, &node).map(|o| {
+            o.map(|d| {
+                let report = stowage_core::check::check(&d.planned_on, &view, &d.replacements.plan);
+                (d, report.valid())
+            })
+        })
+    })
+    .await
+    .map_err(RoundError::Join)??;
+    match outcome {
+        Some((decision, true)) => {
+            tracing::info!(nodeclaim = %d.claim, cause = %d.cause, "replacing a drifted NodeClaim");
+            Ok(act(ctx, &decision, now, DRIFTED).await)
+        }
+        Some((_, false)) => {
+            tracing::warn!(nodeclaim = %d.claim, "drift replacement abandoned: the checker rejects the displaced pods' placement");
+            Ok(false)
+        }
+        None => {
+            tracing::info!(nodeclaim = %d.claim, cause = %d.cause, "drifted, but its pods have no other place now (or one cannot move); trying again later");
+            Ok(false)
+        }
+    }
+}
+
+/// Writes `Drifted=True` with the cause on the NodeClaim's status (Karpenter's condition), once.
+async fn mark_drifted<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &Drifted) {
+    let Some(claim) = lock(&ctx.state).nodeclaim(&d.claim).cloned() else { return };
+    if condition(&claim, CONDITION_DRIFTED).is_some_and(|x| x.status == "True") {
+        return;
+    }
+    let mut conditions = claim.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    set_condition(&mut conditions, CONDITION_DRIFTED, "True", d.cause.reason(), &d.cause.to_string());
+    let api: Api<NodeClaim> = Api::all(ctx.client.clone());
+    match api.patch_status(&d.claim, &PatchParams::default(), &Patch::Merge(&serde_json::json!({"status": {"conditions": conditions}}))).await {
+        Ok(c) => lock(&ctx.state).apply(c),
+        Err(e) => tracing::warn!(nodeclaim = %d.claim, error = %e, "writing the Drifted condition failed"),
+    }
+    ctx.events.nodeclaim(&claim, Reason::Disrupting, format!("drifted: {}", d.cause));
+}
+
 /// Carries out a validated decision: the removed nodes' NodeClaims are deleted at once when nothing
 /// replaces them, else the replacements are created (annotated) and launched, and a later round
 /// deletes the replaced NodeClaims once every replacement is Initialized.
-async fn act<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &Decision, now: Timestamp) -> bool {
+async fn act<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &Decision, now: Timestamp, cause: &'static str) -> bool {
     let replaced: Vec<String> = {
         let s = lock(&ctx.state);
         d.remove.iter().filter_map(|r| s.nodeclaims.iter().find(|c| c.status.as_ref().and_then(|x| x.node_name.as_deref()) == Some(r.node.as_str())).and_then(|c| c.metadata.name.clone())).collect()
@@ -239,11 +378,11 @@ async fn act<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &Decision, now: T
     for pool in pools {
         let obj = lock(&ctx.state).nodepools.iter().find(|p| p.metadata.name.as_deref() == Some(pool)).cloned();
         if let Some(p) = obj {
-            ctx.events.object(&p, Reason::Disrupting, format!("consolidation: {}", d.reason()));
+            ctx.events.object(&p, Reason::Disrupting, format!("{cause}: {}", d.reason()));
         }
     }
     if d.replacements.claims.is_empty() {
-        return delete_claims(ctx, &replaced, &format!("consolidation: {}", d.reason())).await;
+        return delete_claims(ctx, &replaced, &format!("{cause}: {}", d.reason()), cause).await;
     }
     let id = format!("{}-{}", ctx.config.identity, now.as_millisecond());
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
@@ -251,7 +390,7 @@ async fn act<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &Decision, now: T
     for claim in &d.replacements.claims {
         let mut nc = claim.nodeclaim.clone();
         let a = nc.metadata.annotations.get_or_insert_with(Default::default);
-        a.insert(DECISION_ANNOTATION.into(), format!("{id}/{}", d.replacements.claims.len()));
+        a.insert(DECISION_ANNOTATION.into(), format!("{cause}:{id}/{}", d.replacements.claims.len()));
         a.insert(REPLACES_ANNOTATION.into(), replaced.join(","));
         match api.create(&PostParams::default(), &nc).await {
             Ok(nc) => {
@@ -279,7 +418,7 @@ async fn act<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &Decision, now: T
 }
 
 /// Deletes NodeClaims for consolidation (termination drains them), with an event on each.
-async fn delete_claims<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, names: &[String], why: &str) -> bool {
+async fn delete_claims<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, names: &[String], why: &str, cause: &'static str) -> bool {
     let api: Api<NodeClaim> = Api::all(ctx.client.clone());
     let mut ok = true;
     for name in names {
@@ -289,7 +428,7 @@ async fn delete_claims<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, names: &[S
                 if let Some(c) = r.left() {
                     lock(&ctx.state).apply(c);
                 }
-                ctx.metrics.disrupted(CAUSE);
+                ctx.metrics.disrupted(cause);
                 if let Some(c) = claim {
                     ctx.events.nodeclaim(&c, Reason::Disrupting, why.to_string());
                 }
@@ -306,6 +445,9 @@ async fn delete_claims<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, names: &[S
     }
     ok
 }
+
+/// Karpenter's NodeClaim condition for drift.
+const CONDITION_DRIFTED: &str = "Drifted";
 
 /// The default wait between a decision and its validation (Karpenter's).
 pub const VALIDATION: Duration = Duration::from_secs(15);

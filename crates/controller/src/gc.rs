@@ -95,6 +95,7 @@ mod tests {
             nodepool: Some("np".into()),
             nodeclaim: claim.map(str::to_string),
             launched_at: T0 + launched,
+            image_id: None,
         }
     }
 

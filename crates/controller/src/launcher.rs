@@ -209,6 +209,7 @@ async fn record_launch<P: CloudProvider>(ctx: &Ctx<P>, claim: &NodeClaim, instan
     set_condition(&mut conditions, CONDITION_LAUNCHED, "True", "Launched", &format!("{} {} {} ({})", instance.instance_type, instance.zone, instance.capacity_type, instance.id));
     let status = json!({ "status": {
         "providerID": instance.provider_id,
+        "imageID": instance.image_id,
         "capacity": capacity,
         "allocatable": allocatable,
         "conditions": conditions,

@@ -64,6 +64,8 @@ pub struct Instance {
     pub nodeclaim: Option<String>,
     /// Launch time, seconds since the epoch.
     pub launched_at: i64,
+    /// The machine image it runs (drift compares it with the NodeClass's resolved images), if known.
+    pub image_id: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -356,7 +356,7 @@ impl<T: Moment> Consolidation<T> {
         let cands = candidates(input, &due);
         let cost = current_cost(input);
         let lower_bound = lower_bound(input, &cands);
-        let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound };
+        let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: false };
         let best = search.run()?;
         let evaluations = search.evaluations;
         Ok(match best {
@@ -367,6 +367,28 @@ impl<T: Moment> Consolidation<T> {
             None => Outcome::Nothing { candidates: cands.len(), evaluations, cost, lower_bound },
         })
     }
+}
+
+/// A forced replacement of `node` (drift, `crate::drift`): its workload pods planned elsewhere, on
+/// existing room or new NodeClaims, by the same evaluation as a consolidation set but with no saving
+/// required and no spot-to-spot rule. `None` when the node is not one consolidation could move (a
+/// do-not-disrupt pod or node, a pod that cannot move, no price, no workload pod: an empty node is
+/// simply deleted) or a displaced pod has no place.
+pub fn replace(input: &Input, planner: &mut dyn Planner, node: &str) -> Result<Option<Decision>, ConsolidationError> {
+    let cluster = input.base.cluster;
+    if !cluster.pending().is_empty() || cluster.nodes.iter().any(|n| n.in_flight) {
+        return Ok(None);
+    }
+    let due = BTreeSet::from([node.to_string()]);
+    let cands = candidates(input, &due);
+    let Some(c) = cands.first() else { return Ok(None) };
+    let (cost, lower_bound) = (current_cost(input), lower_bound(input, &cands));
+    let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: true };
+    let d = search.evaluate(&[c])?;
+    Ok(d.map(|mut d| {
+        d.evaluations = 1;
+        d
+    }))
 }
 
 /// What the last round's memory is keyed on: every node and where every pod is.
@@ -395,12 +417,18 @@ fn consolidate_after(cluster: &Cluster, objects: &Objects, n: &Node) -> Option<D
 
 /// Budgets (`nodes` values) of a pool that apply to [`REASON`] (Karpenter's default `10%` if none).
 pub fn underutilized_budgets(pool: Option<&NodePoolObj>) -> Vec<String> {
+    reason_budgets(pool, REASON)
+}
+
+/// Budgets (`nodes` values) of a pool that apply to disruptions for `reason` (Karpenter's default
+/// `10%` if the pool has none; `100%` if it has budgets but none for this reason).
+pub fn reason_budgets(pool: Option<&NodePoolObj>, reason: &str) -> Vec<String> {
     let Some(p) = pool else { return vec!["10%".into()] };
     let budgets = p.spec.disruption.as_ref().and_then(|d| d.budgets.clone()).unwrap_or_default();
     if budgets.is_empty() {
         return vec!["10%".into()];
     }
-    let applying: Vec<String> = budgets.into_iter().filter(|b| b.reasons.as_ref().is_none_or(|r| r.iter().any(|x| x == REASON))).filter_map(|b| b.nodes).collect();
+    let applying: Vec<String> = budgets.into_iter().filter(|b| b.reasons.as_ref().is_none_or(|r| r.iter().any(|x| x == reason))).filter_map(|b| b.nodes).collect();
     // Budgets exist but none names this reason: Karpenter does not limit it.
     if applying.is_empty() { vec!["100%".into()] } else { applying }
 }
@@ -555,6 +583,8 @@ struct Search<'i, 'a, 'p> {
     evaluations: usize,
     cost: f64,
     lower_bound: f64,
+    /// A replacement that must happen (drift): the spot-to-spot rules, which guard a saving, do not apply.
+    forced: bool,
 }
 
 impl Search<'_, '_, '_> {
@@ -605,7 +635,7 @@ impl Search<'_, '_, '_> {
         if !replacements.unschedulable.is_empty() {
             return Ok(None);
         }
-        if !self.spot_rules_hold(set, &replacements) {
+        if !self.forced && !self.spot_rules_hold(set, &replacements) {
             return Ok(None);
         }
         let removed: f64 = set.iter().map(|c| c.cost).sum();

@@ -105,7 +105,7 @@ pub fn pool_policy(p: &NodePool) -> PoolPolicy {
 
 /// Nodes a pool may have disrupting at once under its budgets (the smallest budget wins; percentages of
 /// `total` round up; unparsable budgets allow nothing).
-pub(crate) fn allowed_disruptions(budgets: &[String], total: usize) -> usize {
+pub fn allowed_disruptions(budgets: &[String], total: usize) -> usize {
     budgets
         .iter()
         .map(|b| match b.strip_suffix('%') {

@@ -4,7 +4,8 @@
 //! cache ([`offerings`]), provisioning ([`provision`]: cluster → NodeClaims, nominations, unschedulable
 //! pods), the launch request for a NodeClaim and the labels its instance gives it ([`launch`]),
 //! disruption of empty and expired nodes ([`disruption`]), consolidation of underutilised nodes
-//! ([`consolidation`]), a NodeClaim's lifecycle: launch,
+//! ([`consolidation`]), drift of NodeClaims from their NodePool and EC2NodeClass ([`drift`]), a
+//! NodeClaim's lifecycle: launch,
 //! registration, initialization, timeouts ([`lifecycle`]), and the `CloudProvider` seam ([`cloud`]:
 //! EC2 in `stowage-aws`, the simulator's cloud in `stowage-sim`).
 
@@ -12,6 +13,7 @@ pub mod batch;
 pub mod cloud;
 pub mod consolidation;
 pub mod disruption;
+pub mod drift;
 pub mod launch;
 pub mod lifecycle;
 pub mod offerings;

@@ -417,6 +417,9 @@ impl NodeSpec<'_> {
         let mut annotations: BTreeMap<String, String> = template.and_then(|t| t.metadata.as_ref()).and_then(|m| m.annotations.clone()).unwrap_or_default();
         annotations.insert(BATCH_ANNOTATION.into(), self.batch.into());
         annotations.insert(NOMINATED_PODS_ANNOTATION.into(), pods.iter().map(|p| p.uid.as_str()).collect::<Vec<_>>().join(","));
+        if let Some(o) = self.pool_obj {
+            crate::drift::stamp(o, &mut annotations);
+        }
         NodeClaim {
             metadata: ObjectMeta {
                 generate_name: Some(format!("{}-", pool.name)),

@@ -294,3 +294,26 @@ fn the_displaced_cluster_has_the_nodes_gone_and_their_pods_pending() {
     let pending: Vec<&str> = c.pending().into_iter().map(|id| c.pod(id).name.as_str()).collect();
     assert_eq!(pending, vec!["web-a"]);
 }
+
+/// Drift's forced replacement (`consolidation::replace`): the node goes whatever it saves, its pods
+/// placed where the checker accepts; a pod that cannot move keeps it.
+#[test]
+fn a_forced_replacement_moves_the_pods_whatever_it_saves() {
+    let w = load(three_half_empty(m5_pool("WhenEmpty", "0s", json!([])), none3(), none3()));
+    let weights = Weights::default();
+    let settings = Settings::default();
+    let input = Input { base: provision::Input { cluster: &w.cluster, objects: &w.objects, catalog: catalog(), weights: &weights, max_instance_types: 20, batch: "drift-1" }, settings: &settings };
+    let mut p = greedy();
+    let d = stowage_decide::consolidation::replace(&input, &mut p, "a").unwrap().expect("node a is replaceable");
+    assert_eq!(removed(&d), vec!["a"]);
+    let report = stowage_core::check::check(&d.planned_on, catalog(), &d.replacements.plan);
+    assert!(report.valid(), "{:?}", report.violations);
+    assert_eq!(d.replacements.plan.placements.len(), 1, "the displaced pod is placed");
+    assert!(d.replacements.claims.is_empty(), "it fits on b or c: no new node");
+    // A bare pod (no controller) cannot move: no forced replacement.
+    let mut items = three_half_empty(m5_pool("WhenEmpty", "0s", json!([])), none3(), none3());
+    items.push(pod("bare", "b", "100m", false, json!({})));
+    let w = load(items);
+    let input = Input { base: provision::Input { cluster: &w.cluster, objects: &w.objects, ..input.base }, settings: &settings };
+    assert!(stowage_decide::consolidation::replace(&input, &mut p, "b").unwrap().is_none());
+}

@@ -232,6 +232,7 @@ impl Cloud {
             nodepool,
             nodeclaim: (!i.adopted).then(|| i.node.clone()),
             launched_at: (i.running_at.0.saturating_sub(self.boot_time(&i.node).as_millis() as u64) / 1000) as i64,
+            image_id: None,
         }
     }
 }
