@@ -251,6 +251,7 @@ async fn cleanup<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, obj: &NodeClaim)
     match termination::terminate(ctx, obj).await? {
         Progress::Done => Ok(Action::await_change()),
         Progress::Draining { remaining } => Err(LifecycleError::Waiting { claim: name, what: format!("{remaining} pod(s) draining"), retry: Duration::from_secs(1) }),
+        Progress::Detaching { volumes } => Err(LifecycleError::Waiting { claim: name, what: format!("{volumes} volume(s) detaching"), retry: Duration::from_secs(1) }),
         Progress::AwaitLaunch => Err(LifecycleError::Waiting { claim: name, what: "its launch is running".into(), retry: Duration::from_secs(1) }),
     }
 }

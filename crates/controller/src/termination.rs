@@ -1,8 +1,18 @@
 //! Termination of a NodeClaim being deleted (by disruption, a timeout, garbage collection, a capacity
-//! error or a person): taint its Node `karpenter.sh/disrupted:NoSchedule`, evict its pods (not DaemonSet
-//! or static pods) through the Eviction API so PodDisruptionBudgets apply, wait for them to go (at most
-//! the NodeClaim's `terminationGracePeriod`), terminate the instance, delete the Node and remove the
-//! finalizers (Node first, then NodeClaim).
+//! error or a person), in Karpenter v1's order:
+//! 1. taint its Node `karpenter.sh/disrupted:NoSchedule` and label it
+//!    `node.kubernetes.io/exclude-from-external-load-balancers` (load balancers stop sending to it);
+//! 2. evict its pods through the Eviction API (PodDisruptionBudgets apply) in groups, each group only
+//!    once the ones before it are gone ([`eviction_group`]): non-critical workload pods, non-critical
+//!    DaemonSet pods, system-critical workload pods, system-critical DaemonSet pods. Static pods and
+//!    pods that tolerate the disruption taint are not evicted (they would come back to the node);
+//!    a pod already terminating past its own grace period is not waited for (its kubelet may be gone);
+//! 3. wait until the node's VolumeAttachments are gone (volumes detached), but never past the
+//!    NodeClaim's `terminationGracePeriod`, which also bounds the drain;
+//! 4. terminate the instance, delete the Node and remove the finalizers (Node first, then NodeClaim).
+//!
+//! When garbage collection found the instance already gone, steps 2 and 3 are skipped: there is
+//! nothing left to drain.
 //!
 //! [`terminate`] is the NodeClaim controller's `Cleanup` (lifecycle.rs, under kube-runtime's
 //! `finalizer()`): it returns [`Progress::Done`] only once the instance is terminated and the Node is
@@ -17,7 +27,8 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
-use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
+use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use stowage_decide::disruption::Moment;
 
@@ -45,14 +56,50 @@ pub enum Progress {
     Draining {
         remaining: usize,
     },
+    /// Pods are gone; volumes are still attached to the node.
+    Detaching {
+        volumes: usize,
+    },
     /// A launch of this NodeClaim is running; wait for it.
     AwaitLaunch,
     Done,
 }
 
-/// Pods a drain evicts: bound to the node, alive, not DaemonSet or static (mirror) pods.
+/// The label that takes a node out of external load balancers.
+const EXCLUDE_FROM_LB: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+
+/// Whether `pod` tolerates `karpenter.sh/disrupted:NoSchedule`.
+fn tolerates_disruption(pod: &Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.tolerations.as_ref()).into_iter().flatten().any(|t| {
+        let op = t.operator.as_deref().unwrap_or("Equal");
+        let key_matches = match t.key.as_deref() {
+            None | Some("") => op == "Exists",
+            Some(k) => k == well_known::KARPENTER_DISRUPTED && (op == "Exists" || t.value.as_deref().unwrap_or("").is_empty()),
+        };
+        key_matches && t.effect.as_deref().is_none_or(|e| e.is_empty() || e == "NoSchedule")
+    })
+}
+
+/// The eviction group of a pod on a draining node (module doc, step 2), `None` for pods a drain leaves:
+/// terminal, static (mirror) pods, and pods that tolerate the disruption taint.
+pub(crate) fn eviction_group(pod: &Pod) -> Option<u8> {
+    if is_terminal(pod) || owner_kind(pod) == Some("Node") || tolerates_disruption(pod) {
+        return None;
+    }
+    let critical = pod.spec.as_ref().and_then(|s| s.priority_class_name.as_deref()).is_some_and(|c| c == "system-cluster-critical" || c == "system-node-critical");
+    Some(u8::from(critical) * 2 + u8::from(is_daemon_pod(pod)))
+}
+
+/// Pods a drain evicts (any group).
 pub(crate) fn evictable(pod: &Pod) -> bool {
-    !is_terminal(pod) && !is_daemon_pod(pod) && owner_kind(pod) != Some("Node")
+    eviction_group(pod).is_some()
+}
+
+/// Whether a pod is terminating for longer than its own grace period (not waited for).
+fn stuck_terminating(pod: &Pod, now: k8s_openapi::jiff::Timestamp) -> bool {
+    let Some(t) = pod.metadata.deletion_timestamp.as_ref() else { return false };
+    let grace = pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).max(0) as u64;
+    Moment::since(now, t.0) > Duration::from_secs(grace)
 }
 
 fn grace(claim: &NodeClaim) -> Option<Duration> {
@@ -80,14 +127,17 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
     };
     let kube_err = |what: String, error: kube::Error| TerminationError::Kube { claim: name.to_string(), what, error };
     let nodes: Api<Node> = Api::all(ctx.client.clone());
+    // Garbage collection found the instance gone: nothing runs there any more, so nothing to drain.
+    let pid = claim.status.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default();
+    let instance_gone = !pid.is_empty() && super::lock(&ctx.vanished).contains(&pid);
 
-    if let Some(node) = &node {
+    if let Some(node) = node.as_ref().filter(|_| !instance_gone) {
         let node_name = node.metadata.name.clone().unwrap_or_default();
         let tainted = node.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten().any(|t| t.key == well_known::KARPENTER_DISRUPTED);
         if !tainted && node.metadata.deletion_timestamp.is_none() {
             let mut taints: Vec<Taint> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
             taints.push(Taint { key: well_known::KARPENTER_DISRUPTED.into(), effect: "NoSchedule".into(), ..Default::default() });
-            let patch = json!({ "metadata": { "resourceVersion": node.metadata.resource_version }, "spec": { "taints": taints } });
+            let patch = json!({ "metadata": { "resourceVersion": node.metadata.resource_version, "labels": { EXCLUDE_FROM_LB: "true" } }, "spec": { "taints": taints } });
             match nodes.patch(&node_name, &PatchParams::default(), &Patch::Merge(&patch)).await {
                 Ok(n) => super::lock(&ctx.state).apply(n),
                 Err(e) if kube_status(&e) == Some(404) => {}
@@ -95,7 +145,11 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
             }
             ctx.events.nodeclaim(&claim, Reason::Terminating, format!("draining Node {node_name}"));
         }
-        let waiting: Vec<&Pod> = pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
+        let now = ctx.clock.now();
+        // The pods still to wait for, and the first group that has any: only it is evicted now.
+        let remaining: Vec<&Pod> = pods.iter().filter(|p| !stuck_terminating(p, now)).collect();
+        let group = remaining.iter().filter_map(|p| eviction_group(p)).min();
+        let waiting: Vec<&&Pod> = remaining.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && eviction_group(p) == group).collect();
         for p in &waiting {
             let (ns, pname) = (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default());
             let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
@@ -106,12 +160,17 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
                 Err(e) => return Err(kube_err(format!("evicting pod {ns}/{pname}"), e)),
             }
         }
-        let now = ctx.clock.now();
         let deleting_since = claim.metadata.deletion_timestamp.as_ref().map(|t| t.0).unwrap_or(now);
         let waited = Moment::since(now, deleting_since);
         let out_of_time = grace(&claim).is_some_and(|g| waited >= g);
-        if !pods.is_empty() && !out_of_time {
-            return Ok(Progress::Draining { remaining: pods.len() });
+        if !remaining.is_empty() && !out_of_time {
+            return Ok(Progress::Draining { remaining: remaining.len() });
+        }
+        if !out_of_time {
+            let attached = volume_attachments(ctx, &node_name).await.map_err(|e| kube_err(format!("listing the VolumeAttachments of Node {node_name}"), e))?;
+            if attached > 0 {
+                return Ok(Progress::Detaching { volumes: attached });
+            }
         }
     }
 
@@ -143,6 +202,12 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
     tracing::info!(nodeclaim = name, "terminated");
     ctx.wake_provisioner();
     Ok(Progress::Done)
+}
+
+/// How many VolumeAttachments still name the node (a CSI driver detaches them once the pods are gone).
+async fn volume_attachments<P: CloudProvider>(ctx: &Ctx<P>, node: &str) -> Result<usize, kube::Error> {
+    let api: Api<VolumeAttachment> = Api::all(ctx.client.clone());
+    Ok(api.list(&ListParams::default()).await?.items.iter().filter(|v| v.spec.node_name == node).count())
 }
 
 /// Removes our finalizer from a Node (fresh read, resource version precondition).
@@ -212,12 +277,38 @@ mod tests {
         }
     }
 
+    fn with(mut p: Pod, priority_class: Option<&str>, tolerations: serde_json::Value) -> Pod {
+        let mut spec: k8s_openapi::api::core::v1::PodSpec = serde_json::from_value(json!({"containers": [], "tolerations": tolerations})).unwrap();
+        spec.priority_class_name = priority_class.map(str::to_string);
+        p.spec = Some(spec);
+        p
+    }
+
     #[test]
-    fn drains_evict_workload_pods_only() {
-        assert!(evictable(&pod(Some("ReplicaSet"), "Running")));
-        assert!(evictable(&pod(None, "Running")));
-        assert!(!evictable(&pod(Some("DaemonSet"), "Running")));
-        assert!(!evictable(&pod(Some("Node"), "Running")), "static pods stay");
-        assert!(!evictable(&pod(Some("Job"), "Succeeded")));
+    fn drains_evict_in_karpenters_groups_and_leave_static_terminal_and_tolerating_pods() {
+        assert_eq!(eviction_group(&pod(Some("ReplicaSet"), "Running")), Some(0));
+        assert_eq!(eviction_group(&pod(None, "Running")), Some(0), "bare pods go too");
+        assert_eq!(eviction_group(&pod(Some("DaemonSet"), "Running")), Some(1), "DaemonSet pods after the workload");
+        assert_eq!(eviction_group(&with(pod(Some("ReplicaSet"), "Running"), Some("system-cluster-critical"), json!([]))), Some(2));
+        assert_eq!(eviction_group(&with(pod(Some("DaemonSet"), "Running"), Some("system-node-critical"), json!([]))), Some(3), "critical daemons last");
+        assert_eq!(eviction_group(&pod(Some("Node"), "Running")), None, "static pods stay");
+        assert_eq!(eviction_group(&pod(Some("Job"), "Succeeded")), None);
+        let tolerating = with(pod(Some("ReplicaSet"), "Running"), None, json!([{"key": "karpenter.sh/disrupted", "operator": "Exists", "effect": "NoSchedule"}]));
+        assert_eq!(eviction_group(&tolerating), None, "it would come back to the node");
+        let everything = with(pod(Some("DaemonSet"), "Running"), None, json!([{"operator": "Exists"}]));
+        assert_eq!(eviction_group(&everything), None);
+        let other = with(pod(Some("ReplicaSet"), "Running"), None, json!([{"key": "dedicated", "operator": "Exists"}]));
+        assert_eq!(eviction_group(&other), Some(0));
+    }
+
+    #[test]
+    fn a_pod_terminating_past_its_own_grace_period_is_not_waited_for() {
+        let now = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let mut p = with(pod(Some("ReplicaSet"), "Running"), None, json!([]));
+        assert!(!stuck_terminating(&p, now));
+        p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now - Duration::from_secs(20)));
+        assert!(!stuck_terminating(&p, now), "within the default 30 s");
+        p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now - Duration::from_secs(31)));
+        assert!(stuck_terminating(&p, now));
     }
 }
