@@ -152,7 +152,7 @@ pub(crate) async fn round<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut
     let now = ctx.clock.now();
     // Drift before consolidation, as Karpenter orders them.
     c.drift_failed.retain(|_, t| now.duration_since(*t).unsigned_abs() < DRIFT_RETRY);
-    let drifted = drift_candidate(&lock(&ctx.state), &|name| c.drift_failed.contains_key(name));
+    let drifted = drift_candidate(&lock(&ctx.state), now, &|name| c.drift_failed.contains_key(name));
     if let Some(d) = drifted {
         return match replace_drifted(ctx, &d, now).await {
             Ok(acted) => {
@@ -278,7 +278,7 @@ pub struct Drifted {
 /// The first drifted NodeClaim (by name) that may go now: Initialized, not deleting, no
 /// do-not-disrupt on it or its Node, not in `skip`, and its pool's budgets for `Drifted` allow one
 /// more node disrupting.
-pub fn drift_candidate(s: &ClusterState, skip: &dyn Fn(&str) -> bool) -> Option<Drifted> {
+pub fn drift_candidate(s: &ClusterState, now: Timestamp, skip: &dyn Fn(&str) -> bool) -> Option<Drifted> {
     let pool_of = |c: &NodeClaim| c.metadata.labels.as_ref().and_then(|l| l.get(stowage_core::domain::labels::keys::NODEPOOL)).cloned();
     let annotated = |a: Option<&BTreeMap<String, String>>| a.and_then(|a| a.get(DO_NOT_DISRUPT)).is_some_and(|v| v == "true");
     let mut claims: Vec<&NodeClaim> = s.nodeclaims.iter().collect();
@@ -295,7 +295,7 @@ pub fn drift_candidate(s: &ClusterState, skip: &dyn Fn(&str) -> bool) -> Option<
         let Some(cause) = drift::drifted(c, pool, nodeclass) else { continue };
         let members: Vec<&NodeClaim> = s.nodeclaims.iter().filter(|x| pool_of(x).as_deref() == Some(pool_name.as_str())).collect();
         let deleting = members.iter().filter(|x| x.metadata.deletion_timestamp.is_some()).count();
-        if allowed_disruptions(&reason_budgets(Some(pool), drift::REASON), members.len()).saturating_sub(deleting) == 0 {
+        if allowed_disruptions(&reason_budgets(Some(pool), drift::REASON, Some(now.as_second())), members.len()).saturating_sub(deleting) == 0 {
             continue;
         }
         let node_name = node.metadata.name.clone().unwrap_or_default();

@@ -14,7 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::conditions::{CONDITION_INITIALIZED, condition};
 use super::state::{ClusterState, DO_NOT_DISRUPT, is_daemon_pod, is_terminal};
-pub use stowage_decide::disruption::{Action, Cause, PoolPolicy, pool_policy};
+pub use stowage_decide::disruption::{Action, Cause, PoolPolicy, pool_policy, pool_policy_at};
 use stowage_decide::provision::nominated_pods;
 
 pub type Candidate = stowage_decide::disruption::Candidate<Timestamp>;

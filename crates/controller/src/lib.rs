@@ -736,7 +736,7 @@ async fn disrupt<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &mut Disrupti
         let mut persisted = disruption::persisted_nominations(&s, now, ctx.config.nomination_ttl);
         persisted.extend(consolidation::protected(&consolidation::in_progress(&s)));
         let nominated = |n: &str| ctx.nominated(n) || persisted.contains(n);
-        let pools: BTreeMap<String, disruption::PoolPolicy> = s.nodepools.iter().filter_map(|p| Some((p.metadata.name.clone()?, disruption::pool_policy(p)))).collect();
+        let pools: BTreeMap<String, disruption::PoolPolicy> = s.nodepools.iter().filter_map(|p| Some((p.metadata.name.clone()?, disruption::pool_policy_at(p, Some(now.as_second()))))).collect();
         (disruption::candidates(&s, &nominated), pools)
     };
     let actions = d.decide(&candidates, &pools, now);

@@ -59,7 +59,7 @@
 //!   (local storage with no replacement). Pods with `emptyDir` move, as in Karpenter (their data is lost).
 //! - Disruption budgets: per pool, the budgets whose `reasons` are unset or include `Underutilized`
 //!   (`nodes` a count or a percentage of the pool's nodes, the smallest wins; a budget with a
-//!   `schedule` is treated as always active, as [`crate::disruption`] does), minus the pool's nodes
+//!   `schedule` applies only within its window, [`crate::disruption::budget_active`]), minus the pool's nodes
 //!   already being deleted, bound how many of the pool's nodes one decision removes.
 //! - PodDisruptionBudgets: a decision never needs more simultaneous evictions of a PDB's pods than it
 //!   allows now (`status.disruptionsAllowed` when the status is there, else computed from
@@ -73,8 +73,8 @@
 //!   [`Decision::replacements`], waits until each one's Node is Ready, and only then deletes the
 //!   removed nodes' NodeClaims; if a launch fails, it removes nothing.
 //!
-//! Not here yet (issue 17): the re-validation after a short wait, budget schedules evaluated in time,
-//! a disruption cost for how recently a pod moved, reason events, drift and interruption.
+//! Not here yet (issue 17): a disruption cost for how recently a pod moved, interruption. The
+//! re-validation after a wait and the reason events are the controller's (its `consolidation`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -356,7 +356,7 @@ impl<T: Moment> Consolidation<T> {
         let cands = candidates(input, &due);
         let cost = current_cost(input);
         let lower_bound = lower_bound(input, &cands);
-        let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: false };
+        let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: false, now: now.unix_seconds() };
         let best = search.run()?;
         let evaluations = search.evaluations;
         Ok(match best {
@@ -383,7 +383,7 @@ pub fn replace(input: &Input, planner: &mut dyn Planner, node: &str) -> Result<O
     let cands = candidates(input, &due);
     let Some(c) = cands.first() else { return Ok(None) };
     let (cost, lower_bound) = (current_cost(input), lower_bound(input, &cands));
-    let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: true };
+    let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: true, now: None };
     let d = search.evaluate(&[c])?;
     Ok(d.map(|mut d| {
         d.evaluations = 1;
@@ -416,19 +416,21 @@ fn consolidate_after(cluster: &Cluster, objects: &Objects, n: &Node) -> Option<D
 }
 
 /// Budgets (`nodes` values) of a pool that apply to [`REASON`] (Karpenter's default `10%` if none).
-pub fn underutilized_budgets(pool: Option<&NodePoolObj>) -> Vec<String> {
-    reason_budgets(pool, REASON)
+pub fn underutilized_budgets(pool: Option<&NodePoolObj>, now: Option<i64>) -> Vec<String> {
+    reason_budgets(pool, REASON, now)
 }
 
-/// Budgets (`nodes` values) of a pool that apply to disruptions for `reason` (Karpenter's default
-/// `10%` if the pool has none; `100%` if it has budgets but none for this reason).
-pub fn reason_budgets(pool: Option<&NodePoolObj>, reason: &str) -> Vec<String> {
+/// Budgets (`nodes` values) of a pool that apply to disruptions for `reason` at `now` (Unix seconds,
+/// `crate::disruption::budget_active`; Karpenter's default `10%` if the pool has none; `100%` if it
+/// has budgets but none for this reason applies now).
+pub fn reason_budgets(pool: Option<&NodePoolObj>, reason: &str, now: Option<i64>) -> Vec<String> {
     let Some(p) = pool else { return vec!["10%".into()] };
     let budgets = p.spec.disruption.as_ref().and_then(|d| d.budgets.clone()).unwrap_or_default();
     if budgets.is_empty() {
         return vec!["10%".into()];
     }
-    let applying: Vec<String> = budgets.into_iter().filter(|b| b.reasons.as_ref().is_none_or(|r| r.iter().any(|x| x == reason))).filter_map(|b| b.nodes).collect();
+    let applying: Vec<String> =
+        budgets.into_iter().filter(|b| b.reasons.as_ref().is_none_or(|r| r.iter().any(|x| x == reason)) && crate::disruption::budget_active(b, now)).filter_map(|b| b.nodes).collect();
     // Budgets exist but none names this reason: Karpenter does not limit it.
     if applying.is_empty() { vec!["100%".into()] } else { applying }
 }
@@ -585,6 +587,8 @@ struct Search<'i, 'a, 'p> {
     lower_bound: f64,
     /// A replacement that must happen (drift): the spot-to-spot rules, which guard a saving, do not apply.
     forced: bool,
+    /// The round's time in Unix seconds, if the clock has a calendar (budget schedules).
+    now: Option<i64>,
 }
 
 impl Search<'_, '_, '_> {
@@ -597,7 +601,7 @@ impl Search<'_, '_, '_> {
             room.entry(c.pool.as_str()).or_insert_with(|| {
                 let total = cluster.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(c.pool.as_str())).count();
                 let deleting = cluster.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(c.pool.as_str()) && n.deleting).count();
-                allowed_disruptions(&underutilized_budgets(pool_obj(self.input.base.objects, &c.pool)), total).saturating_sub(deleting)
+                allowed_disruptions(&underutilized_budgets(pool_obj(self.input.base.objects, &c.pool), self.now), total).saturating_sub(deleting)
             });
         }
         let mut chosen: Vec<&Cand> = Vec::new();

@@ -5,8 +5,10 @@
 //!   nominated by a recent plan, continuously so for the pool's `consolidateAfter` (`Never` disables it),
 //!   is removed by deleting its NodeClaim. The pool's disruption budgets (`spec.disruption.budgets[].nodes`,
 //!   a count or a percentage of the pool's nodes, rounded up as Karpenter does; default `10%`) bound how
-//!   many of its NodeClaims may be deleting at once; a budget with a schedule is treated as always active
-//!   (stricter than Karpenter, never looser).
+//!   many of its NodeClaims may be deleting at once; a budget with a `schedule` (cron, UTC) and a
+//!   `duration` applies only from each time the schedule fires for that long ([`budget_active`], as
+//!   Karpenter); on a clock without a calendar (the simulator's) it always applies (stricter, never
+//!   looser).
 //! - **Expired**: a NodeClaim older than its `spec.expireAfter` is deleted regardless of budgets (as in
 //!   Karpenter v1); its pods are evicted and planned again.
 //! - `karpenter.sh/do-not-disrupt: "true"` on a NodeClaim or its Node blocks emptiness removal.
@@ -21,11 +23,17 @@ use std::ops::Add;
 use std::time::Duration;
 
 use stowage_input::api::NodePool;
+use stowage_input::api::nodepool::Budget;
 
 /// What the shared decisions need of a clock: order, adding a duration, and the time between two
 /// moments (zero if `earlier` is later).
 pub trait Moment: Copy + Ord + Add<Duration, Output = Self> {
     fn since(self, earlier: Self) -> Duration;
+
+    /// Seconds since the Unix epoch (UTC), if the clock has a calendar (budget schedules need one).
+    fn unix_seconds(self) -> Option<i64> {
+        None
+    }
 }
 
 /// A test clock, and any clock counted from an origin.
@@ -40,6 +48,22 @@ impl Moment for k8s_openapi::jiff::Timestamp {
     fn since(self, earlier: Self) -> Duration {
         Duration::from_millis((self.as_millisecond() - earlier.as_millisecond()).max(0) as u64)
     }
+
+    fn unix_seconds(self) -> Option<i64> {
+        Some(self.as_second())
+    }
+}
+
+/// Whether a disruption budget applies at `now` (seconds since the Unix epoch, UTC). Without a
+/// `schedule` always; with one, when the cron schedule fired within the last `duration` (Karpenter:
+/// the first hit after `now - duration` is not after `now`). `now` unknown, or a schedule or duration
+/// that does not parse (the API server's validation refuses those): it applies, which is stricter.
+pub fn budget_active(b: &Budget, now: Option<i64>) -> bool {
+    let (Some(schedule), Some(now)) = (b.schedule.as_deref(), now) else { return true };
+    let Some(duration) = b.duration.as_deref().and_then(|d| humantime::parse_duration(d).ok()) else { return true };
+    let Ok(cron) = schedule.trim().parse::<croner::Cron>() else { return true };
+    let Ok(from) = k8s_openapi::jiff::Timestamp::from_second(now.saturating_sub(duration.as_secs() as i64)) else { return true };
+    cron.find_next_occurrence(&from.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC), false).is_ok_and(|hit| hit.timestamp().as_second() <= now)
 }
 
 /// Why a NodeClaim is removed.
@@ -93,14 +117,24 @@ pub struct PoolPolicy {
 
 /// Parses a NodePool's disruption settings (defaults as Karpenter's: consolidateAfter 0s, budget 10%).
 pub fn pool_policy(p: &NodePool) -> PoolPolicy {
+    pool_policy_at(p, None)
+}
+
+/// [`pool_policy`] with the budgets that apply at `now` (Unix seconds; [`budget_active`]).
+pub fn pool_policy_at(p: &NodePool, now: Option<i64>) -> PoolPolicy {
     let d = p.spec.disruption.clone().unwrap_or_default();
     let consolidate_after = match d.consolidate_after.as_deref() {
         None => Some(Duration::ZERO),
         Some("Never") => None,
         Some(v) => humantime::parse_duration(v).ok(),
     };
-    let budgets: Vec<String> = d.budgets.unwrap_or_default().into_iter().filter_map(|b| b.nodes).collect();
-    PoolPolicy { consolidate_after, budgets: if budgets.is_empty() { vec!["10%".into()] } else { budgets } }
+    let all = d.budgets.unwrap_or_default();
+    if all.is_empty() {
+        return PoolPolicy { consolidate_after, budgets: vec!["10%".into()] };
+    }
+    // Budgets exist but none applies now: nothing limits disruption (Karpenter).
+    let budgets: Vec<String> = all.into_iter().filter(|b| budget_active(b, now)).filter_map(|b| b.nodes).collect();
+    PoolPolicy { consolidate_after, budgets: if budgets.is_empty() { vec!["100%".into()] } else { budgets } }
 }
 
 /// Nodes a pool may have disrupting at once under its budgets (the smallest budget wins; percentages of
@@ -293,5 +327,37 @@ mod tests {
             budgets: Some(vec![stowage_input::api::nodepool::Budget { nodes: Some("2".into()), ..Default::default() }]),
         });
         assert_eq!(pool_policy(&np), PoolPolicy { consolidate_after: None, budgets: vec!["2".into()] });
+    }
+
+    #[test]
+    fn scheduled_budgets_apply_within_their_window_only() {
+        let b = |schedule: Option<&str>, duration: Option<&str>| Budget { nodes: Some("0".into()), schedule: schedule.map(str::to_string), duration: duration.map(str::to_string), reasons: None };
+        // 2027-01-15 is a Friday.
+        let at = |h: i64, m: i64| {
+            k8s_openapi::jiff::Timestamp::from_second(1_800_000_000)
+                .unwrap()
+                .to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC)
+                .date()
+                .at(h as i8, m as i8, 0, 0)
+                .to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC)
+                .unwrap()
+                .timestamp()
+                .as_second()
+        };
+        let office = b(Some("0 9 * * *"), Some("8h"));
+        assert!(!budget_active(&office, Some(at(8, 59))));
+        assert!(budget_active(&office, Some(at(9, 0))), "the moment it fires");
+        assert!(budget_active(&office, Some(at(16, 59))));
+        assert!(!budget_active(&office, Some(at(17, 1))), "8 h later it no longer applies");
+        assert!(budget_active(&b(Some("@daily"), Some("1h30m")), Some(at(1, 29))));
+        assert!(!budget_active(&b(Some("@daily"), Some("1h30m")), Some(at(1, 31))));
+        assert!(budget_active(&b(None, None), Some(at(12, 0))), "no schedule: always");
+        assert!(budget_active(&office, None), "no calendar (the simulator): always, the stricter reading");
+        let np: NodePool = serde_json::from_value(serde_json::json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "np"},
+            "spec": {"disruption": {"budgets": [{"nodes": "0", "schedule": "0 9 * * *", "duration": "8h"}]},
+                     "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}}))
+        .unwrap();
+        assert_eq!(pool_policy_at(&np, Some(at(10, 0))).budgets, vec!["0".to_string()], "office hours: nothing may be disrupted");
+        assert_eq!(pool_policy_at(&np, Some(at(20, 0))).budgets, vec!["100%".to_string()], "outside them no budget applies: no limit, as Karpenter");
     }
 }
