@@ -570,7 +570,8 @@ async fn deleting_a_nodeclaim_drains_and_replaces_its_node() {
     assert!(old_state.as_deref().is_none_or(|s| matches!(s, "shutting-down" | "terminated")), "the old instance is terminated: {old_state:?}");
     poll_until("the termination metric", Duration::from_secs(10), POLL, || async {
         let m = c.metrics().render();
-        Ok(if m.contains("stowage_terminations_total 1") { Probe::Done(()) } else { Probe::Waiting(m) })
+        let karpenter = m.contains("karpenter_nodeclaims_terminated_total{nodepool=\"default\"") && m.contains("karpenter_nodes_terminated_total{nodepool=\"default\"} 1");
+        Ok(if m.contains("stowage_terminations_total 1") && karpenter { Probe::Done(()) } else { Probe::Waiting(m) })
     })
     .await
     .unwrap();
@@ -648,6 +649,7 @@ async fn an_underutilised_node_is_replaced_by_a_cheaper_one() {
     assert!(cost_after < cost_before, "the replacement ({} at ${cost_after}/h) is cheaper than what it replaced (${cost_before}/h)", label(&nodes[0], INSTANCE_TYPE));
     let m = c.metrics().render();
     assert!(m.contains("cause=\"underutilized\""), "the disruption is counted as consolidation:\n{m}");
+    assert!(m.contains("karpenter_voluntary_disruption_decisions_total{decision=\"replace\",reason=\"underutilized\",consolidation_type=\"single\"} 1"), "{m}");
     w.assert_no_leak().await;
     w.stop(c, false).await;
 }

@@ -374,6 +374,7 @@ async fn act<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &Decision, now: T
         return true;
     }
     tracing::info!(reason = %d.reason(), nodeclaims = ?replaced, "consolidating");
+    ctx.metrics.decision(!d.replacements.claims.is_empty(), cause, d.remove.len());
     let pools: BTreeSet<&str> = d.remove.iter().map(|r| r.nodepool.as_str()).collect();
     for pool in pools {
         let obj = lock(&ctx.state).nodepools.iter().find(|p| p.metadata.name.as_deref() == Some(pool)).cloned();
@@ -396,7 +397,7 @@ async fn act<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &Decision, now: T
             Ok(nc) => {
                 let name = nc.metadata.name.clone().unwrap_or_default();
                 tracing::info!(consolidation = %id, nodeclaim = %name, instance_type = %claim.instance_type, zone = %claim.zone, capacity_type = %claim.capacity_type, price = claim.price, "replacement NodeClaim created");
-                ctx.metrics.nodeclaim_created(&claim.nodepool, claim.price);
+                ctx.metrics.nodeclaim_created(&claim.nodepool, claim.price, cause);
                 ctx.events.nodeclaim(&nc, Reason::Disrupting, format!("replacement for {} ({})", replaced.join(", "), d.reason()));
                 lock(&ctx.state).apply(nc);
                 created.push(name);
@@ -428,7 +429,8 @@ async fn delete_claims<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, names: &[S
                 if let Some(c) = r.left() {
                     lock(&ctx.state).apply(c);
                 }
-                ctx.metrics.disrupted(cause);
+                let pool = claim.as_ref().and_then(|c| c.metadata.labels.as_ref()?.get(stowage_core::domain::labels::keys::NODEPOOL).cloned()).unwrap_or_default();
+                ctx.metrics.disrupted(cause, &pool);
                 if let Some(c) = claim {
                     ctx.events.nodeclaim(&c, Reason::Disrupting, why.to_string());
                 }

@@ -600,7 +600,7 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
             Ok(nc) => {
                 let name = nc.metadata.name.clone().unwrap_or_default();
                 tracing::info!(batch = %batch_id, nodeclaim = %name, nodepool = %c.nodepool, instance_type = %c.instance_type, zone = %c.zone, capacity_type = %c.capacity_type, price = c.price, pods = c.pods.len(), "NodeClaim created");
-                ctx.metrics.nodeclaim_created(&c.nodepool, c.price);
+                ctx.metrics.nodeclaim_created(&c.nodepool, c.price, "provisioning");
                 lock(&ctx.state).apply(nc);
                 created.push(Some(name));
             }
@@ -755,7 +755,10 @@ async fn disrupt<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &mut Disrupti
                 if let Some(c) = r.left() {
                     lock(&ctx.state).apply(c);
                 }
-                ctx.metrics.disrupted(a.cause.label());
+                ctx.metrics.disrupted(a.cause.label(), &a.nodepool);
+                if matches!(a.cause, disruption::Cause::Empty { .. }) {
+                    ctx.metrics.decision(false, "empty", 1);
+                }
                 if let Some(c) = claim {
                     ctx.events.nodeclaim(&c, Reason::Disrupting, why);
                 }

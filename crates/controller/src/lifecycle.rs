@@ -48,6 +48,7 @@ use super::registration::{self, RegistrationError};
 use super::state::TERMINATION_FINALIZER;
 use super::termination::{self, Progress, TerminationError};
 use super::{Ctx, kube_status, lock};
+use stowage_core::domain::labels::keys;
 use stowage_decide::cloud::{CloudError, CloudProvider};
 use stowage_decide::lifecycle::{Decision, Step};
 use stowage_input::api::NodeClaim;
@@ -160,6 +161,7 @@ pub(crate) async fn reconcile<P: CloudProvider + 'static>(obj: Arc<NodeClaim>, c
     // Set when this pass's Cleanup finished termination: counted once `finalizer()` has removed the
     // finalizer, so a second pass on a stale copy (its removal answered 404) does not count it again.
     let finished = std::sync::atomic::AtomicBool::new(false);
+    let obj_labels = obj.metadata.labels.clone();
     let result = finalizer(&api, TERMINATION_FINALIZER, obj, |event| async {
         match event {
             Event::Apply(c) => apply(&ctx, &c).await,
@@ -178,7 +180,9 @@ pub(crate) async fn reconcile<P: CloudProvider + 'static>(obj: Arc<NodeClaim>, c
         r => {
             let action = r?;
             if finished.load(std::sync::atomic::Ordering::Relaxed) {
-                ctx.metrics.terminated();
+                let labels = obj_labels.unwrap_or_default();
+                let l = |k: &str| labels.get(k).cloned().unwrap_or_default();
+                ctx.metrics.terminated(&l(keys::NODEPOOL), &l(keys::CAPACITY_TYPE), &l(keys::ZONE));
             }
             action
         }

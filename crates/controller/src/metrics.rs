@@ -88,6 +88,68 @@ struct CauseLabel {
     cause: &'static str,
 }
 
+/// Labels of Karpenter's metrics of the same names (karpenter.sh/docs/reference/metrics, v1.14).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonPoolLabel {
+    reason: &'static str,
+    nodepool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CreatedLabel {
+    reason: &'static str,
+    nodepool: String,
+    min_values_relaxed: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TerminatedLabel {
+    nodepool: String,
+    capacity_type: String,
+    zone: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabel {
+    decision: &'static str,
+    reason: &'static str,
+    consolidation_type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabel {
+    version: &'static str,
+}
+
+/// The `karpenter_*` series stowage can count honestly, under Karpenter's names and labels, so that
+/// dashboards and alerts written for Karpenter keep working.
+#[derive(Clone, Default)]
+struct KarpenterMetrics {
+    nodeclaims_created: Family<CreatedLabel, Counter>,
+    nodeclaims_terminated: Family<TerminatedLabel, Counter>,
+    nodeclaims_disrupted: Family<ReasonPoolLabel, Counter>,
+    nodes_created: Family<PoolLabel, Counter>,
+    nodes_terminated: Family<PoolLabel, Counter>,
+    decisions: Family<DecisionLabel, Counter>,
+    synced: Gauge,
+    build_info: Family<VersionLabel, Gauge>,
+}
+
+impl KarpenterMetrics {
+    fn register(&self, r: &mut Registry) {
+        let r = r.sub_registry_with_prefix("karpenter");
+        r.register("nodeclaims_created", "Number of nodeclaims created in total. Labeled by reason the nodeclaim was created and the owning nodepool", self.nodeclaims_created.clone());
+        r.register("nodeclaims_terminated", "Number of nodeclaims terminated in total. Labeled by the owning nodepool, capacity type, and zone", self.nodeclaims_terminated.clone());
+        r.register("nodeclaims_disrupted", "Number of nodeclaims disrupted in total. Labeled by reason the nodeclaim was disrupted and the owning nodepool", self.nodeclaims_disrupted.clone());
+        r.register("nodes_created", "Number of nodes created in total. Labeled by owning nodepool", self.nodes_created.clone());
+        r.register("nodes_terminated", "Number of nodes terminated in total. Labeled by owning nodepool", self.nodes_terminated.clone());
+        r.register("voluntary_disruption_decisions", "Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation type", self.decisions.clone());
+        r.register("cluster_state_synced", "Returns 1 if cluster state is synced and 0 otherwise", self.synced.clone());
+        r.register("build_info", "A metric with a constant '1' value labeled by version from which stowage was built", self.build_info.clone());
+        self.build_info.get_or_create(&VersionLabel { version: env!("CARGO_PKG_VERSION") }).set(1);
+    }
+}
+
 /// The controller's metrics. Cheap to clone (shared counters).
 #[derive(Clone)]
 pub struct Metrics {
@@ -110,6 +172,7 @@ pub struct Metrics {
     errors: Family<StageLabel, Counter>,
     leader: Gauge,
     synced: Gauge,
+    karpenter: KarpenterMetrics,
 }
 
 impl Default for Metrics {
@@ -120,7 +183,7 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut r = Registry::with_prefix("stowage");
+        let mut root = Registry::default();
         let m = Metrics {
             registry: Arc::new(Registry::default()),
             batches: Counter::default(),
@@ -141,7 +204,10 @@ impl Metrics {
             errors: Family::default(),
             leader: Gauge::default(),
             synced: Gauge::default(),
+            karpenter: KarpenterMetrics::default(),
         };
+        m.karpenter.register(&mut root);
+        let r = root.sub_registry_with_prefix("stowage");
         r.register("batches", "Batches planned", m.batches.clone());
         r.register("batch_pods", "Pending pods per batch", m.batch_pods.clone());
         r.register("pods", "Pods by state: provisionable (waiting for capacity), nominated (planned onto a node or NodeClaim), unschedulable (the planner found no place)", m.pods.clone());
@@ -154,13 +220,13 @@ impl Metrics {
         r.register("launches", "Launch attempts by result (launched, insufficient_capacity, error)", m.launches.clone());
         r.register("registrations", "Nodes registered", m.registrations.clone());
         r.register("terminations", "NodeClaims terminated", m.terminations.clone());
-        r.register("disruptions", "NodeClaims deleted by disruption, by cause (empty, expired)", m.disruptions.clone());
+        r.register("disruptions", "NodeClaims deleted by disruption, by cause (empty, expired, underutilized, drifted)", m.disruptions.clone());
         r.register("gc_instances", "Leaked instances terminated by garbage collection", m.gc_instances.clone());
         r.register("gc_nodeclaims", "NodeClaims deleted because their instance vanished", m.gc_nodeclaims.clone());
         r.register("errors", "Errors by stage", m.errors.clone());
         r.register("leader", "1 while this replica leads", m.leader.clone());
         r.register("state_synced", "1 once every watched kind is listed", m.synced.clone());
-        Metrics { registry: Arc::new(r), ..m }
+        Metrics { registry: Arc::new(root), ..m }
     }
 
     pub fn batch(&self, pods: usize, status: &'static str, seconds: f64, gap: Option<f64>, cost: f64) {
@@ -180,25 +246,43 @@ impl Metrics {
         self.pods.get_or_create(&StateLabel { state: "unschedulable" }).set(unschedulable as i64);
     }
 
-    pub(crate) fn nodeclaim_created(&self, nodepool: &str, price: f64) {
+    /// A NodeClaim created for `reason` (`provisioning`, or the disruption whose replacement it is).
+    pub(crate) fn nodeclaim_created(&self, nodepool: &str, price: f64, reason: &'static str) {
         self.nodeclaims_created.get_or_create(&PoolLabel { nodepool: nodepool.to_string() }).inc();
         self.planned_cost.inc_by(price);
+        self.karpenter.nodeclaims_created.get_or_create(&CreatedLabel { reason, nodepool: nodepool.to_string(), min_values_relaxed: "false" }).inc();
+    }
+
+    /// A disruption decision carried out: `replace` (with replacements) or `delete`; `nodes` removed.
+    pub(crate) fn decision(&self, replace: bool, reason: &'static str, nodes: usize) {
+        let consolidation_type = match (reason, nodes) {
+            ("underutilized" | "empty", 1) => "single",
+            ("underutilized" | "empty", _) => "multi",
+            _ => "",
+        };
+        self.karpenter.decisions.get_or_create(&DecisionLabel { decision: if replace { "replace" } else { "delete" }, reason, consolidation_type }).inc();
     }
 
     pub fn launch(&self, result: &'static str) {
         self.launches.get_or_create(&ResultLabel { result }).inc();
     }
 
-    pub fn registered(&self) {
+    pub fn registered(&self, nodepool: &str) {
         self.registrations.inc();
+        self.karpenter.nodes_created.get_or_create(&PoolLabel { nodepool: nodepool.to_string() }).inc();
     }
 
-    pub fn terminated(&self) {
+    /// A NodeClaim's termination finished (instance terminated, Node gone).
+    pub fn terminated(&self, nodepool: &str, capacity_type: &str, zone: &str) {
         self.terminations.inc();
+        let t = TerminatedLabel { nodepool: nodepool.to_string(), capacity_type: capacity_type.to_string(), zone: zone.to_string() };
+        self.karpenter.nodeclaims_terminated.get_or_create(&t).inc();
+        self.karpenter.nodes_terminated.get_or_create(&PoolLabel { nodepool: nodepool.to_string() }).inc();
     }
 
-    pub fn disrupted(&self, cause: &'static str) {
+    pub fn disrupted(&self, cause: &'static str, nodepool: &str) {
         self.disruptions.get_or_create(&CauseLabel { cause }).inc();
+        self.karpenter.nodeclaims_disrupted.get_or_create(&ReasonPoolLabel { reason: cause, nodepool: nodepool.to_string() }).inc();
     }
 
     pub fn gc(&self, instances: usize, nodeclaims: usize) {
@@ -216,6 +300,7 @@ impl Metrics {
 
     pub(crate) fn set_synced(&self, synced: bool) {
         self.synced.set(synced as i64);
+        self.karpenter.synced.set(synced as i64);
     }
 
     /// The text exposition format.
@@ -307,7 +392,7 @@ mod tests {
         m.batch(3, "optimal", 0.012, Some(0.0), 0.192);
         m.launch("launched");
         m.error(Stage::Launch);
-        m.nodeclaim_created("default", 0.096);
+        m.nodeclaim_created("default", 0.096, "provisioning");
         let text = m.render();
         for needle in [
             "stowage_batches_total 1",
@@ -318,6 +403,36 @@ mod tests {
             "stowage_plan_cost_dollars_per_hour 0.192",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+    }
+
+    /// Karpenter's dashboards read these names and labels (karpenter.sh/docs/reference/metrics, v1.14).
+    #[test]
+    fn karpenter_series_have_karpenters_names_and_labels() {
+        let m = Metrics::new();
+        m.nodeclaim_created("default", 0.1, "provisioning");
+        m.nodeclaim_created("default", 0.05, "underutilized");
+        m.registered("default");
+        m.disrupted("underutilized", "default");
+        m.decision(true, "underutilized", 1);
+        m.decision(false, "empty", 1);
+        m.terminated("default", "spot", "us-east-1a");
+        m.set_synced(true);
+        let text = m.render();
+        for needle in [
+            "karpenter_nodeclaims_created_total{reason=\"provisioning\",nodepool=\"default\",min_values_relaxed=\"false\"} 1",
+            "karpenter_nodeclaims_created_total{reason=\"underutilized\",nodepool=\"default\",min_values_relaxed=\"false\"} 1",
+            "karpenter_nodes_created_total{nodepool=\"default\"} 1",
+            "karpenter_nodeclaims_disrupted_total{reason=\"underutilized\",nodepool=\"default\"} 1",
+            "karpenter_voluntary_disruption_decisions_total{decision=\"replace\",reason=\"underutilized\",consolidation_type=\"single\"} 1",
+            "karpenter_voluntary_disruption_decisions_total{decision=\"delete\",reason=\"empty\",consolidation_type=\"single\"} 1",
+            "karpenter_nodeclaims_terminated_total{nodepool=\"default\",capacity_type=\"spot\",zone=\"us-east-1a\"} 1",
+            "karpenter_nodes_terminated_total{nodepool=\"default\"} 1",
+            "karpenter_cluster_state_synced 1",
+            "karpenter_build_info{version=",
+            "stowage_terminations_total 1",
+        ] {
+            assert!(text.contains(needle), "missing {needle}:\n{text}");
         }
     }
 

@@ -188,7 +188,7 @@ pub(crate) async fn register<P: CloudProvider>(ctx: &Ctx<P>, claim: &NodeClaim, 
     }
     tracing::info!(nodeclaim = %name, node = %node_name, "registered");
     ctx.events.nodeclaim(claim, Reason::Registered, format!("Node {node_name} registered"));
-    ctx.metrics.registered();
+    ctx.metrics.registered(claim.metadata.labels.as_ref().and_then(|l| l.get(stowage_core::domain::labels::keys::NODEPOOL)).map(String::as_str).unwrap_or_default());
     Ok(())
 }
 
