@@ -136,7 +136,7 @@ fn run_inner(r: &Replay, cat: &Catalog, weights: &Weights, args: &Planner, plann
         if !waiting.is_empty() {
             out.batches += 1;
             let cluster = snapshot(&base.cluster, &nodes, &bound, &waiting);
-            let w = Workload { cluster, objects: Default::default(), warnings: Vec::new() };
+            let w = Workload { cluster, objects: Default::default(), warnings: Vec::new(), rejected: Vec::new(), invalid_templates: Vec::new(), skipped: Vec::new() };
             let t0 = Instant::now();
             let plan = plan_cluster(&w.cluster, cat, weights, *args).map_err(|e| format!("window {k} (t = {t}): {e}"))?;
             out.plan_ms += t0.elapsed().as_secs_f64() * 1000.0;

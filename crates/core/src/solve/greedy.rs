@@ -601,6 +601,10 @@ impl<'p, 'a> Greedy<'p, 'a> {
         for (k, v) in &self.pool_rejects[class] {
             pools.insert(k.clone(), v.clone());
         }
+        // A pod no node could take (PreFilter): kube-scheduler's event names the one reason, not nodes.
+        if let Some(r) = crate::semantics::prefilter(pod) {
+            return Reject { plugin: r.plugin, reason: format!("0/{total} nodes are available: {}.", r.reason), unresolvable: true };
+        }
         let plugin = pools.values().map(|r| r.plugin).chain(rejects.iter().map(|r| r.plugin)).next().unwrap_or(Plugin::NodePool);
         let mut reason = summarize(total, &rejects);
         if p.cluster.nodepools.is_empty() {
