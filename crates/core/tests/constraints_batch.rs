@@ -59,7 +59,7 @@ fn a_pod_with_a_bad_volume_is_reported_and_the_rest_planned() {
             Exp::On("ok", &[Is::New]),
             Exp::Unschedulable("data", "VolumeBinding"),
             Exp::UnschedulableCount(1, "VolumeBinding"),
-            reason!("data", "persistentvolumeclaim \"nope\" not found"),
+            reason!("data", "0/0 nodes are available: persistentvolumeclaim \"nope\" not found."),
         ]),
         case("missing StorageClass", format!("{}{}{}", claim("c", "gone", ""), with_claim("data", "c"), valid())).expects([
             Exp::NewNodes(1),
