@@ -158,6 +158,15 @@ pub enum Command {
         solve: SolveArgs,
         #[command(flatten)]
         limits: LimitArgs,
+        /// Fail (exit 2) when a pod cannot be scheduled as written (a missing or invalid claim,
+        /// StorageClass or PersistentVolume, an invalid spec) instead of planning the others and
+        /// listing it as unschedulable: for CI.
+        #[arg(long)]
+        strict: bool,
+        /// Plan every unbound pod, not only those kube-scheduler found unschedulable (or has not judged
+        /// yet) and those nominated to in-flight capacity.
+        #[arg(long)]
+        all_unbound: bool,
         #[arg(short, long, value_enum, default_value = "table")]
         output: Output,
     },
@@ -171,6 +180,9 @@ pub enum Command {
         catalog: Option<PathBuf>,
         #[command(flatten)]
         limits: LimitArgs,
+        /// Judge the plan over every unbound pod (for a plan made with `plan --all-unbound`).
+        #[arg(long)]
+        all_unbound: bool,
         #[arg(short, long, value_enum, default_value = "table")]
         output: Output,
     },
@@ -297,8 +309,8 @@ fn print_yaml<T: serde::Serialize>(v: &T) -> Result<(), String> {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Plan { workload, catalog, weights, solve, limits, output } => done(plan(&workload, &catalog, &weights, &solve, &limits, output)),
-        Command::Check { workload, plan: plan_path, catalog, limits, output } => match check(&workload, &plan_path, &catalog, &limits, output) {
+        Command::Plan { workload, catalog, weights, solve, limits, strict, all_unbound, output } => done(plan(&workload, &catalog, &weights, &solve, &limits, Batch { strict, all_unbound }, output)),
+        Command::Check { workload, plan: plan_path, catalog, limits, all_unbound, output } => match check(&workload, &plan_path, &catalog, &limits, all_unbound, output) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::from(1),
             Err(e) => fail(e),
@@ -318,8 +330,31 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn plan(workload: &[PathBuf], catalog: &Option<PathBuf>, weights: &Option<PathBuf>, solve: &SolveArgs, limits: &LimitArgs, output: Output) -> Result<(), String> {
-    let w = load_workload(workload, limits)?;
+/// `plan`'s choices of which pods make the batch.
+struct Batch {
+    strict: bool,
+    all_unbound: bool,
+}
+
+/// The workload with the unbound pods `all_unbound` selects.
+fn select(w: input::Workload, all_unbound: bool) -> Result<input::Workload, String> {
+    if all_unbound { w.reselect(input::Selection::AllUnbound).map_err(|e| e.to_string()) } else { Ok(w) }
+}
+
+fn plan(workload: &[PathBuf], catalog: &Option<PathBuf>, weights: &Option<PathBuf>, solve: &SolveArgs, limits: &LimitArgs, batch: Batch, output: Output) -> Result<(), String> {
+    let w = select(load_workload(workload, limits)?, batch.all_unbound)?;
+    let w = if batch.strict {
+        w.strict().map_err(|e| e.to_string())?
+    } else {
+        for e in w.invalid_templates.iter().chain(&w.rejected) {
+            eprintln!("warning: {e} (planned as unschedulable; --strict makes this an error)");
+        }
+        w
+    };
+    if !w.skipped.is_empty() {
+        let more = if w.skipped.len() > 10 { ", ..." } else { "" };
+        eprintln!("note: {} unbound pod(s) left out: kube-scheduler has not given up on them (--all-unbound plans them): {}{more}", w.skipped.len(), w.skipped[..w.skipped.len().min(10)].join(", "));
+    }
     let c = load_catalog(catalog)?;
     let wt = load_weights(weights)?;
     let p = solve::plan_cluster(&w.cluster, &c, &wt, solve.planner()).map_err(|e| e.to_string())?;
@@ -331,8 +366,8 @@ fn plan(workload: &[PathBuf], catalog: &Option<PathBuf>, weights: &Option<PathBu
 }
 
 /// `stowage check`: whether the plan is valid, or why it cannot be checked.
-fn check(workload: &[PathBuf], plan_path: &std::path::Path, catalog: &Option<PathBuf>, limits: &LimitArgs, output: Output) -> Result<bool, String> {
-    let w = load_workload(workload, limits)?;
+fn check(workload: &[PathBuf], plan_path: &std::path::Path, catalog: &Option<PathBuf>, limits: &LimitArgs, all_unbound: bool, output: Output) -> Result<bool, String> {
+    let w = select(load_workload(workload, limits)?, all_unbound)?;
     let c = load_catalog(catalog)?;
     let text = input::read::read_text_limited(plan_path, limits.max_input_bytes).map_err(|e| e.to_string())?;
     let p = plan::Plan::from_json(&text).map_err(|e| format!("{}: {e}", plan_path.display()))?;

@@ -96,7 +96,7 @@ pub fn base(r: &Replay) -> Result<(Vec<openb::TracePod>, Workload), String> {
         texts.push((f.clone(), corpus::read_text(f)?));
     }
     texts.push((Path::new("replay-pods.json").to_path_buf(), openb::batch_text(&rows)?));
-    let w = stowage_input::load_texts(texts.iter().map(|(f, t)| (f.as_path(), t.as_str()))).map_err(|e| e.to_string())?;
+    let w = stowage_input::load_texts(texts.iter().map(|(f, t)| (f.as_path(), t.as_str()))).and_then(stowage_input::Workload::strict).map_err(|e| e.to_string())?;
     if w.cluster.pods.len() != rows.len() {
         return Err(format!("the NodePool files of replay {} hold pods; they must hold only NodePools and EC2NodeClasses", r.name));
     }
@@ -136,7 +136,7 @@ fn run_inner(r: &Replay, cat: &Catalog, weights: &Weights, args: &Planner, plann
         if !waiting.is_empty() {
             out.batches += 1;
             let cluster = snapshot(&base.cluster, &nodes, &bound, &waiting);
-            let w = Workload { cluster, objects: Default::default(), warnings: Vec::new() };
+            let w = Workload { cluster, objects: Default::default(), warnings: Vec::new(), rejected: Vec::new(), invalid_templates: Vec::new(), skipped: Vec::new() };
             let t0 = Instant::now();
             let plan = plan_cluster(&w.cluster, cat, weights, *args).map_err(|e| format!("window {k} (t = {t}): {e}"))?;
             out.plan_ms += t0.elapsed().as_secs_f64() * 1000.0;

@@ -24,17 +24,20 @@
 //!   object), the write is already superseded and is dropped. A re-list clears every pending write.
 //! - **The snapshot is what kube-scheduler will see, soon.** Managed Nodes lose
 //!   `karpenter.sh/unregistered` (registration removes it) and, while not initialised, their startup and
-//!   not-ready taints; Nodes whose NodeClaim is being deleted are marked disrupted; NodeClaims that have
+//!   not-ready taints; Nodes whose NodeClaim is being deleted are marked disrupted (both
+//!   `stowage_input::karpenter::planning_node`, which `stowage plan` applies too); NodeClaims that have
 //!   not launched yet get the capacity of the smallest instance type they allow (so a second batch never
-//!   launches again for pods already planned onto them); pods that kube-scheduler has not yet tried, or
-//!   that are terminal or terminating, are left out.
+//!   launches again for pods already planned onto them); unbound pods are kept by the batch's rule
+//!   (`stowage_input::pending`, `Selection::GivenUp`: what kube-scheduler found unschedulable and what an
+//!   in-flight NodeClaim names), plus pending DaemonSet pods (what will run on their nodes); terminal and
+//!   terminating pods are left out.
 //! - Pure: no clock, no IO, no async. Tests feed it objects directly.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Taint};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Resource;
@@ -44,10 +47,9 @@ use stowage_core::domain::Cluster;
 use stowage_core::domain::catalog::Catalog;
 use stowage_core::domain::labels::{Labels, keys};
 use stowage_core::domain::resources::Resources;
-use stowage_core::domain::taints::well_known;
 use stowage_input::api::{EC2NodeClass, NodeClaim, NodePool};
 use stowage_input::objects::{Obj, Objects};
-use stowage_input::{self, InputError, Source, quantity};
+use stowage_input::{self, InputError, Selection, Source, quantity};
 
 /// Label Karpenter puts on a Node once the controller has adopted it.
 pub(crate) const REGISTERED_LABEL: &str = "karpenter.sh/registered";
@@ -429,12 +431,15 @@ impl ClusterState {
             })
             .map(live)
             .collect();
+        let nominated: BTreeSet<String> =
+            self.nodeclaims.iter().filter(|c| c.metadata.deletion_timestamp.is_none() && self.node_of(c).is_none()).flat_map(stowage_decide::provision::nominated_pods).collect();
         let pods = self
             .pods
             .iter()
             .filter(|p| {
                 let bound = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
-                (bound && !is_terminal(p)) || is_provisionable(p)
+                // Pending DaemonSet pods: what will run on their nodes (semantics::daemonsets::pod_for).
+                (bound && !is_terminal(p)) || stowage_input::pending::planned(p, Selection::GivenUp, &nominated) || (is_daemon_pod(p) && !is_terminal(p) && p.metadata.deletion_timestamp.is_none())
             })
             .cloned()
             .map(live)
@@ -462,31 +467,12 @@ impl ClusterState {
         Some(stowage_core::catalog::for_nodeclass(catalog, &domain))
     }
 
-    /// A Node as kube-scheduler will see it once the controller has done its part.
+    /// A Node as kube-scheduler will see it once the controller has done its part: the rule
+    /// `stowage_input::build` applies to every workload (`karpenter::planning_node`), applied here too so
+    /// that the recorded files show it.
     fn planning_node(&self, n: &Node) -> Node {
-        let mut n = n.clone();
-        let claim = self.nodeclaim_of(&n).cloned();
-        let managed = claim.is_some() || n.metadata.labels.as_ref().is_some_and(|l| l.contains_key(keys::NODEPOOL));
-        if !managed {
-            return n;
-        }
-        let initialized = n.metadata.labels.as_ref().and_then(|l| l.get(INITIALIZED_LABEL)).is_some_and(|v| v == "true");
-        let startup: BTreeSet<String> = claim.as_ref().and_then(|c| c.spec.startup_taints.as_ref()).into_iter().flatten().map(|t| t.key.clone()).collect();
-        let deleting = claim.as_ref().is_some_and(|c| c.metadata.deletion_timestamp.is_some());
-        let spec = n.spec.get_or_insert_with(Default::default);
-        let mut taints: Vec<Taint> = spec.taints.take().unwrap_or_default();
-        taints.retain(|t| {
-            if t.key == well_known::KARPENTER_UNREGISTERED {
-                return false;
-            }
-            let ephemeral = t.key == well_known::NOT_READY || t.key == well_known::UNREACHABLE || t.key == "node.cloudprovider.kubernetes.io/uninitialized";
-            initialized || !(startup.contains(&t.key) || ephemeral)
-        });
-        if deleting && !taints.iter().any(|t| t.key == well_known::KARPENTER_DISRUPTED) {
-            taints.push(Taint { key: well_known::KARPENTER_DISRUPTED.into(), effect: "NoSchedule".into(), ..Default::default() });
-        }
-        spec.taints = if taints.is_empty() { None } else { Some(taints) };
-        n
+        let pool = n.metadata.labels.as_ref().and_then(|l| l.get(keys::NODEPOOL)).and_then(|p| self.nodepools.get("", p));
+        stowage_input::karpenter::planning_node(n, self.nodeclaim_of(n), pool).0
     }
 
     /// The planning snapshot. Objects `input` cannot read are left out (and reported) so that one invalid
@@ -574,20 +560,11 @@ pub(crate) fn is_daemon_pod(p: &Pod) -> bool {
 
 /// A pod Karpenter would provision for (`pod.IsProvisionable`): not bound, not terminal, not being
 /// deleted, not preempting, not a DaemonSet or static pod, and kube-scheduler has found it
-/// unschedulable (so pods the scheduler has not tried yet never trigger a launch).
+/// unschedulable (so pods the scheduler has not tried yet never trigger a launch). The batch's rule,
+/// shared with `stowage plan`: `stowage_input::pending` (which also keeps pods nominated to in-flight
+/// capacity).
 pub fn is_provisionable(p: &Pod) -> bool {
-    let Some(spec) = &p.spec else { return false };
-    if spec.node_name.as_deref().is_some_and(|n| !n.is_empty()) || p.metadata.deletion_timestamp.is_some() || is_terminal(p) {
-        return false;
-    }
-    if matches!(owner_kind(p), Some("DaemonSet" | "Node")) {
-        return false;
-    }
-    let status = p.status.as_ref();
-    if status.and_then(|s| s.nominated_node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
-        return false;
-    }
-    status.and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+    stowage_input::pending::planned(p, Selection::GivenUp, &BTreeSet::new())
 }
 
 /// A NodeClaim with its size known: launched ones as they are; others get, for planning only, the
@@ -636,9 +613,11 @@ pub fn quantities(r: &Resources) -> BTreeMap<String, Quantity> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, NodeSpec, NodeStatus, PodCondition, PodSpec, PodStatus, ResourceRequirements};
+    use k8s_openapi::api::core::v1::{Container, NodeSpec, NodeStatus, PodCondition, PodSpec, PodStatus, ResourceRequirements, Taint};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+    use stowage_core::domain::taints::well_known;
     use stowage_input::api::{NodeClaimSpec, NodeClaimStatus, NodeClassReference, NodeSelectorRequirementWithMinValues};
+    use stowage_input::pending::NOMINATED_PODS_ANNOTATION as NOMINATED_PODS;
 
     fn meta(name: &str, ns: Option<&str>, uid: &str, rv: &str) -> ObjectMeta {
         ObjectMeta { name: Some(name.into()), namespace: ns.map(str::to_string), uid: Some(uid.into()), resource_version: Some(rv.into()), ..Default::default() }
@@ -806,7 +785,14 @@ mod tests {
         let names: Vec<String> = s.provisionable_pods().map(|p| p.metadata.name.clone().unwrap()).collect();
         assert_eq!(names, vec!["waiting"]);
         let planned: Vec<String> = s.planning_objects(stowage_input::catalog::default_catalog()).pods.iter().map(|p| p.obj.metadata.name.clone().unwrap()).collect();
-        assert_eq!(planned, vec!["bound", "waiting"], "bound pods count, untried/terminal/terminating/DaemonSet pending pods do not");
+        assert_eq!(planned, vec!["bound", "ds", "waiting"], "bound pods count, and pending DaemonSet pods (what will run on their nodes); untried, terminal and terminating pods do not");
+        // A pod an in-flight NodeClaim names is planned before kube-scheduler judged it (the shared rule,
+        // stowage_input::pending).
+        let mut c = claim("c9", &["m5.large"], None);
+        c.metadata.annotations = Some([(NOMINATED_PODS.to_string(), "uid-untried".to_string())].into());
+        s.apply(c);
+        let planned: Vec<String> = s.planning_objects(stowage_input::catalog::default_catalog()).pods.iter().map(|p| p.obj.metadata.name.clone().unwrap()).collect();
+        assert_eq!(planned, vec!["bound", "ds", "untried", "waiting"]);
     }
 
     #[test]

@@ -15,7 +15,9 @@ use stowage_core::weights::{DEFAULT_YAML, Weights};
 /// The error of loading these (file name, text) pairs, as the CLI prints it.
 #[track_caller]
 fn load_error(files: &[(&str, &str)]) -> String {
-    match stowage_input::load_texts(files.iter().map(|(f, t)| (Path::new(*f), *t))) {
+    // `--strict`: a pod that cannot be scheduled as written is an error too (by default it is planned
+    // as unschedulable; tests/constraints_batch.rs).
+    match stowage_input::load_texts(files.iter().map(|(f, t)| (Path::new(*f), *t))).and_then(stowage_input::Workload::strict) {
         Ok(_) => panic!("{files:?} loads, an error was expected"),
         Err(e) => e.to_string(),
     }
@@ -279,7 +281,7 @@ fn files_on_disk() {
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("pods.yaml");
     std::fs::write(&bad, pod("p", "", "lots", "")).unwrap();
-    let msg = stowage_input::load(std::slice::from_ref(&bad)).unwrap_err().to_string();
+    let msg = stowage_input::load(std::slice::from_ref(&bad)).and_then(stowage_input::Workload::strict).unwrap_err().to_string();
     assert_mentions("a file", &msg, &[&bad.display().to_string(), "Pod default/p", "spec.containers[0].resources.requests.cpu"]);
     let missing: PathBuf = dir.join("missing.yaml");
     let msg = stowage_input::load(std::slice::from_ref(&missing)).unwrap_err().to_string();
@@ -380,7 +382,7 @@ fn invalid_plans_name_the_field() {
 /// The error of loading one file under `limits`.
 #[track_caller]
 fn load_error_with(file: &str, text: &str, limits: &stowage_input::Limits) -> String {
-    match stowage_input::load_texts_with([(Path::new(file), text)], limits) {
+    match stowage_input::load_texts_with([(Path::new(file), text)], limits).and_then(stowage_input::Workload::strict) {
         Ok(_) => panic!("{file} loads, an error was expected"),
         Err(e) => e.to_string(),
     }

@@ -59,8 +59,9 @@ use stowage_input::quantity;
 
 /// Annotation naming the batch a NodeClaim was planned in.
 pub const BATCH_ANNOTATION: &str = "stowage.dev/batch";
-/// Annotation listing the uids of the pods a NodeClaim was created for (module doc).
-pub const NOMINATED_PODS_ANNOTATION: &str = "stowage.dev/nominated-pods";
+/// Annotation listing the uids of the pods a NodeClaim was created for (module doc); the batch's pod
+/// selection reads it too (`stowage_input::pending`).
+pub const NOMINATED_PODS_ANNOTATION: &str = stowage_input::pending::NOMINATED_PODS_ANNOTATION;
 /// Finalizer on Nodes and NodeClaims the controller terminates.
 pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 

@@ -9,7 +9,7 @@ use super::read::Source;
 use super::{InputError, quantity};
 use stowage_core::domain::labels::{LabelSelector, Labels, NodeMatcher, NodeOp, NodeRequirement, NodeSelectorTerm, PreferredTerm, SelectorOp, SelectorRequirement};
 use stowage_core::domain::node::Node;
-use stowage_core::domain::pod::{HostPort, InclusionPolicy, Namespaces, Owner, Pod, PodAffinityTerm, PodPhase, SpreadConstraint, VolumeNeeds, WeightedAffinityTerm, WhenUnsatisfiable};
+use stowage_core::domain::pod::{HostPort, InclusionPolicy, InvalidSpec, Namespaces, Owner, Pod, PodAffinityTerm, PodPhase, SpreadConstraint, VolumeNeeds, WeightedAffinityTerm, WhenUnsatisfiable};
 use stowage_core::domain::resources::Resources;
 use stowage_core::domain::taints::{Effect, Taint, Toleration, TolerationOp};
 use stowage_core::semantics::resources::{InitContainer, pod_request};
@@ -438,10 +438,47 @@ pub(crate) fn pod(ctx: &Ctx, p: &core::Pod, seq: u32, volumes: VolumeNeeds, know
         preferred_anti_affinity: pod_aff.preferred_anti_affinity,
         host_ports: ports,
         volumes,
+        invalid: None,
         node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
         terminating: md.deletion_timestamp.is_some(),
         phase: phase(p),
         owner,
+        priority: spec.priority.unwrap_or(0),
+        seq,
+    })
+}
+
+/// A pod whose spec `pod` refused with `err`, kept so that the batch goes on without it: pending with
+/// the error as its reason (`Pod::invalid`), with its identity, owner and what of its requests could be
+/// read (a bound pod still occupies its node). Fails only when the pod has no name.
+pub(crate) fn invalid_pod(ctx: &Ctx, p: &core::Pod, seq: u32, volumes: VolumeNeeds, err: &InputError) -> Result<Pod, InputError> {
+    let md = &p.metadata;
+    let namespace = md.namespace.clone().unwrap_or_else(|| "default".into());
+    let name = md.name.clone().ok_or_else(|| ctx.err("metadata.name", "missing name"))?;
+    let empty = core::PodSpec::default();
+    let spec = p.spec.as_ref().unwrap_or(&empty);
+    let requests = requests_and_ports(ctx, spec).map(|(r, _)| r).unwrap_or_else(|_| pod_request(&[], &[], &Resources::default(), None));
+    Ok(Pod {
+        uid: md.uid.clone().unwrap_or_else(|| super::ids::stable_uid(&["Pod", &namespace, &name])),
+        namespace,
+        name,
+        labels: md.labels.clone().unwrap_or_default(),
+        requests,
+        node_matcher: NodeMatcher::default(),
+        preferred_node: Vec::new(),
+        tolerations: Vec::new(),
+        spread: Vec::new(),
+        affinity: Vec::new(),
+        anti_affinity: Vec::new(),
+        preferred_affinity: Vec::new(),
+        preferred_anti_affinity: Vec::new(),
+        host_ports: Vec::new(),
+        volumes,
+        invalid: Some(InvalidSpec { field: err.field.clone().unwrap_or_default(), message: err.message.clone() }),
+        node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
+        terminating: md.deletion_timestamp.is_some(),
+        phase: phase(p),
+        owner: md.owner_references.iter().flatten().find(|o| o.controller == Some(true)).map(|o| Owner { kind: o.kind.clone(), name: o.name.clone() }),
         priority: spec.priority.unwrap_or(0),
         seq,
     })

@@ -198,6 +198,66 @@ pub fn in_flight(o: &Obj<api::NodeClaim>) -> Result<Option<Node>, InputError> {
     }))
 }
 
+/// Label Karpenter puts on a Node once it is initialized (Ready, startup taints gone, resources
+/// registered).
+pub const INITIALIZED_LABEL: &str = "karpenter.sh/initialized";
+
+/// The taints a Node sheds once it is Ready and initialized, whatever its NodePool says.
+const EPHEMERAL_TAINTS: [&str; 3] = [stowage_core::domain::taints::well_known::NOT_READY, stowage_core::domain::taints::well_known::UNREACHABLE, "node.kubernetes.io/uninitialized"];
+
+/// A Node as kube-scheduler will see it soon, and whether it counts as in flight (issue 15):
+///
+/// ```text
+/// managed      = a NodeClaim owns it (provider id or node name) ∨ label karpenter.sh/nodepool
+/// taints       = node taints − karpenter.sh/unregistered                          (registration)
+///                − startup taints (NodeClaim's ∪ NodePool's) − not-ready/unreachable/uninitialized
+///                                                          if managed ∧ ¬karpenter.sh/initialized
+///                + karpenter.sh/disrupted:NoSchedule       if its NodeClaim is being deleted
+/// in_flight    = managed ∧ initialized ∧ a Ready condition that is not True
+/// ```
+///
+/// An unmanaged node is taken as it is. An initialized node that is not Ready keeps its taints (no pod
+/// lands there now) but is in flight: capacity coming back, not settled (consolidation leaves it, a
+/// batch's nominations may wait for it). A node whose status has no Ready condition at all (a dump
+/// without status) counts as Ready.
+pub fn planning_node(n: &k8s_openapi::api::core::v1::Node, claim: Option<&api::NodeClaim>, pool: Option<&api::NodePool>) -> (k8s_openapi::api::core::v1::Node, bool) {
+    use stowage_core::domain::taints::well_known;
+    let labels = n.metadata.labels.as_ref();
+    let managed = claim.is_some() || labels.is_some_and(|l| l.contains_key(keys::NODEPOOL));
+    if !managed {
+        return (n.clone(), false);
+    }
+    let mut n = n.clone();
+    let initialized = labels.and_then(|l| l.get(INITIALIZED_LABEL)).is_some_and(|v| v == "true");
+    let startup: std::collections::BTreeSet<&str> = claim
+        .and_then(|c| c.spec.startup_taints.as_ref())
+        .into_iter()
+        .flatten()
+        .chain(pool.and_then(|p| p.spec.template.spec.startup_taints.as_ref()).into_iter().flatten())
+        .map(|t| t.key.as_str())
+        .collect();
+    let ready = n.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == "Ready")).is_none_or(|c| c.status == "True");
+    let deleting = claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
+    let spec = n.spec.get_or_insert_with(Default::default);
+    let mut taints = spec.taints.take().unwrap_or_default();
+    taints.retain(|t| t.key != well_known::KARPENTER_UNREGISTERED && (initialized || !(startup.contains(t.key.as_str()) || EPHEMERAL_TAINTS.contains(&t.key.as_str()))));
+    if deleting && !taints.iter().any(|t| t.key == well_known::KARPENTER_DISRUPTED) {
+        taints.push(k8s_openapi::api::core::v1::Taint { key: well_known::KARPENTER_DISRUPTED.into(), effect: "NoSchedule".into(), ..Default::default() });
+    }
+    spec.taints = if taints.is_empty() { None } else { Some(taints) };
+    (n, initialized && !ready)
+}
+
+/// The NodeClaim that owns a Node: the one whose provider id or node name is the Node's.
+pub fn claim_of<'a>(n: &k8s_openapi::api::core::v1::Node, claims: &'a [Obj<api::NodeClaim>]) -> Option<&'a api::NodeClaim> {
+    let pid = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+    let name = n.metadata.name.as_deref();
+    claims.iter().map(|c| &c.obj).find(|c| {
+        let s = c.status.as_ref();
+        (pid.is_some() && s.and_then(|s| s.provider_id.as_deref()) == pid) || (name.is_some() && s.and_then(|s| s.node_name.as_deref()) == name)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

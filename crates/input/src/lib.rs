@@ -16,6 +16,7 @@ pub mod karpenter;
 pub mod limits;
 pub mod objects;
 pub mod output;
+pub mod pending;
 pub mod quantity;
 pub mod read;
 pub mod volumes;
@@ -31,6 +32,7 @@ use stowage_core::domain::pod::{Owner, VolumeNeeds};
 
 pub use limits::Limits;
 pub use objects::Objects;
+pub use pending::Selection;
 pub use read::Source;
 
 /// A problem with the input, located as precisely as possible.
@@ -90,6 +92,37 @@ pub struct Workload {
     pub cluster: Cluster,
     pub objects: Objects,
     pub warnings: Vec<String>,
+    /// Pods that cannot be scheduled as written (a missing or invalid claim, StorageClass or bound
+    /// PersistentVolume, an invalid spec), one error each naming file, object and field. They are in
+    /// `cluster` all the same, pending with the reason (`VolumeNeeds::blocked`, `Pod::invalid`), so the
+    /// rest of the batch is planned and they are reported unschedulable.
+    pub rejected: Vec<InputError>,
+    /// Controllers whose pod template is invalid (reported once on the controller; their pods are in
+    /// `rejected` too).
+    pub invalid_templates: Vec<InputError>,
+    /// Unbound pods the batch leaves out because kube-scheduler has not given up on them
+    /// ([`pending::planned`]), as `Pod namespace/name`.
+    pub skipped: Vec<String>,
+}
+
+impl Workload {
+    /// The workload if nothing in it was rejected, else the errors: `--strict`, what a CI check wants
+    /// (the template errors alone when there are any, as they explain their pods' errors).
+    pub fn strict(self) -> Result<Workload, LoadError> {
+        if !self.invalid_templates.is_empty() {
+            return Err(LoadError(self.invalid_templates));
+        }
+        if !self.rejected.is_empty() {
+            return Err(LoadError(self.rejected));
+        }
+        Ok(self)
+    }
+
+    /// The same objects with another choice of which unbound pods to plan (`--all-unbound`).
+    pub fn reselect(self, selection: Selection) -> Result<Workload, LoadError> {
+        let Batch { cluster, rejected, skipped } = build_with(&self.objects, selection).map_err(LoadError)?;
+        Ok(Workload { cluster, rejected, skipped, ..self })
+    }
 }
 
 /// Loads files and folders with the default [`Limits`].
@@ -147,15 +180,13 @@ pub fn load_texts_with<'a>(texts: impl IntoIterator<Item = (&'a Path, &'a str)>,
     drop(raws);
     errors.extend(type_errors);
     errors.extend(objects::duplicates(&objects));
-    if errors.is_empty() {
-        errors.extend(check_templates(&objects));
-    }
     if !errors.is_empty() {
         return Err(LoadError(errors));
     }
+    let invalid_templates = check_templates(&objects);
     expand::expand(&mut objects, limits.max_pods).map_err(|e| LoadError(vec![e]))?;
-    let cluster = build(&objects).map_err(LoadError)?;
-    Ok(Workload { cluster, objects, warnings })
+    let Batch { cluster, rejected, skipped } = build_batch(&objects).map_err(LoadError)?;
+    Ok(Workload { cluster, objects, warnings, rejected, invalid_templates, skipped })
 }
 
 /// The error of a batch with more pods than `limits.max_pods`.
@@ -223,9 +254,40 @@ fn in_template(mut e: InputError) -> InputError {
     e
 }
 
-/// Builds the domain snapshot from typed, expanded objects.
+/// Builds the domain snapshot from typed, expanded objects; any invalid object fails it (the pods
+/// [`build_batch`] would keep as rejected included).
 pub fn build(o: &Objects) -> Result<Cluster, Vec<InputError>> {
+    match build_batch(o) {
+        Ok(b) if b.rejected.is_empty() => Ok(b.cluster),
+        Ok(b) => Err(b.rejected),
+        Err(e) => Err(e),
+    }
+}
+
+/// A domain snapshot, the pods in it that cannot be scheduled as written ([`Workload::rejected`]) and
+/// the unbound pods left out of it ([`Workload::skipped`]).
+#[derive(Clone, Debug)]
+pub struct Batch {
+    pub cluster: Cluster,
+    pub rejected: Vec<InputError>,
+    pub skipped: Vec<String>,
+}
+
+/// [`build_with`] under the default [`Selection`].
+pub fn build_batch(o: &Objects) -> Result<Batch, Vec<InputError>> {
+    build_with(o, Selection::default())
+}
+
+/// Builds the domain snapshot from typed, expanded objects. A pod whose volumes or spec cannot be used
+/// is kept, pending with the reason, and its error goes to `rejected` (one bad pod never blocks the
+/// batch); any other invalid object (node, NodePool, NodeClaim, EC2NodeClass, DaemonSet) or a pod
+/// without a name fails the build, with every error, the pods' included.
+// Long: one pass per kind of object in dependency order (namespaces, node classes, pools, nodes,
+// claims, pods, DaemonSets), each a short loop; splitting it would pass the half-built cluster around.
+pub fn build_with(o: &Objects, selection: Selection) -> Result<Batch, Vec<InputError>> {
     let mut errors = Vec::new();
+    let mut rejected = Vec::new();
+    let mut skipped = Vec::new();
     let mut c = Cluster::default();
 
     // Namespaces: declared ones with their labels, plus every namespace an object lives in.
@@ -278,8 +340,10 @@ pub fn build(o: &Objects) -> Result<Cluster, Vec<InputError>> {
     }
     for n in &o.nodes {
         let ctx = convert::Ctx { source: &n.source, object: format!("Node {}", n.obj.metadata.name.as_deref().unwrap_or("")) };
-        match convert::node(&ctx, &n.obj) {
-            Ok(x) => c.nodes.push(x),
+        let pool = n.obj.metadata.labels.as_ref().and_then(|l| l.get(keys::NODEPOOL)).and_then(|name| o.nodepools.iter().find(|p| p.obj.metadata.name.as_ref() == Some(name)));
+        let (planned, in_flight) = karpenter::planning_node(&n.obj, karpenter::claim_of(&n.obj, &o.nodeclaims), pool.map(|p| &p.obj));
+        match convert::node(&ctx, &planned) {
+            Ok(x) => c.nodes.push(stowage_core::domain::Node { in_flight, ..x }),
             Err(e) => errors.push(e),
         }
     }
@@ -297,15 +361,40 @@ pub fn build(o: &Objects) -> Result<Cluster, Vec<InputError>> {
     }
 
     let storage = volumes::Storage::new(o);
+    let nominated = pending::nominated_in_flight(o);
+    let deleting: std::collections::BTreeSet<&str> = c.nodes.iter().filter(|n| n.deleting).map(|n| n.name.as_str()).collect();
     for (seq, p) in o.pods.iter().enumerate() {
         let ctx = convert::Ctx { source: &p.source, object: format!("Pod {}/{}", p.obj.metadata.namespace.as_deref().unwrap_or("default"), p.obj.metadata.name.as_deref().unwrap_or("")) };
-        let bound = p.obj.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| !n.is_empty());
+        let node = pending::node_name(&p.obj);
+        let alive = !pending::is_terminal(&p.obj) && p.obj.metadata.deletion_timestamp.is_none() && pending::owner_kind(&p.obj) != Some("DaemonSet");
+        if node.is_none() && alive && !pending::planned(&p.obj, selection, &nominated) {
+            skipped.push(ctx.object.clone());
+            continue;
+        }
+        // A pod on a node being deleted is planned again; that node is no target.
+        let replanned = alive && node.is_some_and(|n| deleting.contains(n));
+        let bound = node.is_some() && !replanned;
         // Bound pods' volumes do not matter for planning; resolving them would demand every PV of the
         // cluster in the dump.
-        let vols = if bound { Ok(VolumeNeeds::default()) } else { volumes::needs(&ctx, &p.obj, &storage) };
-        match vols.and_then(|v| convert::pod(&ctx, &p.obj, seq as u32, v, &namespaces)) {
-            Ok(x) => c.pods.push(x),
-            Err(e) => errors.push(e),
+        let (vols, problem) = if bound { (VolumeNeeds::default(), None) } else { volumes::needs(&ctx, &p.obj, &storage) };
+        rejected.extend(problem);
+        match convert::pod(&ctx, &p.obj, seq as u32, vols.clone(), &namespaces) {
+            Ok(mut x) => {
+                if replanned {
+                    x.node_name = None;
+                }
+                c.pods.push(x)
+            }
+            Err(e) => match convert::invalid_pod(&ctx, &p.obj, seq as u32, vols, &e) {
+                Ok(mut x) => {
+                    if replanned {
+                        x.node_name = None;
+                    }
+                    rejected.push(e);
+                    c.pods.push(x);
+                }
+                Err(no_name) => errors.push(no_name),
+            },
         }
     }
     for d in &o.daemonsets {
@@ -324,5 +413,10 @@ pub fn build(o: &Objects) -> Result<Cluster, Vec<InputError>> {
         }
     }
     c.namespaces = namespaces;
-    if errors.is_empty() { Ok(c) } else { Err(errors) }
+    if errors.is_empty() {
+        Ok(Batch { cluster: c, rejected, skipped })
+    } else {
+        errors.extend(rejected);
+        Err(errors)
+    }
 }

@@ -72,8 +72,34 @@ fn request_bytes(spec: &core::PersistentVolumeClaimSpec) -> i64 {
     spec.resources.as_ref().and_then(|r| r.requests.as_ref()).and_then(|r| r.get("storage")).and_then(|q| quantity::value(&q.0).ok()).unwrap_or(0)
 }
 
-/// Resolves the volumes of a pod.
-pub fn needs(ctx: &Ctx, pod: &core::Pod, st: &Storage) -> Result<VolumeNeeds, InputError> {
+/// A volume the pod cannot use as the workload stands: the error naming file, object and field, and
+/// kube-scheduler's reason (VolumeBinding's PreFilter wording where it has one).
+type Problem = (InputError, String);
+
+/// Resolves the volumes of a pod. A missing or invalid claim, StorageClass or bound PersistentVolume
+/// does not fail the batch: the pod's needs are `blocked` with kube-scheduler's reason (it stays
+/// pending, like the claims kube-scheduler cannot find) and the error is returned beside them, for
+/// `--strict` and for the report.
+pub fn needs(ctx: &Ctx, pod: &core::Pod, st: &Storage) -> (VolumeNeeds, Option<InputError>) {
+    match resolve(ctx, pod, st) {
+        Ok(v) => (v, None),
+        Err((e, reason)) => {
+            let claims = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()).filter_map(|v| v.persistent_volume_claim.as_ref().map(|c| c.claim_name.clone())).collect();
+            (VolumeNeeds { blocked: Some(reason), claims, ..Default::default() }, Some(e))
+        }
+    }
+}
+
+/// The invalid-PersistentVolume problem of `pv`.
+fn invalid_pv(pv: &Obj<core::PersistentVolume>, e: InputError) -> Problem {
+    let name = pv.obj.metadata.name.clone().unwrap_or_default();
+    let reason = format!("invalid PersistentVolume \"{name}\": {}: {}", e.field.clone().unwrap_or_default(), e.message);
+    (e, reason)
+}
+
+// Long: one pass over the pod's volumes with a branch per kind of claim (bound, WaitForFirstConsumer
+// with a selected node, no-provisioner, allowed topologies), each a few lines.
+fn resolve(ctx: &Ctx, pod: &core::Pod, st: &Storage) -> Result<VolumeNeeds, Problem> {
     let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
     let pod_name = pod.metadata.name.clone().unwrap_or_default();
     let mut out = VolumeNeeds::default();
@@ -96,15 +122,17 @@ pub fn needs(ctx: &Ctx, pod: &core::Pod, st: &Storage) -> Result<VolumeNeeds, In
             ),
             (None, Some(t)) => (t, BTreeMap::new(), None),
             (None, None) => {
-                return Err(ctx.err(field, format!("PersistentVolumeClaim \"{ns}/{claim_name}\" not found (add it to the workload)")));
+                let e = ctx.err(field, format!("PersistentVolumeClaim \"{ns}/{claim_name}\" not found (add it to the workload)"));
+                return Err((e, format!("persistentvolumeclaim \"{claim_name}\" not found")));
             }
         };
         if let Some(pv_name) = claim_spec.volume_name.as_deref().filter(|n| !n.is_empty()) {
             let Some(pv) = st.pvs.get(pv_name) else {
                 let cctx = claim_ctx.unwrap_or(Ctx { source: ctx.source, object: ctx.object.clone() });
-                return Err(cctx.err("spec.volumeName", format!("PersistentVolume \"{pv_name}\" not found (add it to the workload)")));
+                let e = cctx.err("spec.volumeName", format!("PersistentVolume \"{pv_name}\" not found (add it to the workload)"));
+                return Err((e, "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)".into()));
             };
-            if let Some(terms) = pv_terms(pv)? {
+            if let Some(terms) = pv_terms(pv).map_err(|e| invalid_pv(pv, e))? {
                 out.node_terms.push(terms);
             }
             out.zone_labels.extend(zone_labels(&pv.obj));
@@ -117,7 +145,8 @@ pub fn needs(ctx: &Ctx, pod: &core::Pod, st: &Storage) -> Result<VolumeNeeds, In
                 Some(sc) => Some(*sc),
                 None => {
                     let cctx = claim_ctx.unwrap_or(Ctx { source: ctx.source, object: ctx.object.clone() });
-                    return Err(cctx.err("spec.storageClassName", format!("StorageClass \"{c}\" not found (add it to the workload)")));
+                    let e = cctx.err("spec.storageClassName", format!("StorageClass \"{c}\" not found (add it to the workload)"));
+                    return Err((e, format!("storageclass.storage.k8s.io \"{c}\" not found")));
                 }
             },
         };
@@ -126,7 +155,7 @@ pub fn needs(ctx: &Ctx, pod: &core::Pod, st: &Storage) -> Result<VolumeNeeds, In
             out.blocked = Some(IMMEDIATE_UNBOUND.to_string());
             continue;
         }
-        let class = class.expect("wffc implies a class");
+        let Some(class) = class else { continue };
         if let Some(node) = claim_ann.get(SELECTED_NODE) {
             out.selected_node = Some(node.clone());
             continue;
@@ -143,7 +172,7 @@ pub fn needs(ctx: &Ctx, pod: &core::Pod, st: &Storage) -> Result<VolumeNeeds, In
                 if !available || spec.storage_class_name.as_deref() != class_name.as_deref() || size < want {
                     continue;
                 }
-                match pv_terms(pv)? {
+                match pv_terms(pv).map_err(|e| invalid_pv(pv, e))? {
                     Some(t) => alternatives.extend(t),
                     None => unconstrained = true,
                 }

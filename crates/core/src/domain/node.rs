@@ -16,7 +16,8 @@ pub struct Node {
     pub provider_id: Option<String>,
     /// Marked for deletion: never a target.
     pub deleting: bool,
-    /// A NodeClaim launched but not registered yet: future capacity, not yet a node kube-scheduler sees.
+    /// A NodeClaim launched but not registered yet (future capacity, not yet a node kube-scheduler
+    /// sees), or a Karpenter-managed node that is initialized but not Ready (coming back, not settled).
     pub in_flight: bool,
     /// Karpenter NodePool owning the node (`karpenter.sh/nodepool`), if any.
     pub nodepool: Option<String>,

@@ -106,6 +106,16 @@ pub struct VolumeNeeds {
     pub claims: Vec<String>,
 }
 
+/// A pod spec kube-apiserver would refuse (an unknown selector operator, maxSkew 0, ...), read from a
+/// file: no Filter plugin can evaluate it, so the pod stays pending with this reason and the rest of
+/// the batch is planned (`semantics::invalid_spec`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InvalidSpec {
+    /// The offending field, e.g. `spec.topologySpreadConstraints[0].maxSkew`.
+    pub field: String,
+    pub message: String,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PodPhase {
     Pending,
@@ -139,6 +149,9 @@ pub struct Pod {
     pub preferred_anti_affinity: Vec<WeightedAffinityTerm>,
     pub host_ports: Vec<HostPort>,
     pub volumes: VolumeNeeds,
+    /// Set when the spec could not be read: the pod is never placed (its other constraint fields are
+    /// then empty, its requests what could be read).
+    pub invalid: Option<InvalidSpec>,
     /// `spec.nodeName`: bound (or nominated to be bound) to this node.
     pub node_name: Option<String>,
     pub terminating: bool,

@@ -9,7 +9,9 @@
 //! ```
 //!
 //! For a node the plan launches, the taints are its NodePool's `taints` (startup taints are removed
-//! before workloads schedule, as Karpenter assumes).
+//! before workloads schedule, as Karpenter assumes), and the overhead is the templates'. On an existing
+//! node the DaemonSet pods kube-scheduler sees count: bound ones as bound pods, and a missing one by its
+//! pending pod aimed at the node when there is one (`pod_for`).
 
 use crate::domain::cluster::DaemonSet;
 use crate::domain::labels::Labels;
@@ -39,6 +41,29 @@ pub fn missing<'a>(dss: &'a [DaemonSet], node: &crate::domain::Node, pods_on_nod
         .filter(|ds| !pods_on_node.iter().any(|p| p.namespace == ds.namespace && !p.is_terminal() && p.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet" && o.name == ds.name)))
         .filter(|ds| runs_on(ds, &node.labels, &node.taints, Some(&node.name)))
         .collect()
+}
+
+/// The pod a DaemonSet missing from an existing node will put there: its pending pod aimed at the node
+/// (the DaemonSet controller pins each pod to its node by `metadata.name`), whose requests are what
+/// kube-scheduler will see (a LimitRange or a vertical autoscaler may have changed them), else the
+/// template. New nodes always get the template.
+///
+/// ```text
+/// pod_for(ds, node) = the live unbound pod owned by ds whose node affinity admits only node.name
+///                     (matchFields metadata.name), else ds.template
+/// ```
+pub fn pod_for<'a>(ds: &'a DaemonSet, node: &crate::domain::Node, pods: &'a [crate::domain::pod::Pod]) -> &'a crate::domain::pod::Pod {
+    pods.iter()
+        .find(|p| {
+            p.node_name.is_none()
+                && !p.is_terminal()
+                && !p.terminating
+                && p.namespace == ds.namespace
+                && p.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet" && o.name == ds.name)
+                && p.node_matcher.terms.as_ref().is_some_and(|ts| ts.iter().all(|t| t.fields.iter().any(|f| f.key == "metadata.name")))
+                && node_affinity::matcher_matches(&p.node_matcher, &node.labels, Some(&node.name))
+        })
+        .unwrap_or(&ds.template)
 }
 
 /// The DaemonSets that run on the node and the sum of their requests.

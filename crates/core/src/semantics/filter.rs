@@ -465,6 +465,7 @@ impl<'a> FilterState<'a> {
 
     fn filter_node(&self, prep: &Prepared, pod: &Pod, n: &SimNode<'_>, planned: bool, in_state: bool) -> Result<(), Reject> {
         let intent = planned && self.hostname == HostnameSpread::Intent;
+        super::invalid_spec(pod)?;
         taints::filter(&n.taints, n.unschedulable, &pod.tolerations)?;
         node_affinity::filter(&pod.node_matcher, &n.labels, Some(&n.name))?;
         ports::filter(&n.ports, &pod.host_ports)?;

@@ -117,3 +117,40 @@ pub fn summarize(total_nodes: usize, rejects: &[Reject]) -> String {
     let parts: Vec<String> = counts.iter().map(|(r, n)| format!("{n} {r}")).collect();
     format!("0/{total_nodes} nodes are available: {}.", parts.join(", "))
 }
+
+/// A pod whose spec could not be read (`Pod::invalid`) fits no node. The plugin is the one whose field
+/// is wrong; the reason names the field, since kube-apiserver would have refused the pod and
+/// kube-scheduler has no wording for it.
+///
+/// ```text
+/// invalid_spec(pod) = Err(plugin(field), "invalid pod spec: <field>: <message>")  if pod.invalid
+/// ```
+pub fn invalid_spec(pod: &crate::domain::Pod) -> Result<(), Reject> {
+    let Some(bad) = &pod.invalid else { return Ok(()) };
+    let f = bad.field.as_str();
+    let plugin = if f.starts_with("spec.affinity.nodeAffinity") || f.starts_with("spec.nodeSelector") {
+        Plugin::NodeAffinity
+    } else if f.starts_with("spec.affinity") {
+        Plugin::InterPodAffinity
+    } else if f.starts_with("spec.topologySpreadConstraints") {
+        Plugin::PodTopologySpread
+    } else if f.starts_with("spec.tolerations") {
+        Plugin::TaintToleration
+    } else if f.starts_with("spec.volumes") {
+        Plugin::VolumeBinding
+    } else if f.contains(".ports") {
+        Plugin::NodePorts
+    } else {
+        Plugin::NodeResourcesFit
+    };
+    Err(Reject::unresolvable(plugin, format!("invalid pod spec: {f}: {}", bad.message)))
+}
+
+/// The rejection of a pod that no node can take whatever the node (kube-scheduler's PreFilter: an
+/// invalid spec, a missing or unbound-Immediate volume claim), or `None`.
+pub fn prefilter(pod: &crate::domain::Pod) -> Option<Reject> {
+    if let Err(r) = invalid_spec(pod) {
+        return Some(r);
+    }
+    pod.volumes.blocked.as_ref().map(|why| Reject::unresolvable(Plugin::VolumeBinding, why.clone()))
+}

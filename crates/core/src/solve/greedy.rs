@@ -601,6 +601,12 @@ impl<'p, 'a> Greedy<'p, 'a> {
         for (k, v) in &self.pool_rejects[class] {
             pools.insert(k.clone(), v.clone());
         }
+        // A pod no node could take (PreFilter): kube-scheduler's event names the one reason over the
+        // nodes it sees (registered ones, not the plan's or those in flight).
+        if let Some(r) = crate::semantics::prefilter(pod) {
+            let seen = p.cluster.nodes.iter().filter(|n| !n.in_flight).count();
+            return Reject { plugin: r.plugin, reason: format!("0/{seen} nodes are available: {}.", r.reason), unresolvable: true };
+        }
         let plugin = pools.values().map(|r| r.plugin).chain(rejects.iter().map(|r| r.plugin)).next().unwrap_or(Plugin::NodePool);
         let mut reason = summarize(total, &rejects);
         if p.cluster.nodepools.is_empty() {

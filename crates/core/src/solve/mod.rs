@@ -140,7 +140,7 @@ pub fn scheduler_state<'a>(p: &Problem<'a>, new_nodes: &[usize]) -> (FilterState
         }
         let present = sims[i].pods.clone();
         for ds in crate::semantics::daemonsets::missing(&cluster.daemonsets, n, &present) {
-            sims[i].seat(&ds.template);
+            sims[i].seat(crate::semantics::daemonsets::pod_for(ds, n, &cluster.pods));
         }
     }
     let mut fs = FilterState::new(sims);

@@ -145,6 +145,7 @@ pub(crate) fn rule_signature(p: &Pod) -> u64 {
     p.volumes.zone_labels.hash(&mut h);
     p.volumes.selected_node.hash(&mut h);
     p.volumes.blocked.hash(&mut h);
+    p.invalid.hash(&mut h);
     h.finish()
 }
 
@@ -167,6 +168,7 @@ pub(crate) fn same_rules(a: &Pod, b: &Pod) -> bool {
         && a.volumes.zone_labels == b.volumes.zone_labels
         && a.volumes.selected_node == b.volumes.selected_node
         && a.volumes.blocked == b.volumes.blocked
+        && a.invalid == b.invalid
 }
 
 /// A class is pods alike to the rules with equal requests.
@@ -600,6 +602,7 @@ pub fn static_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject
 
 /// [`static_check`] without resources: the same for every configuration of a group.
 pub(crate) fn group_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject> {
+    crate::semantics::invalid_spec(p)?;
     taints::filter(&f.taints, false, &p.tolerations)?;
     node_affinity::filter(&p.node_matcher, &f.labels, None)?;
     volumes::filter(&p.volumes, &f.labels, None)?;
