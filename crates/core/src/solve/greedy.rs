@@ -184,9 +184,11 @@ struct Greedy<'p, 'a> {
 /// over a few zones to find a node in each.
 const RECENT: usize = 8;
 
-/// How many open nodes with room for its cpu the fast pass's scan visits per pod (half the tightest,
-/// half the emptiest).
-const FAST_SCAN: usize = 32;
+/// How many open nodes with room for its cpu the fast pass's best-fit scan visits per pod. Measured on
+/// Karpenter's shapes with every pod in the fast pass: 32 nodes cost 51 % more than the full greedy plan
+/// at 5,000 pods, 1024 nodes 12 % (as much as an unbounded scan), at nearly the same speed, since
+/// nodes a class can never use leave its view (`Focus`).
+const FAST_SCAN: usize = 1024;
 
 /// Remembers `x` as the most recent entry of a short list.
 fn remember(list: &mut VecDeque<usize>, x: usize) {
@@ -395,10 +397,9 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let balance_floor: i64 = (0..FilterState::spread_len(&prep)).map(|k| self.fs.spread_view(&prep, k).2.unwrap_or(0).max(0)).sum();
         let mut newly_skipped = Vec::new();
         // The class's own view: the same nodes in the same order as `free`, without those it skipped.
-        // The fast pass visits the tightest and the emptiest nodes only: the tightest often lack memory
-        // where they have the cpu, the emptiest (mostly the newest) rarely do.
+        // The fast pass visits the `FAST_SCAN` tightest nodes only.
         let range = self.focus.free.range((pod.requests.cpu_m, 0)..);
-        let visit: Box<dyn Iterator<Item = &(i64, usize)>> = if fast { Box::new(range.clone().take(FAST_SCAN / 2).chain(range.rev().take(FAST_SCAN / 2))) } else { Box::new(range) };
+        let visit: Box<dyn Iterator<Item = &(i64, usize)>> = if fast { Box::new(range.take(FAST_SCAN)) } else { Box::new(range) };
         for &(free_cpu, ix) in visit {
             if let Err(r) = self.fs.filter(&prep, pod, ix) {
                 if permanent(&r) {
@@ -433,6 +434,9 @@ impl<'p, 'a> Greedy<'p, 'a> {
             self.commit(class, id, ix);
             return Ok(());
         }
+        if fast && self.open_recent(class, id, &prep, pod) {
+            return Ok(());
+        }
         let fresh = self.choose_config(class, &prep, pod, order);
         let limit = fresh.map_or(f64::INFINITY, |(score, _)| score);
         if let Some((_, ix, to)) = if fast { None } else { self.best_growth(class, &prep, pod, limit) } {
@@ -464,9 +468,9 @@ impl<'p, 'a> Greedy<'p, 'a> {
     }
 
     /// The fast pass, once the budget is spent: the pod goes to the most recent of its class's recent
-    /// nodes that takes it, else of the last nodes any pod went to, else onto a new node of the most
-    /// recent of its class's recent configurations that takes it, else where `place` in its fast form
-    /// puts it (`FAST_SCAN` of the open nodes, else a new node), else where the careful `place`
+    /// nodes that takes it, else of the last nodes any pod went to, else where `place` in its fast form
+    /// puts it (`FAST_SCAN` of the open nodes, else a new node of a recent configuration of the class
+    /// (`open_recent`), else of the configuration `choose_config` names), else where the careful `place`
     /// puts it (every node, growth), so that no pod the careful pass would place is left pending.
     /// A bounded number of filter calls per pod instead of a scan over the open nodes, with the same
     /// filters (kube-scheduler's and stowage's spread rule), so the plan may cost more but is as valid;
@@ -484,21 +488,28 @@ impl<'p, 'a> Greedy<'p, 'a> {
                 return Ok(());
             }
         }
+        self.place(class, id, order, true).or_else(|_| self.place(class, id, order, false))
+    }
+
+    /// The fast pass's new node: the most recent of the class's recent configurations that takes the
+    /// pod (NodePool limits, filters, stowage's spread rule), opened with the pod on it.
+    fn open_recent(&mut self, class: usize, id: PodId, prep: &Prepared, pod: &'a Pod) -> bool {
+        let p = self.p;
         let configs: Vec<usize> = self.recent_configs[class].iter().rev().copied().collect();
         for f in configs {
             if self.limits_ok(f).is_err() {
                 continue;
             }
             let sim = new_sim_node(p, f, &new_node_name(p, usize::MAX));
-            if self.fs.filter_new(&prep, pod, &sim).is_ok() && self.wide_spread_ok(class, &prep, pod, &sim.labels) {
+            if self.fs.filter_new(prep, pod, &sim).is_ok() && self.wide_spread_ok(class, prep, pod, &sim.labels) {
                 remember(&mut self.recent_configs[class], f);
                 let ix = self.open(f);
                 self.ensure_skip_len();
                 self.commit(class, id, ix);
-                return Ok(());
+                return true;
             }
         }
-        self.place(class, id, order, true).or_else(|_| self.place(class, id, order, false))
+        false
     }
 
     /// The cheapest way to make room for the pod on a new node of this plan by moving it to a larger
