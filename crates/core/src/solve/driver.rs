@@ -63,7 +63,8 @@ impl Solver {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Planner {
     pub solver: Solver,
-    /// Time budget of the MILP phase, counted from the end of the problem build.
+    /// Time budget of the whole MILP driver (problem build, greedy, improvement, HiGHS), counted from the
+    /// start of the problem build (docs/formats.md, Budget).
     pub time_budget: Duration,
     /// Target relative gap: stop when (objective − lower bound) / objective ≤ gap.
     pub gap: f64,
@@ -104,15 +105,15 @@ pub fn plan_cluster(cluster: &Cluster, catalog: &Catalog, weights: &Weights, pla
 }
 
 /// Builds a snapshot's problem and plans it: what `stowage plan`, the simulator and the controller
-/// share. The report's first phase is the build. The MILP's budget starts after the build: counting the
-/// build against it left no time for the MILP on the seed batches in debug builds under parallel tests
-/// (tests/bench.rs saw `timeLimit` instead of `optimal`).
+/// share. The report's first phase is the build. The MILP driver's budget starts before the build, so
+/// the whole call ends close to the budget (the build, the replay of the greedy plan and HiGHS's own
+/// overrun aside; docs/formats.md, Budget).
 pub fn build_and_plan<'a>(cluster: &'a Cluster, catalog: &Catalog, weights: &'a Weights, planner: Planner) -> Result<(Problem<'a>, Outcome, SolverReport), ProblemError> {
     let t0 = Instant::now();
     let problem = Problem::new(cluster, catalog, weights)?;
     let build = t0.elapsed();
     let (o, mut report) = match planner.solver {
-        Solver::Milp => plan(&problem, planner.driver_options()),
+        Solver::Milp => plan_since(&problem, planner.driver_options(), t0),
         Solver::Greedy => plan_greedy(&problem),
     };
     report.phases.insert(0, Phase { name: "problem".into(), time_ms: ms(build) });
@@ -140,21 +141,23 @@ pub(crate) fn plan_greedy(p: &Problem) -> (Outcome, SolverReport) {
 
 /// The greedy plan in the packing order (`greedy::plan`), then in Karpenter's size order
 /// (`greedy::Order::Size`) if what is left of the budget is at least what the first pass took; the
-/// cheaper plan, its objective and one phase per pass.
-fn greedy_portfolio(p: &Problem, t0: Instant, deadline: Instant) -> (Outcome, f64, Vec<Phase>) {
+/// cheaper plan, its objective, one phase per pass and how many pods the fast pass placed (the
+/// placement of the first pass goes on past the deadline with `greedy::Greedy::place_fast`).
+fn greedy_portfolio(p: &Problem, deadline: Instant) -> (Outcome, f64, Vec<Phase>, usize) {
     let spent = || Instant::now() >= deadline;
-    let g = greedy::plan_within(p, greedy::Order::Packing, &spent);
+    let t0 = Instant::now();
+    let (g, fast) = greedy::plan_within(p, greedy::Order::Packing, &spent);
     let g_obj = objective(p, &g).total();
     let first = t0.elapsed();
     let mut phases = vec![Phase { name: "greedy".into(), time_ms: ms(first) }];
     if p.batch.is_empty() || deadline.saturating_duration_since(Instant::now()) < first {
-        return (g, g_obj, phases);
+        return (g, g_obj, phases, fast);
     }
     let t = Instant::now();
-    let alt = greedy::plan_within(p, greedy::Order::Size, &spent);
+    let (alt, _) = greedy::plan_within(p, greedy::Order::Size, &spent);
     let alt_obj = objective(p, &alt).total();
     phases.push(Phase { name: "greedy-size-order".into(), time_ms: ms(t.elapsed()) });
-    if beats(alt_obj, alt.new_nodes.len(), g_obj, g.new_nodes.len()) { (alt, alt_obj, phases) } else { (g, g_obj, phases) }
+    if beats(alt_obj, alt.new_nodes.len(), g_obj, g.new_nodes.len()) { (alt, alt_obj, phases, fast) } else { (g, g_obj, phases, fast) }
 }
 
 /// Whether a plan of objective `a` with `a_nodes` new nodes beats the plan in hand (`b`, `b_nodes`):
@@ -178,13 +181,21 @@ fn judge(obj: f64, lb: Option<f64>, timed_out: bool, target_gap: f64) -> (Option
     (gap, status)
 }
 
+/// The MILP driver with the budget counted from now.
 pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
-    let t0 = Instant::now();
+    plan_since(p, opts, Instant::now())
+}
+
+/// The MILP driver with the budget counted from `t0` (before the problem build, in [`build_and_plan`]).
+/// The report's time is counted from the start of this call (the caller adds the build).
+fn plan_since(p: &Problem, opts: DriverOptions, t0: Instant) -> (Outcome, SolverReport) {
+    let start = Instant::now();
     let deadline = t0 + opts.budget;
-    let (g, g_obj, mut phases) = greedy_portfolio(p, t0, deadline);
+    let (g, g_obj, mut phases, fast) = greedy_portfolio(p, deadline);
+    let cut = if fast > 0 { format!("; the budget ran out during the greedy placement: {fast} pods placed by its fast pass, no improvement, no MILP") } else { String::new() };
     let report = |status: Status, detail: String, obj: f64, lb: Option<f64>, phases: Vec<Phase>| {
         let (gap, _) = judge(obj, lb, false, 0.0);
-        SolverReport { name: "milp".into(), status, detail, time_ms: ms(t0.elapsed()), objective: Some(obj), lower_bound: lb, gap, phases }
+        SolverReport { name: "milp".into(), status, detail: format!("{detail}{cut}"), time_ms: ms(start.elapsed()), objective: Some(obj), lower_bound: lb, gap, phases }
     };
     if p.batch.is_empty() {
         return (g, report(Status::Optimal, "no pending pods".into(), 0.0, Some(0.0), phases));
@@ -236,7 +247,7 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
             debug_replay_failures(p, &o, &ordered, &failures);
         }
         // The repair plans the batch greedily again: only while budget is left.
-        let fixed = if Instant::now() < deadline { repair(p, &o, &ordered) } else { None };
+        let fixed = if Instant::now() < deadline { repair(p, &o, &ordered, &|| Instant::now() >= deadline) } else { None };
         match fixed {
             Some(fixed) => {
                 repaired = format!("; {} pods did not replay (first {}: {r}) and were placed greedily", failures.len(), p.pod(*id).key());
@@ -271,8 +282,8 @@ pub fn plan(p: &Problem, opts: DriverOptions) -> (Outcome, SolverReport) {
 
 /// Keeps the placements that replay (`ordered`) and places the other pods of the batch greedily on
 /// top of them: a snapshot in which the plan's new nodes exist and the kept pods are bound is planned
-/// again with the same configurations. Returns the merged outcome if it replays.
-fn repair(p: &Problem, o: &Outcome, ordered: &Placements) -> Option<Outcome> {
+/// again with the same configurations (under the same budget). Returns the merged outcome if it replays.
+fn repair(p: &Problem, o: &Outcome, ordered: &Placements, spent: super::Spent) -> Option<Outcome> {
     let mut cluster = p.cluster.clone();
     let base = cluster.nodes.len();
     for (k, &f) in o.new_nodes.iter().enumerate() {
@@ -306,7 +317,7 @@ fn repair(p: &Problem, o: &Outcome, ordered: &Placements) -> Option<Outcome> {
         });
     }
     let p2 = p.rebase(&cluster);
-    let g2 = greedy::plan(&p2);
+    let (g2, _) = greedy::plan_within(&p2, greedy::Order::Packing, spent);
     let offset = o.new_nodes.len();
     let mut merged = Outcome { new_nodes: o.new_nodes.clone(), placements: ordered.clone(), unschedulable: g2.unschedulable };
     merged.new_nodes.extend(g2.new_nodes.iter().copied());
