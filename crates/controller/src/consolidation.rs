@@ -42,12 +42,11 @@ use stowage_core::domain::catalog::Catalog;
 use super::conditions::{CONDITION_INITIALIZED, condition, set_condition};
 use super::events::Reason;
 use super::metrics::Stage;
-use super::state::{ClusterState, DO_NOT_DISRUPT, is_daemon_pod, is_terminal};
+use super::state::{ClusterState, Snapshot};
 use super::{Ctx, after_launch, kube_status, launcher, lock};
 use stowage_decide::cloud::CloudProvider;
-use stowage_decide::consolidation::{self as shared, Decision, Outcome, reason_budgets};
-use stowage_decide::disruption::allowed_disruptions;
-use stowage_decide::drift;
+use stowage_decide::consolidation::{self as shared, Decision, Outcome};
+use stowage_decide::drift::{self, Drifted};
 use stowage_decide::provision;
 use stowage_input::api::NodeClaim;
 
@@ -150,11 +149,18 @@ pub(crate) async fn round<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut
         return ok;
     }
     let now = ctx.clock.now();
+    let (snapshot, view) = match snapshot(ctx).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "consolidation round failed");
+            return false;
+        }
+    };
     // Drift before consolidation, as Karpenter orders them.
     c.drift_failed.retain(|_, t| now.duration_since(*t).unsigned_abs() < DRIFT_RETRY);
-    let drifted = drift_candidate(&lock(&ctx.state), now, &|name| c.drift_failed.contains_key(name));
+    let drifted = drift::candidate(&snapshot.cluster, &snapshot.objects, Some(now.as_second()), &|name| c.drift_failed.contains_key(name));
     if let Some(d) = drifted {
-        return match replace_drifted(ctx, &d, now).await {
+        return match replace_drifted(ctx, &d, now, snapshot, view).await {
             Ok(acted) => {
                 if !acted {
                     c.drift_failed.insert(d.claim.clone(), now);
@@ -167,7 +173,7 @@ pub(crate) async fn round<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut
             }
         };
     }
-    match decide(ctx, c, now).await {
+    match decide(ctx, c, now, snapshot, view).await {
         Ok(Some(d)) => ok & act(ctx, &d, now, UNDERUTILIZED).await,
         Ok(None) => ok,
         Err(e) => {
@@ -192,8 +198,7 @@ enum RoundError {
 /// The shared decision over a snapshot, when a node is due or a proposal awaits validation; a
 /// decision is returned once it has been chosen twice, `validation` apart, and the checker accepts
 /// its placement of the displaced pods.
-async fn decide<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut Consolidator, now: Timestamp) -> Result<Option<Decision>, RoundError> {
-    let (snapshot, view) = snapshot(ctx).await?;
+async fn decide<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut Consolidator, now: Timestamp, snapshot: Snapshot, view: Catalog) -> Result<Option<Decision>, RoundError> {
     c.shared.observe(&snapshot.cluster, now);
     let validating = c.proposed.as_ref().is_some_and(|(_, t)| now.duration_since(*t).unsigned_abs() >= ctx.config.consolidation_validation);
     let due = c.shared.next_due(&snapshot.cluster, &snapshot.objects).is_some_and(|t| t <= now);
@@ -253,7 +258,7 @@ async fn decide<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut Consolida
 }
 
 /// The state as the planners read it, over the catalog with refused offerings unavailable.
-async fn snapshot<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>) -> Result<(super::state::Snapshot, Catalog), RoundError> {
+async fn snapshot<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>) -> Result<(Snapshot, Catalog), RoundError> {
     let catalog = ctx.catalog().await.map_err(RoundError::Catalog)?;
     let view = {
         let mut u = lock(&ctx.unavailable);
@@ -265,55 +270,14 @@ async fn snapshot<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>) -> Result<(supe
     Ok((snapshot, view))
 }
 
-/// A drifted NodeClaim chosen for replacement.
-#[derive(Clone, Debug)]
-pub struct Drifted {
-    pub claim: String,
-    pub node: String,
-    pub cause: drift::Cause,
-    /// No workload pod on its Node: it is deleted, nothing replaces it.
-    pub empty: bool,
-}
-
-/// The first drifted NodeClaim (by name) that may go now: Initialized, not deleting, no
-/// do-not-disrupt on it or its Node, not in `skip`, and its pool's budgets for `Drifted` allow one
-/// more node disrupting.
-pub fn drift_candidate(s: &ClusterState, now: Timestamp, skip: &dyn Fn(&str) -> bool) -> Option<Drifted> {
-    let pool_of = |c: &NodeClaim| c.metadata.labels.as_ref().and_then(|l| l.get(stowage_core::domain::labels::keys::NODEPOOL)).cloned();
-    let annotated = |a: Option<&BTreeMap<String, String>>| a.and_then(|a| a.get(DO_NOT_DISRUPT)).is_some_and(|v| v == "true");
-    let mut claims: Vec<&NodeClaim> = s.nodeclaims.iter().collect();
-    claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-    for c in claims {
-        let (Some(name), Some(pool_name)) = (c.metadata.name.clone(), pool_of(c)) else { continue };
-        let Some(node) = s.node_of(c) else { continue };
-        let initialized = condition(c, CONDITION_INITIALIZED).is_some_and(|x| x.status == "True");
-        if skip(&name) || c.metadata.deletion_timestamp.is_some() || !initialized || annotated(c.metadata.annotations.as_ref()) || annotated(node.metadata.annotations.as_ref()) {
-            continue;
-        }
-        let Some(pool) = s.nodepools.iter().find(|p| p.metadata.name.as_deref() == Some(pool_name.as_str())) else { continue };
-        let nodeclass = s.nodeclasses.iter().find(|n| n.metadata.name.as_deref() == Some(c.spec.node_class_ref.name.as_str()));
-        let Some(cause) = drift::drifted(c, pool, nodeclass) else { continue };
-        let members: Vec<&NodeClaim> = s.nodeclaims.iter().filter(|x| pool_of(x).as_deref() == Some(pool_name.as_str())).collect();
-        let deleting = members.iter().filter(|x| x.metadata.deletion_timestamp.is_some()).count();
-        if allowed_disruptions(&reason_budgets(Some(pool), drift::REASON, Some(now.as_second())), members.len()).saturating_sub(deleting) == 0 {
-            continue;
-        }
-        let node_name = node.metadata.name.clone().unwrap_or_default();
-        let empty = s.pods_on(&node_name).all(|p| is_daemon_pod(p) || is_terminal(p));
-        return Some(Drifted { claim: name, node: node_name, cause, empty });
-    }
-    None
-}
-
 /// Replaces (or, when empty, deletes) a drifted NodeClaim after writing its `Drifted` condition;
 /// whether it acted. The displaced pods are planned by `stowage_decide::consolidation::replace`.
-async fn replace_drifted<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &Drifted, now: Timestamp) -> Result<bool, RoundError> {
+async fn replace_drifted<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &Drifted, now: Timestamp, snapshot: Snapshot, view: Catalog) -> Result<bool, RoundError> {
     mark_drifted(ctx, d).await;
     let why = format!("drifted: {}", d.cause);
     if d.empty {
         return Ok(delete_claims(ctx, std::slice::from_ref(&d.claim), &why, DRIFTED).await);
     }
-    let (snapshot, view) = snapshot(ctx).await?;
     let (settings, weights, planner) = (ctx.config.consolidation.clone(), ctx.config.weights.clone(), ctx.config.planner.clone());
     let batch = format!("{}-drift-{}", ctx.config.identity, now.as_millisecond());
     let node = d.node.clone();

@@ -86,7 +86,7 @@ fn every_scenario_file_loads() {
     // Files reference each other (NodePools their EC2NodeClass, claims their StorageClass; a dangling
     // reference is an input error by design, see tests/bad_input.rs), so each file is loaded with the
     // files it needs: its own folder, the common EC2NodeClass, for seed-1c seed-1's NodePools and for
-    // consolidation-1b consolidation-1's NodePool.
+    // consolidation-1b consolidation-1's NodePool; drift-1's two NodePool versions each on their own.
     let groups: Vec<Vec<&str>> = vec![
         vec![NODECLASS],
         vec![SEED1, NODECLASS],
@@ -95,6 +95,9 @@ fn every_scenario_file_loads() {
         vec![SEED2, NODECLASS],
         vec!["scenarios/consolidation-1-load-drops", NODECLASS],
         vec!["scenarios/consolidation-1b-do-not-disrupt", "scenarios/consolidation-1-load-drops/nodepool.yaml", NODECLASS],
+        // drift-1 has two versions of one NodePool: each with the Deployment.
+        vec!["scenarios/drift-1-nodepool-change/nodepool.yaml", "scenarios/drift-1-nodepool-change/deployment.yaml", NODECLASS],
+        vec!["scenarios/drift-1-nodepool-change/nodepool-v2.yaml", "scenarios/drift-1-nodepool-change/deployment.yaml", NODECLASS],
     ];
     let mut covered = BTreeSet::new();
     for g in &groups {

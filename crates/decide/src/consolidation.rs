@@ -246,12 +246,12 @@ pub fn eviction_cost(pod: &Pod, obj: Option<&PodObj>) -> f64 {
     (1.0 + deletion / 2f64.powi(27) + pod.priority as f64 / 2f64.powi(25)).clamp(0.0, 10.0)
 }
 
-fn annotated(md: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+pub(crate) fn annotated(md: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
     md.annotations.as_ref().and_then(|a| a.get(DO_NOT_DISRUPT)).is_some_and(|v| v == "true")
 }
 
 /// Workload pods bound to a node: not DaemonSet, not terminal, not mirror pods.
-fn workload_on<'c>(cluster: &'c Cluster, node: &'c str) -> impl Iterator<Item = (usize, &'c Pod)> + 'c {
+pub(crate) fn workload_on<'c>(cluster: &'c Cluster, node: &'c str) -> impl Iterator<Item = (usize, &'c Pod)> + 'c {
     cluster.pods.iter().enumerate().filter(move |(_, p)| p.node_name.as_deref() == Some(node) && !p.is_daemon() && !p.is_terminal() && !is_mirror(p))
 }
 

@@ -19,8 +19,13 @@
 
 use std::collections::BTreeMap;
 
+use stowage_core::domain::Cluster;
+use stowage_input::Objects;
 use stowage_input::api::{EC2NodeClass, NodeClaim, NodePool, NodeSelectorRequirementWithMinValues};
 use stowage_input::ids::stable_hash;
+
+use crate::consolidation::{annotated, reason_budgets, workload_on};
+use crate::disruption::allowed_disruptions;
 
 /// The hash of the pool's template a NodeClaim was made from (Karpenter's annotation key).
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
@@ -94,6 +99,46 @@ fn satisfies(r: &NodeSelectorRequirementWithMinValues, value: &str) -> bool {
         // An operator the NodePool reader refuses never gets here; do not drift on it.
         _ => true,
     }
+}
+
+/// A drifted NodeClaim chosen for replacement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Drifted {
+    pub claim: String,
+    /// Its Node (registered).
+    pub node: String,
+    pub cause: Cause,
+    /// No workload pod on its Node: it is deleted, nothing replaces it.
+    pub empty: bool,
+}
+
+/// The first drifted NodeClaim (by name) that may go now, for the controller and the simulator alike:
+/// its Node registered and initialized (not in flight), neither being deleted, no
+/// `karpenter.sh/do-not-disrupt` on either, not in `skip`, and its pool's budgets for [`REASON`] at
+/// `now` (Unix seconds, if the clock has a calendar) allow one more of the pool's nodes disrupting.
+pub fn candidate(cluster: &Cluster, objects: &Objects, now: Option<i64>, skip: &dyn Fn(&str) -> bool) -> Option<Drifted> {
+    let mut claims: Vec<&NodeClaim> = objects.nodeclaims.iter().map(|o| &o.obj).collect();
+    claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for c in claims {
+        let (Some(name), Some(node_name)) = (c.metadata.name.clone(), c.status.as_ref().and_then(|s| s.node_name.clone())) else { continue };
+        let Some(node) = cluster.nodes.iter().find(|n| n.name == node_name) else { continue };
+        let Some(pool_name) = node.nodepool.clone() else { continue };
+        let node_obj = objects.nodes.iter().map(|o| &o.obj).find(|n| n.metadata.name.as_deref() == Some(node_name.as_str()));
+        if skip(&name) || c.metadata.deletion_timestamp.is_some() || node.deleting || node.in_flight || annotated(&c.metadata) || node_obj.is_some_and(|n| annotated(&n.metadata)) {
+            continue;
+        }
+        let Some(pool) = objects.nodepools.iter().map(|o| &o.obj).find(|p| p.metadata.name.as_deref() == Some(pool_name.as_str())) else { continue };
+        let nodeclass = objects.nodeclasses.iter().map(|o| &o.obj).find(|n| n.metadata.name.as_deref() == Some(c.spec.node_class_ref.name.as_str()));
+        let Some(cause) = drifted(c, pool, nodeclass) else { continue };
+        let members: Vec<&stowage_core::domain::Node> = cluster.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(pool_name.as_str())).collect();
+        let deleting = members.iter().filter(|n| n.deleting).count();
+        if allowed_disruptions(&reason_budgets(Some(pool), REASON, now), members.len()).saturating_sub(deleting) == 0 {
+            continue;
+        }
+        let empty = workload_on(cluster, &node_name).next().is_none();
+        return Some(Drifted { claim: name, node: node_name, cause, empty });
+    }
+    None
 }
 
 /// Whether `claim` drifted from `pool` and its `nodeclass` (module doc); the first cause found.

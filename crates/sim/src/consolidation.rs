@@ -11,11 +11,13 @@
 //! kube-scheduler places them. If a replacement cannot be launched, nothing is removed (the launched
 //! replacements, empty, go by emptiness).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use super::time::SimTime;
 use stowage_core::domain::Cluster;
 use stowage_decide::consolidation::{self as shared, Decision};
+use stowage_decide::drift;
 use stowage_input::Objects;
 
 /// A decision being carried out.
@@ -33,13 +35,39 @@ pub struct Consolidation {
     shared: shared::Consolidation<SimTime>,
     next: Option<SimTime>,
     pub in_progress: Option<InProgress>,
+    /// Drifted NodeClaims whose pods found no place, and when (tried again after [`DRIFT_RETRY`], at
+    /// the next time the cluster comes to rest).
+    drift_failed: BTreeMap<String, SimTime>,
 }
 
+/// How long a drifted NodeClaim whose replacement failed waits (the controller's value).
+pub const DRIFT_RETRY: Duration = Duration::from_secs(60);
+
 impl Consolidation {
-    /// Records the nodes' pods at rest; `enabled` is the scenario's consolidation switch.
+    /// Records the nodes' pods at rest; `enabled` is the scenario's consolidation switch. A drifted
+    /// NodeClaim makes a round due at once whatever the switch (drift is not consolidation; as in
+    /// Karpenter, it always runs).
     pub fn observe(&mut self, cluster: &Cluster, objects: &Objects, enabled: bool, now: SimTime) {
         self.shared.observe(cluster, now);
-        self.next = if enabled && self.in_progress.is_none() { self.shared.next_due(cluster, objects) } else { None };
+        self.drift_failed.retain(|_, t| now.since(*t) < DRIFT_RETRY);
+        if self.in_progress.is_some() {
+            self.next = None;
+            return;
+        }
+        let consolidation = if enabled { self.shared.next_due(cluster, objects) } else { None };
+        let drift = self.drifted(cluster, objects).map(|_| now);
+        self.next = consolidation.into_iter().chain(drift).min();
+    }
+
+    /// The drifted NodeClaim a round replaces (`stowage_decide::drift::candidate`; the simulated clock
+    /// has no calendar, so scheduled budgets always apply).
+    pub fn drifted(&self, cluster: &Cluster, objects: &Objects) -> Option<drift::Drifted> {
+        drift::candidate(cluster, objects, None, &|n| self.drift_failed.contains_key(n))
+    }
+
+    /// A drifted NodeClaim's pods found no place: not tried again for [`DRIFT_RETRY`].
+    pub fn drift_failed(&mut self, claim: &str, now: SimTime) {
+        self.drift_failed.insert(claim.to_string(), now);
     }
 
     /// When a round is due (none while a decision is being carried out).
@@ -56,13 +84,11 @@ impl Consolidation {
         &mut self.shared
     }
 
-    /// Starts carrying out `d`, whose replacements were launched as `launched` (node names).
-    pub fn start(&mut self, d: &Decision, launched: BTreeSet<String>) {
-        let reason = if launched.is_empty() {
-            "consolidation: underutilized, its pods fit on other nodes".to_string()
-        } else {
-            format!("consolidation: underutilized, replacement(s) {} Ready", launched.iter().cloned().collect::<Vec<_>>().join(", "))
-        };
+    /// Starts carrying out `d`, whose replacements were launched as `launched` (node names); `cause`
+    /// names it in the removed nodes' reason (`underutilized`, or a drift cause).
+    pub fn start(&mut self, d: &Decision, launched: BTreeSet<String>, cause: &str) {
+        let reason =
+            if launched.is_empty() { format!("{cause}, its pods fit on other nodes") } else { format!("{cause}, replacement(s) {} Ready", launched.iter().cloned().collect::<Vec<_>>().join(", ")) };
         self.in_progress = Some(InProgress { remove: d.remove.iter().map(|r| r.node.clone()).collect(), replacements: launched.clone(), waiting: launched, reason });
     }
 

@@ -355,7 +355,9 @@ impl<'a> Engine<'a> {
         }
         let names: Vec<String> = self.claims.keys().cloned().collect();
         for name in names {
-            let c = self.claims[&name].clone();
+            // A drain earlier in this loop (a consolidation's or drift's replacement registered) may
+            // have removed this node already.
+            let Some(c) = self.claims.get(&name).cloned() else { continue };
             if !c.running_logged && c.running_at <= now {
                 if let Some(c) = self.claims.get_mut(&name) {
                     c.running_logged = true;
@@ -472,6 +474,13 @@ impl<'a> Engine<'a> {
     fn consolidate(&mut self) -> Result<(), SimError> {
         let cluster = self.build()?;
         let catalog = self.refused.view(&self.sc.settings.catalog, self.now);
+        // Drift first, as in the controller (and Karpenter); it runs whatever the consolidation switch.
+        if let Some(d) = self.consolidation.drifted(&cluster, &self.world.objects) {
+            return self.replace_drifted(&cluster, &catalog, d);
+        }
+        if !self.sc.settings.consolidation {
+            return Ok(());
+        }
         let settings = stowage_decide::consolidation::Settings::default();
         let batch = format!("sim-consolidation-{}", self.consolidations + 1);
         let base = stowage_decide::provision::Input {
@@ -522,8 +531,66 @@ impl<'a> Engine<'a> {
             self.log(EventKind::ConsolidationAbandoned { remove, reason: "a replacement could not be launched".into() });
             return Ok(());
         }
-        self.consolidation.start(&d, launched.into_values().flatten().collect());
+        self.consolidation.start(&d, launched.into_values().flatten().collect(), "consolidation: underutilized");
         if d.replacements.claims.is_empty()
+            && let Some(done) = self.consolidation.in_progress.take()
+        {
+            self.drain(done);
+        }
+        Ok(())
+    }
+
+    /// A drifted node (the controller's decision, `stowage_decide::drift::candidate`): deleted at once
+    /// when empty, else replaced through consolidation's path (`stowage_decide::consolidation::replace`:
+    /// its pods planned elsewhere, the replacements launched, the node removed once they are Ready).
+    fn replace_drifted(&mut self, cluster: &Cluster, catalog: &Catalog, d: stowage_decide::drift::Drifted) -> Result<(), SimError> {
+        let cause = format!("drifted: {}", d.cause);
+        if d.empty {
+            self.log(EventKind::Drift { node: d.node.clone(), cause: d.cause.to_string(), replacements: 0, pods: 0, check: None });
+            self.since.consolidations += 1;
+            self.remove_node(&d.node, cause);
+            return Ok(());
+        }
+        let settings = stowage_decide::consolidation::Settings::default();
+        let batch = format!("sim-drift-{}", self.consolidations + 1);
+        let base =
+            stowage_decide::provision::Input { cluster, objects: &self.world.objects, catalog, weights: &self.sc.settings.weights, max_instance_types: provisioner::MAX_INSTANCE_TYPES, batch: &batch };
+        let input = stowage_decide::consolidation::Input { base, settings: &settings };
+        let decision = match stowage_decide::consolidation::replace(&input, &mut *self.planner, &d.node) {
+            Ok(Some(x)) => x,
+            Ok(None) => {
+                self.consolidation.drift_failed(&d.claim, self.now);
+                self.log(EventKind::ConsolidationAbandoned { remove: vec![d.node], reason: format!("{cause}, but its pods have no other place now") });
+                return Ok(());
+            }
+            Err(e) => {
+                self.consolidation.drift_failed(&d.claim, self.now);
+                self.log(EventKind::ConsolidationAbandoned { remove: vec![d.node], reason: e.to_string() });
+                return Ok(());
+            }
+        };
+        self.consolidations += 1;
+        let check = self.check_plans.then(|| {
+            let r = check::check(&decision.planned_on, catalog, &decision.replacements.plan);
+            PlanVerdict { valid: r.valid(), violations: r.violations.iter().map(|v| v.to_string()).collect() }
+        });
+        let valid = check.as_ref().is_none_or(|c| c.valid);
+        let pods = decision.remove.iter().map(|r| r.pods.len()).sum();
+        self.log(EventKind::Drift { node: d.node.clone(), cause: d.cause.to_string(), replacements: decision.replacements.claims.len(), pods, check });
+        if !valid {
+            self.invalid_plans.push(0);
+            self.consolidation.drift_failed(&d.claim, self.now);
+            self.log(EventKind::ConsolidationAbandoned { remove: vec![d.node], reason: "the checker rejected the displaced pods' placement".into() });
+            return Ok(());
+        }
+        let launched = self.launch(&decision.planned_on, catalog, &decision.replacements)?;
+        if launched.values().any(Option::is_none) {
+            self.consolidation.drift_failed(&d.claim, self.now);
+            self.log(EventKind::ConsolidationAbandoned { remove: vec![d.node], reason: "a replacement could not be launched".into() });
+            return Ok(());
+        }
+        self.consolidation.start(&decision, launched.into_values().flatten().collect(), &cause);
+        if decision.replacements.claims.is_empty()
             && let Some(done) = self.consolidation.in_progress.take()
         {
             self.drain(done);

@@ -129,6 +129,17 @@ pub enum EventKind {
     /// A consolidation whose replacements could not all be launched: nothing is removed.
     #[serde(rename_all = "camelCase")]
     ConsolidationAbandoned { remove: Vec<String>, reason: String },
+    /// A drifted node (`stowage_decide::drift`) to replace: removed once its `replacements` are Ready
+    /// (at once when it has no workload pod).
+    #[serde(rename_all = "camelCase")]
+    Drift {
+        node: String,
+        cause: String,
+        replacements: usize,
+        pods: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        check: Option<PlanVerdict>,
+    },
     #[serde(rename_all = "camelCase")]
     Expectation { step: usize, held: usize, failed: usize },
     #[serde(rename_all = "camelCase")]
@@ -229,6 +240,14 @@ impl fmt::Display for EventKind {
                 }
             }
             ConsolidationAbandoned { remove, reason } => write!(f, "consolidation of {} abandoned: {reason}", remove.join(", ")),
+            Drift { node, cause, replacements, pods, check } => {
+                write!(f, "drift: {node} ({cause}): {pods} pod(s) to move after {replacements} replacement(s) are Ready")?;
+                match check {
+                    Some(c) if c.valid => write!(f, "; checker: valid"),
+                    Some(c) => write!(f, "; checker: INVALID ({})", c.violations.join("; ")),
+                    None => Ok(()),
+                }
+            }
             Expectation { step, held, failed } => {
                 if *failed == 0 {
                     write!(f, "step {step}: all {held} expectation(s) hold")

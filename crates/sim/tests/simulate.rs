@@ -406,6 +406,39 @@ fn consolidation_1_consolidates_after_the_load_drops_replacements_first() {
     }
 }
 
+/// drift-1 (issue 17): a label added to the NodePool's template drifts both nodes; the shared drift
+/// decision replaces them one at a time, each replacement Ready before its node goes, every plan
+/// checked; with both planners.
+#[test]
+fn drift_1_rolls_the_nodes_of_a_changed_nodepool_one_at_a_time() {
+    let sc = from_disk("drift-1-nodepool-change");
+    for solver in SOLVERS {
+        let r = run(&sc, solver);
+        assert_passed(&r);
+        let drifts: Vec<usize> = r.timeline.iter().enumerate().filter(|(_, e)| matches!(e.kind, EventKind::Drift { .. })).map(|(i, _)| i).collect();
+        assert_eq!(drifts.len(), 2, "one drift decision per node\n{}", text(&r));
+        for &i in &drifts {
+            let EventKind::Drift { node, cause, replacements, check, .. } = &r.timeline[i].kind else { unreachable!() };
+            assert!(cause.starts_with("NodePoolDrifted"), "{cause}");
+            assert!(check.as_ref().is_some_and(|c| c.valid), "{}", text(&r));
+            let new: Vec<&str> = r.timeline[i..]
+                .iter()
+                .filter_map(|e| match &e.kind {
+                    EventKind::Launch { node, .. } => Some(node.as_str()),
+                    _ => None,
+                })
+                .take(*replacements)
+                .collect();
+            let at = |want: &dyn Fn(&EventKind) -> bool| r.timeline.iter().position(|e| want(&e.kind)).unwrap_or_else(|| panic!("missing event\n{}", text(&r)));
+            let removed = at(&|k| matches!(k, EventKind::NodeRemoved { node: n, .. } if n == node));
+            for n in &new {
+                assert!(at(&|k| matches!(k, EventKind::Registered { node: x } if x == n)) < removed, "{node} went before its replacement {n} was Ready\n{}", text(&r));
+            }
+        }
+        assert!(drifts[1] > r.timeline.iter().position(|e| matches!(&e.kind, EventKind::NodeRemoved { .. })).unwrap(), "one at a time: the second decision follows the first removal\n{}", text(&r));
+    }
+}
+
 /// consolidation-1b: the same load drop with do-not-disrupt pods: no node holding a pod goes.
 #[test]
 fn do_not_disrupt_pods_prevent_consolidation_in_the_simulation() {
