@@ -83,7 +83,7 @@ use k8s_openapi::api::core::v1::Pod as PodObj;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::disruption::{Moment, allowed_disruptions, pool_policy};
+use super::disruption::{Moment, allowed_disruptions, annotated, is_mirror, pool_policy, reason_budgets, workload_on};
 use super::provision::{self, Planner, PodRef, ProvisionError};
 use stowage_core::domain::catalog::{Catalog, SPOT};
 use stowage_core::domain::labels::keys;
@@ -96,8 +96,7 @@ use stowage_input::Objects;
 use stowage_input::api::NodePool as NodePoolObj;
 use stowage_input::ids::stable_hash;
 
-/// `karpenter.sh/do-not-disrupt`.
-pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+pub use super::disruption::DO_NOT_DISRUPT;
 /// `controller.kubernetes.io/pod-deletion-cost`.
 pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 /// Karpenter's `MinInstanceTypesForSpotToSpotConsolidation`.
@@ -244,19 +243,6 @@ impl<T> Default for Consolidation<T> {
 pub fn eviction_cost(pod: &Pod, obj: Option<&PodObj>) -> f64 {
     let deletion = obj.and_then(|o| o.metadata.annotations.as_ref()).and_then(|a| a.get(POD_DELETION_COST)).and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(0.0);
     (1.0 + deletion / 2f64.powi(27) + pod.priority as f64 / 2f64.powi(25)).clamp(0.0, 10.0)
-}
-
-pub(crate) fn annotated(md: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
-    md.annotations.as_ref().and_then(|a| a.get(DO_NOT_DISRUPT)).is_some_and(|v| v == "true")
-}
-
-/// Workload pods bound to a node: not DaemonSet, not terminal, not mirror pods.
-pub(crate) fn workload_on<'c>(cluster: &'c Cluster, node: &'c str) -> impl Iterator<Item = (usize, &'c Pod)> + 'c {
-    cluster.pods.iter().enumerate().filter(move |(_, p)| p.node_name.as_deref() == Some(node) && !p.is_daemon() && !p.is_terminal() && !is_mirror(p))
-}
-
-fn is_mirror(p: &Pod) -> bool {
-    p.owner.as_ref().is_some_and(|o| o.kind == "Node")
 }
 
 /// The objective cost of a node with this offering (no NodePool-weight deficit: consolidation compares
@@ -418,21 +404,6 @@ fn consolidate_after(cluster: &Cluster, objects: &Objects, n: &Node) -> Option<D
 /// Budgets (`nodes` values) of a pool that apply to [`REASON`] (Karpenter's default `10%` if none).
 pub fn underutilized_budgets(pool: Option<&NodePoolObj>, now: Option<i64>) -> Vec<String> {
     reason_budgets(pool, REASON, now)
-}
-
-/// Budgets (`nodes` values) of a pool that apply to disruptions for `reason` at `now` (Unix seconds,
-/// `crate::disruption::budget_active`; Karpenter's default `10%` if the pool has none; `100%` if it
-/// has budgets but none for this reason applies now).
-pub fn reason_budgets(pool: Option<&NodePoolObj>, reason: &str, now: Option<i64>) -> Vec<String> {
-    let Some(p) = pool else { return vec!["10%".into()] };
-    let budgets = p.spec.disruption.as_ref().and_then(|d| d.budgets.clone()).unwrap_or_default();
-    if budgets.is_empty() {
-        return vec!["10%".into()];
-    }
-    let applying: Vec<String> =
-        budgets.into_iter().filter(|b| b.reasons.as_ref().is_none_or(|r| r.iter().any(|x| x == reason)) && crate::disruption::budget_active(b, now)).filter_map(|b| b.nodes).collect();
-    // Budgets exist but none names this reason: Karpenter does not limit it.
-    if applying.is_empty() { vec!["100%".into()] } else { applying }
 }
 
 /// The candidate nodes among `due`, ranked (module doc).

@@ -22,8 +22,13 @@ use std::collections::BTreeMap;
 use std::ops::Add;
 use std::time::Duration;
 
+use stowage_core::domain::Cluster;
+use stowage_core::domain::pod::Pod;
 use stowage_input::api::NodePool;
 use stowage_input::api::nodepool::Budget;
+
+/// `karpenter.sh/do-not-disrupt`.
+pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 
 /// What the shared decisions need of a clock: order, adding a duration, and the time between two
 /// moments (zero if `earlier` is later).
@@ -135,6 +140,34 @@ pub fn pool_policy_at(p: &NodePool, now: Option<i64>) -> PoolPolicy {
     // Budgets exist but none applies now: nothing limits disruption (Karpenter).
     let budgets: Vec<String> = all.into_iter().filter(|b| budget_active(b, now)).filter_map(|b| b.nodes).collect();
     PoolPolicy { consolidate_after, budgets: if budgets.is_empty() { vec!["100%".into()] } else { budgets } }
+}
+
+/// Budgets (`nodes` values) of a pool that apply to disruptions for `reason` at `now` (Unix seconds,
+/// [`budget_active`]; Karpenter's default `10%` if the pool has none; `100%` if it
+/// has budgets but none for this reason applies now).
+pub fn reason_budgets(pool: Option<&NodePool>, reason: &str, now: Option<i64>) -> Vec<String> {
+    let Some(p) = pool else { return vec!["10%".into()] };
+    let budgets = p.spec.disruption.as_ref().and_then(|d| d.budgets.clone()).unwrap_or_default();
+    if budgets.is_empty() {
+        return vec!["10%".into()];
+    }
+    let applying: Vec<String> = budgets.into_iter().filter(|b| b.reasons.as_ref().is_none_or(|r| r.iter().any(|x| x == reason)) && budget_active(b, now)).filter_map(|b| b.nodes).collect();
+    // Budgets exist but none names this reason: Karpenter does not limit it.
+    if applying.is_empty() { vec!["100%".into()] } else { applying }
+}
+
+/// `karpenter.sh/do-not-disrupt: "true"` on an object.
+pub(crate) fn annotated(md: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    md.annotations.as_ref().and_then(|a| a.get(DO_NOT_DISRUPT)).is_some_and(|v| v == "true")
+}
+
+/// Workload pods bound to a node: not DaemonSet, not terminal, not mirror pods.
+pub(crate) fn workload_on<'c>(cluster: &'c Cluster, node: &'c str) -> impl Iterator<Item = (usize, &'c Pod)> + 'c {
+    cluster.pods.iter().enumerate().filter(move |(_, p)| p.node_name.as_deref() == Some(node) && !p.is_daemon() && !p.is_terminal() && !is_mirror(p))
+}
+
+pub(crate) fn is_mirror(p: &Pod) -> bool {
+    p.owner.as_ref().is_some_and(|o| o.kind == "Node")
 }
 
 /// Nodes a pool may have disrupting at once under its budgets (the smallest budget wins; percentages of

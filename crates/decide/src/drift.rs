@@ -24,8 +24,7 @@ use stowage_input::Objects;
 use stowage_input::api::{EC2NodeClass, NodeClaim, NodePool, NodeSelectorRequirementWithMinValues};
 use stowage_input::ids::stable_hash;
 
-use crate::consolidation::{annotated, reason_budgets, workload_on};
-use crate::disruption::allowed_disruptions;
+use crate::disruption::{allowed_disruptions, annotated, reason_budgets, workload_on};
 
 /// The hash of the pool's template a NodeClaim was made from (Karpenter's annotation key).
 pub const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
