@@ -599,16 +599,12 @@ fn node_price(n: &Node) -> f64 {
     t.offerings.iter().find(|o| o.zone == zone && o.capacity_type == ct).unwrap_or_else(|| panic!("no {it} {zone} {ct} offering")).price
 }
 
-/// Underutilised consolidation on the real control plane (issue 17): a node sized for a 3-CPU pod and a
-/// 0.5-CPU pod keeps only the small one; the controller launches a cheaper replacement, waits until it
-/// is Initialized, then drains the old node, and the small pod lands on the replacement.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_underutilised_node_is_replaced_by_a_cheaper_one() {
-    let w = World::start("ctl-consolidate").await;
+/// A node sized for a 3-CPU pod and a 0.5-CPU pod, on-demand only (replacing a spot node with a spot
+/// node needs Karpenter's SpotToSpotConsolidation gate, off by default in both), consolidating after
+/// 2 s; the 3-CPU pod is then deleted. Returns the controller, the node and its price.
+async fn underutilised_node(w: &World) -> (Controller, String, f64) {
     w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/seed-1b-statefulset-zonal-rescale/nodepool.yaml"]).await;
     let pools: Api<NodePool> = Api::all(w.client.clone());
-    // On-demand only: replacing a spot node with a spot node needs Karpenter's SpotToSpotConsolidation
-    // gate, off by default in both (`stowage_decide::consolidation`, rules).
     let requirements = json!([
         {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
@@ -616,35 +612,52 @@ async fn an_underutilised_node_is_replaced_by_a_cheaper_one() {
     let patch = json!({"spec": {"disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "2s"}, "template": {"spec": {"requirements": requirements}}}});
     pools.patch("default", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
     let c = w.controller().await;
-    create_deployment(&w, plain_deployment("big", 1, "3")).await;
-    create_deployment(&w, plain_deployment("small", 1, "500m")).await;
+    create_deployment(w, plain_deployment("big", 1, "3")).await;
+    create_deployment(w, plain_deployment("small", 1, "500m")).await;
     w.wait_running("app=big", 1).await;
     w.wait_running("app=small", 1).await;
-    let before: Vec<(String, f64)> = w.wait_nodes(1).await.iter().map(|n| (n.metadata.name.clone().unwrap(), node_price(n))).collect();
-    let cost_before: f64 = before.iter().map(|(_, p)| p).sum();
-
+    let node = w.wait_nodes(1).await.remove(0);
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(w.client.clone(), "default");
     deployments.delete("big", &Default::default()).await.unwrap();
+    (c, node.metadata.name.clone().unwrap(), node_price(&node))
+}
+
+fn is_replacement(c: &NodeClaim) -> bool {
+    c.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(stowage_controller::consolidation::DECISION_ANNOTATION))
+}
+
+/// Waits until a consolidation replacement is the only NodeClaim and the small pod runs on its node;
+/// returns the replacement NodeClaim's and its node's names.
+async fn consolidated(w: &World) -> (String, String) {
     let claims: Api<NodeClaim> = Api::all(w.client.clone());
     let r = poll_until("a consolidation replacement alone, with the small pod on it", SETTLE, POLL, || async {
         let cs = claims.list(&ListParams::default()).await.map_err(|e| Error::kube("listing NodeClaims", e))?.items;
         let pods = w.pods("app=small").await;
-        let replacement = cs.iter().find(|c| c.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(stowage_controller::consolidation::DECISION_ANNOTATION)));
+        let replacement = cs.iter().find(|c| is_replacement(c));
         let node = replacement.and_then(|c| c.status.as_ref()?.node_name.clone());
         let on_it = pods.iter().filter(|p| running_and_ready(p) && p.spec.as_ref().and_then(|s| s.node_name.clone()) == node).count();
-        Ok(match node {
-            Some(n) if cs.len() == 1 && on_it == 1 && pods.len() == 1 => Probe::Done(n),
+        Ok(match (replacement.and_then(|c| c.metadata.name.clone()), node.clone()) {
+            (Some(c), Some(n)) if cs.len() == 1 && on_it == 1 && pods.len() == 1 => Probe::Done((c, n)),
             _ => Probe::Waiting(format!("{} NodeClaims, replacement node {node:?}, {on_it} small pod on it of {}", cs.len(), pods.len())),
         })
     })
     .await;
-    let new_node = match r {
-        Ok(n) => n,
+    match r {
+        Ok(x) => x,
         Err(e) => w.fail("consolidating", e).await,
-    };
+    }
+}
+
+/// Underutilised consolidation on the real control plane (issue 17): a node sized for a 3-CPU pod and a
+/// 0.5-CPU pod keeps only the small one; the controller launches a cheaper replacement, waits until it
+/// is Initialized, then drains the old node, and the small pod lands on the replacement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_underutilised_node_is_replaced_by_a_cheaper_one() {
+    let w = World::start("ctl-consolidate").await;
+    let (c, old_node, cost_before) = underutilised_node(&w).await;
+    let (_, new_node) = consolidated(&w).await;
     let nodes = w.wait_nodes(1).await;
-    assert_eq!(nodes.len(), 1);
-    assert!(!before.iter().any(|(n, _)| *n == new_node), "the small pod moved to a new node");
+    assert_ne!(new_node, old_node, "the small pod moved to a new node");
     let cost_after = node_price(&nodes[0]);
     assert!(cost_after < cost_before, "the replacement ({} at ${cost_after}/h) is cheaper than what it replaced (${cost_before}/h)", label(&nodes[0], INSTANCE_TYPE));
     let m = c.metrics().render();
@@ -652,6 +665,39 @@ async fn an_underutilised_node_is_replaced_by_a_cheaper_one() {
     assert!(m.contains("karpenter_voluntary_disruption_decisions_total{decision=\"replace\",reason=\"underutilized\",consolidation_type=\"single\"} 1"), "{m}");
     w.assert_no_leak().await;
     w.stop(c, false).await;
+}
+
+/// The controller killed mid-consolidation (issue 17): the moment the replacement NodeClaim exists,
+/// before it is Initialized and before the old node drains. The restarted controller reads the
+/// decision back from the NodeClaims and finishes it with that same replacement: one replacement
+/// launched in all, the small pod on it, the old instance terminated, nothing leaked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consolidation_interrupted_by_a_restart_finishes_without_a_second_launch() {
+    let w = World::start("ctl-consolidate-kill").await;
+    let (c, _, _) = underutilised_node(&w).await;
+    let claims: Api<NodeClaim> = Api::all(w.client.clone());
+    let seen = poll_until("a replacement NodeClaim", SETTLE, Duration::from_millis(10), || async {
+        let cs = claims.list(&ListParams::default()).await.map_err(|e| Error::kube("listing NodeClaims", e))?.items;
+        Ok(match cs.iter().find(|c| is_replacement(c)) {
+            Some(r) => Probe::Done(r.clone()),
+            None => Probe::Waiting(format!("{} NodeClaims", cs.len())),
+        })
+    })
+    .await
+    .unwrap();
+    c.abort();
+    let initialized = seen.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|x| x.type_ == "Initialized" && x.status == "True"));
+    eprintln!("killed with replacement {} (Initialized: {initialized})", seen.metadata.name.clone().unwrap_or_default());
+    let c = w.controller().await;
+    let (replacement, _) = consolidated(&w).await;
+    assert_eq!(Some(replacement), seen.metadata.name, "the restarted controller finished the decision with the replacement it found, launching no other");
+    // Every launch is one CreateFleet (a relaunch of a NodeClaim that has an instance finds it first).
+    let fleets = w.moto.fault_state().await.unwrap()["requests"]["CreateFleet"].as_u64().unwrap_or(0);
+    assert_eq!(fleets, 2, "two launches in all, the first node's and one replacement's");
+    w.wait_nodes(1).await;
+    w.assert_no_leak().await;
+    assert_one_instance_per_claim(&w).await;
+    w.stop(c, true).await;
 }
 
 /// Drift on the real control plane (issue 17): a label added to the NodePool's template drifts every
