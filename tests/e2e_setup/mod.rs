@@ -61,6 +61,7 @@ pub fn controller_config(identity: &str, metrics_addr: Option<std::net::SocketAd
         gc_grace: Duration::from_secs(8),
         disruption_interval: Duration::from_millis(500),
         consolidation_validation: Duration::from_secs(1),
+        replan_interval: Duration::from_secs(5),
         nomination_ttl: Duration::from_secs(10),
         leader: Some(LeaderConfig {
             namespace: "kube-system".into(),

@@ -116,6 +116,8 @@ pub struct Config {
     pub nomination_ttl: Duration,
     /// How long the cloud's catalog is reused before it is asked again.
     pub catalog_ttl: Duration,
+    /// While pods wait for capacity, a batch at least this often (their own events may not come).
+    pub replan_interval: Duration,
     /// `None`: no election, this process always leads (one replica, or tests).
     pub leader: Option<LeaderConfig>,
     /// Where `/metrics`, `/healthz` and `/readyz` listen (`None`: nowhere).
@@ -142,6 +144,7 @@ impl Default for Config {
             nodeclass_interval: Duration::from_secs(5),
             nomination_ttl: Duration::from_secs(20),
             catalog_ttl: Duration::from_secs(60),
+            replan_interval: Duration::from_secs(30),
             leader: None,
             metrics_addr: None,
             shutdown_grace: Duration::from_secs(20),
@@ -218,10 +221,6 @@ impl<P: CloudProvider> Ctx<P> {
         if let Some(tx) = lock(&self.lifecycle_trigger).as_ref() {
             let _ = tx.send(ObjectRef::new(nodeclaim));
         }
-    }
-
-    pub(crate) fn wake_provisioner(&self) {
-        self.provision_wake.notify_one();
     }
 
     /// The cloud's catalog, reused for `catalog_ttl`; the last good one if the cloud fails now.
@@ -494,11 +493,21 @@ async fn warm_up<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::
 
 async fn provisioning_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::Receiver<bool>) {
     let mut leader = ctx.leader.clone();
+    // Pods stay pending without a new event when kube-scheduler does not retry them soon (its backoff
+    // for unschedulable pods reaches minutes): while any is provisionable, plan again at this pace.
+    let mut replan = tokio::time::interval_at(Instant::now() + ctx.config.replan_interval, ctx.config.replan_interval);
+    replan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let deadline = lock(&ctx.batcher).deadline();
         tokio::select! {
             _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {}
             _ = ctx.provision_wake.notified() => continue,
+            _ = replan.tick() => {
+                if lock(&ctx.state).pods.iter().any(state::is_provisionable) {
+                    ctx.request_batch("replan/periodic");
+                }
+                continue;
+            }
             changed = leader.changed() => {
                 if changed.is_ok() && *leader.borrow() {
                     ctx.request_batch("replan/leader");

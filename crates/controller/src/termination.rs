@@ -200,7 +200,9 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
 
     // The NodeClaim's finalizer is removed by the caller (`finalizer()`), after this returns Done.
     tracing::info!(nodeclaim = name, "terminated");
-    ctx.wake_provisioner();
+    // Capacity went away: pods still pending (planned onto this node, or waiting for room) are planned
+    // again now, not when their next status change happens to arrive.
+    ctx.request_batch("replan/terminated");
     Ok(Progress::Done)
 }
 
