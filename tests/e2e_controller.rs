@@ -12,7 +12,8 @@
 //! | `capacity_error_marks_the_offering_and_replans` | injected InsufficientInstanceCapacity: the offering is avoided and the pods land elsewhere |
 //! | `restart_mid_launch_launches_nothing_twice_and_leaks_nothing` | the controller aborted right after creating a NodeClaim and again right after the instance exists; a fresh one finishes with one instance per NodeClaim; an instance without a NodeClaim is garbage-collected |
 //! | `deleting_a_nodeclaim_drains_and_replaces_its_node` | a person deletes a NodeClaim: its Node is tainted and drained through the Eviction API, the instance terminated, the Node and NodeClaim go, and the evicted pod's replacement gets a new node |
-//! | `api_server_restart_is_survived` | kube-apiserver restarted under a running controller; it re-lists and provisions the next batch |
+//! | `hostname_spread_replicas_get_a_node_each_and_bind_as_planned` | issue 15 behaviour 1: four hostname-spread replicas in an empty pool get four nodes from one batch, and kube-scheduler binds each on the node of the NodeClaim that nominated it |
+| `api_server_restart_is_survived` | kube-apiserver restarted under a running controller; it re-lists and provisions the next batch |
 //! | `record_then_plan_offline_gives_the_controllers_plan` | `stowage record` + `stowage plan` on the files equal the NodeClaims the controller creates from the same state |
 //!
 //! Needs Go and python3 on the first run (scripts/test.sh prepares both; docs/control-plane.md).
@@ -452,6 +453,28 @@ fn spread_deployment(name: &str, n: u32) -> serde_json::Value {
     })
 }
 
+/// A Deployment of `n` pods of `cpu` each with a `kubernetes.io/hostname` topology spread of maxSkew 1
+/// (DoNotSchedule) over its own pods.
+fn hostname_spread_deployment(name: &str, n: u32, cpu: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": n,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "topologySpreadConstraints": [
+                        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": name}}}
+                    ],
+                    "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]
+                }
+            }
+        }
+    })
+}
+
 async fn create_deployment(w: &World, d: serde_json::Value) {
     let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(w.client.clone(), "default");
     api.create(&Default::default(), &serde_json::from_value(d).unwrap()).await.unwrap();
@@ -729,6 +752,47 @@ async fn a_changed_nodepool_template_rolls_its_nodes() {
     assert!(nodes.iter().all(|n| label(n, "team") == "blue"), "{:?}", nodes.iter().map(summary_labels).collect::<Vec<_>>());
     let m = c.metrics().render();
     assert!(m.contains("cause=\"drifted\"") && !m.contains("cause=\"underutilized\""), "both replacements are counted as drift:\n{m}");
+    w.assert_no_leak().await;
+    w.stop(c, false).await;
+}
+
+/// Hostname spread keeps its intent on new capacity (issue 15 behaviour 1) on the real control plane:
+/// four replicas with a `kubernetes.io/hostname` spread of maxSkew 1 in an empty pool get four nodes
+/// from one batch, where kube-scheduler's rule alone (one new node is one domain, skew 0) would accept
+/// a single node for all four. kube-scheduler then binds them as planned: every pod runs on the node of
+/// the NodeClaim that nominated it (the `stowage.dev/nominated-pods` annotation), one per node. The
+/// pods ask for 1.5 CPU so that none of the planned nodes fits two of them: which replica binds first
+/// may not pile the others onto the first Ready node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostname_spread_replicas_get_a_node_each_and_bind_as_planned() {
+    let w = World::start("ctl-hostname").await;
+    w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/seed-1b-statefulset-zonal-rescale/nodepool.yaml"]).await;
+    let pools: Api<NodePool> = Api::all(w.client.clone());
+    let requirements = json!([
+        {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+    ]);
+    pools.patch("default", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"template": {"spec": {"requirements": requirements}}}}))).await.unwrap();
+    let c = w.controller().await;
+    create_deployment(&w, hostname_spread_deployment("web", 4, "1500m")).await;
+    let pods = w.wait_running("app=web", 4).await;
+    let nodes = w.wait_nodes(4).await;
+    assert_eq!(domain_counts(&pods, &nodes, "kubernetes.io/hostname").values().copied().collect::<Vec<_>>(), vec![1, 1, 1, 1], "one replica per node");
+
+    let claims = w.nodeclaims().await;
+    let batches: BTreeSet<String> = claims.iter().filter_map(|c| c.metadata.annotations.as_ref()?.get(BATCH_ANNOTATION).cloned()).collect();
+    assert_eq!(batches.len(), 1, "the four NodeClaims come from one batch: {batches:?}");
+    let pod_node: BTreeMap<String, String> =
+        pods.iter().map(|p| (p.metadata.uid.clone().unwrap(), p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default())).collect();
+    for claim in &claims {
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        let nominated = stowage_decide::provision::nominated_pods(claim);
+        assert_eq!(nominated.len(), 1, "NodeClaim {name} nominates one replica: {nominated:?}");
+        let node = claim.status.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_else(|| panic!("NodeClaim {name} has no node"));
+        for uid in &nominated {
+            assert_eq!(pod_node.get(uid), Some(&node), "the pod NodeClaim {name} nominated runs on its node {node}");
+        }
+    }
     w.assert_no_leak().await;
     w.stop(c, false).await;
 }

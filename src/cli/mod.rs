@@ -390,13 +390,16 @@ fn check(workload: &[PathBuf], plan_path: &std::path::Path, catalog: &Option<Pat
                     p.hostname_spread.as_str()
                 )?;
             }
-            outln!("{}: {} placement(s) checked, {} violation(s)", if report.valid() { "VALID" } else { "INVALID" }, report.pods_checked, report.violations.len())?;
+            outln!("{}: {} placement(s) checked, {} violation(s)", report.verdict().as_str().to_uppercase(), report.pods_checked, report.violations.len())?;
         }
         Output::Json | Output::Yaml => {
             let j = serde_json::json!({
                 "valid": report.valid(),
+                "verdict": report.verdict().as_str(),
                 "podsChecked": report.pods_checked,
                 "statedOrderOk": report.stated_order_ok,
+                "bindOrder": report.order.as_str(),
+                "bindOrderSearchChecks": report.order_search_checks,
                 "hostnameSpread": p.hostname_spread,
                 "preferences": {
                     "preferredNodeAffinity": report.preferences.preferred_node_affinity,

@@ -136,6 +136,10 @@ pub struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_violation: Option<String>,
     pub stated_order_ok: Option<bool>,
+    /// The checker's verdict: `valid`, `invalid` (no bind order exists, or another violation) or
+    /// `undecided` (its bind-order search ran out of budget); `None` when there was no plan to check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -214,6 +218,7 @@ fn row_from_plan(e: &Entry, pods: usize, planner: &str, weights: &str, p: &Plan,
         violations: r.violations.len(),
         first_violation: r.violations.first().map(|v| v.to_string()),
         stated_order_ok: Some(r.stated_order_ok),
+        verdict: Some(r.verdict().as_str().to_string()),
         error: None,
         detail: p.solver.detail.clone(),
         synthetic_prices: p.synthetic_prices,

@@ -30,7 +30,10 @@ pub fn verdict(r: &Row) -> String {
     }
     match r.valid {
         Some(true) => "valid".into(),
-        Some(false) => format!("INVALID ({}): {}", r.violations, one_line(r.first_violation.as_deref().unwrap_or(""), 80)),
+        Some(false) => {
+            let what = if r.verdict.as_deref() == Some("undecided") { "UNDECIDED" } else { "INVALID" };
+            format!("{what} ({}): {}", r.violations, one_line(r.first_violation.as_deref().unwrap_or(""), 80))
+        }
         None => "-".into(),
     }
 }

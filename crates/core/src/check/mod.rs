@@ -12,11 +12,15 @@
 //! 3. that some order exists in which every placed pod passes every kube-scheduler Filter against the
 //!    state so far (bound pods, DaemonSet pods on the new nodes, pods placed earlier), and on the new
 //!    nodes stowage's hostname-spread rule the plan was made under (`hostnameSpread`,
-//!    `semantics::spread`). The plan's own order is tried first; if it fails, pods are retried until no
-//!    more can be placed.
+//!    `semantics::spread`). The plan's own order is tried first, then passes over the rejected pods,
+//!    then a static witness that no order exists, then an exhaustive search over bind orders under a
+//!    budget ([`order`]): the answer is valid, invalid (with the witness), or undecided
+//!    ([`Report::order`]). The same search judges every plan, whoever made it.
 //!
 //! It also reports the preferences the plan leaves unmet ([`Preferences`]), in the units the weights
 //! price; they never make a plan invalid.
+
+pub mod order;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,7 +33,7 @@ use crate::domain::resources::Resources;
 use crate::domain::taints::{Effect, Taint};
 use crate::plan::{NewNode, Plan};
 use crate::semantics::filter::{FilterState, SimNode};
-use crate::semantics::{Reject, daemonsets, limits, node_affinity, nodepool, spread, taints};
+use crate::semantics::{daemonsets, limits, node_affinity, nodepool, spread, taints};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -60,6 +64,14 @@ pub struct Report {
     pub notes: Vec<String>,
     /// The plan's own bind order replayed without a failure.
     pub stated_order_ok: bool,
+    /// Whether some bind order places every placed pod: valid, invalid (no order exists; the
+    /// violations are the witness) or undecided (the search's budget ran out; the violations are the
+    /// pods left where it got deepest).
+    pub order: order::Outcome,
+    /// Filter checks the bind-order search spent (0 when the plan's order or the passes sufficed).
+    pub order_search_checks: usize,
+    /// Violations that are pods the bind-order step left (the last ones in `violations`).
+    pub order_left: usize,
     pub pods_checked: usize,
     pub preferences: Preferences,
 }
@@ -81,6 +93,18 @@ impl Report {
     pub fn valid(&self) -> bool {
         self.violations.is_empty()
     }
+
+    /// The plan's verdict: valid (no violation), undecided (the only violations are the pods a bind-order
+    /// search left when its budget ran out) or invalid.
+    pub fn verdict(&self) -> order::Outcome {
+        if self.violations.is_empty() {
+            order::Outcome::Valid
+        } else if self.order == order::Outcome::Undecided && self.violations.len() == self.order_left {
+            order::Outcome::Undecided
+        } else {
+            order::Outcome::Invalid
+        }
+    }
 }
 
 fn v(pod: Option<&str>, node: Option<&str>, constraint: &str, message: impl Into<String>) -> Violation {
@@ -94,6 +118,12 @@ fn taint_key(t: &Taint) -> (String, String, &'static str) {
 /// Checks `plan` against the workload and the catalog: bookkeeping, then every new node, then the replay
 /// (the module comment lists what each step checks). Violations come in that order.
 pub fn check(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Report {
+    let budget = order::SEARCH_BUDGET_BASE + order::SEARCH_BUDGET_PER_POD * plan.placements.len();
+    check_with_budget(cluster, catalog, plan, budget)
+}
+
+/// [`check`] with the bind-order search capped at `order_budget` filter checks.
+pub fn check_with_budget(cluster: &Cluster, catalog: &Catalog, plan: &Plan, order_budget: usize) -> Report {
     let mut r = Report::default();
     let pending: BTreeSet<String> = cluster.pending().into_iter().map(|id| cluster.pod(id).key()).collect();
     let pod_by_key: BTreeMap<String, usize> = cluster.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect();
@@ -106,7 +136,7 @@ pub fn check(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Report {
             r.violations.push(v(None, Some(&n.name), "Plan", "pods placed on a node that is being deleted"));
         }
     }
-    replay(cluster, plan, &pending, &pod_by_key, &mut fs, &mut r);
+    replay(cluster, plan, &pending, &pod_by_key, &mut fs, order_budget, &mut r);
     r.preferences = preferences(cluster, plan, &pod_by_key, &fs);
     // Unschedulable pods that would fit somewhere in the final state.
     for u in &plan.unschedulable {
@@ -330,49 +360,25 @@ fn replay_state<'a>(cluster: &'a Cluster, sims: Vec<SimNode<'a>>) -> FilterState
     fs
 }
 
-/// Step 3: binds the placed pods in the plan's order, then retries the rejected ones in passes until a
-/// pass binds nothing; each pod left is a violation with its last rejection.
-fn replay<'a>(cluster: &'a Cluster, plan: &Plan, pending: &BTreeSet<String>, pod_by_key: &BTreeMap<String, usize>, fs: &mut FilterState<'a>, r: &mut Report) {
-    let mut todo: Vec<(usize, usize, &str)> = Vec::new();
+/// Step 3: is there a bind order that places every placed pod ([`order::bind_all`])? Each pod left is
+/// a violation with its rejection.
+fn replay<'a>(cluster: &'a Cluster, plan: &Plan, pending: &BTreeSet<String>, pod_by_key: &BTreeMap<String, usize>, fs: &mut FilterState<'a>, budget: usize, r: &mut Report) {
+    let mut todo: Vec<order::Placed> = Vec::new();
     for pl in &plan.placements {
         if let (Some(&pi), Some(ni)) = (pod_by_key.get(&pl.pod), fs.node_index(&pl.node))
             && pending.contains(&pl.pod)
         {
-            todo.push((pi, ni, pl.pod.as_str()));
+            todo.push(order::Placed { pod: pi, node: ni, key: pl.pod.as_str() });
         }
     }
     r.pods_checked = todo.len();
-    let mut last: BTreeMap<usize, Reject> = BTreeMap::new();
-    let mut first_pass = true;
-    r.stated_order_ok = true;
-    loop {
-        let mut left = Vec::new();
-        for &(pi, ni, key) in &todo {
-            let pod = &cluster.pods[pi];
-            match fs.check(pod, ni) {
-                Ok(()) => fs.add_pod(pod, ni),
-                Err(e) => {
-                    if first_pass && r.stated_order_ok {
-                        r.stated_order_ok = false;
-                        r.notes.push(format!("the plan's bind order fails first at {key}: {e}"));
-                    }
-                    last.insert(pi, e);
-                    left.push((pi, ni, key));
-                }
-            }
-        }
-        first_pass = false;
-        if left.is_empty() || left.len() == todo.len() {
-            todo = left;
-            break;
-        }
-        todo = left;
-    }
-    if !r.stated_order_ok && todo.is_empty() {
-        r.notes.push("another bind order places every pod".into());
-    }
-    for (pi, ni, key) in todo {
-        let e = &last[&pi];
-        r.violations.push(v(Some(key), Some(&fs.nodes()[ni].name), e.plugin.as_str(), &e.reason));
+    let found = order::bind_all(&cluster.pods, &todo, fs, budget);
+    r.stated_order_ok = found.stated_order_ok;
+    r.order = found.outcome;
+    r.order_search_checks = found.search_checks;
+    r.notes.extend(found.notes);
+    r.order_left = found.left.len();
+    for (x, e) in found.left {
+        r.violations.push(v(Some(x.key), Some(&fs.nodes()[x.node].name), e.plugin.as_str(), &e.reason));
     }
 }
