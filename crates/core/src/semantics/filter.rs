@@ -158,11 +158,14 @@ struct AffinityCounter {
 }
 
 /// The per-pod view prepared once and then used for every node (kube-scheduler's PreFilter result).
+#[derive(Clone)]
 pub struct Prepared {
     spread: Vec<(usize, usize)>,
     anti: Vec<usize>,
     affinity: Option<usize>,
     symmetric: Vec<usize>,
+    /// How many symmetric anti-affinity counters existed when it was prepared (`prepare_like`).
+    symmetric_seen: usize,
 }
 
 pub struct FilterState<'a> {
@@ -431,7 +434,19 @@ impl<'a> FilterState<'a> {
             })
         };
         let symmetric = (0..self.symmetric.len()).filter(|&i| interpod::term_matches(&self.symmetric[i].term, pod)).collect();
-        Prepared { spread: spread_refs, anti, affinity, symmetric }
+        Prepared { spread: spread_refs, anti, affinity, symmetric, symmetric_seen: self.symmetric.len() }
+    }
+
+    /// `prepare` for a pod the rules treat exactly like the one `prep` was prepared for (same namespace,
+    /// labels and constraints; `solve::problem::same_rules`), from `prep`: counters are never dropped,
+    /// so its indices still hold, and only the anti-affinity terms of pods added since that repel the
+    /// pod are new. The same result as `prepare`, without rebuilding and hashing every counter key
+    /// for every pod of a class.
+    pub(crate) fn prepare_like(&self, prep: &Prepared, pod: &Pod) -> Prepared {
+        let mut out = prep.clone();
+        out.symmetric.extend((prep.symmetric_seen..self.symmetric.len()).filter(|&i| interpod::term_matches(&self.symmetric[i].term, pod)));
+        out.symmetric_seen = self.symmetric.len();
+        out
     }
 
     fn build_spread(&self, spec: SpreadKey) -> SpreadCounter {

@@ -156,8 +156,11 @@ struct Greedy<'p, 'a> {
     usage: Vec<PoolUsage>,
     /// (free cpu, node) for target nodes: best fit by cpu.
     free: BTreeSet<(i64, usize)>,
-    /// Nodes a class can never use again (permanent rejections).
-    skip: Vec<Vec<bool>>,
+    /// Nodes a class can never use again (permanent rejections), a bit per FilterState node; a class's
+    /// set grows only when it skips a node (nodes past its end are not skipped), so opening a node costs
+    /// nothing per class (every class's set was resized at every pod before: 3,390 classes at 100,000
+    /// pods of Karpenter's shapes, 68 MB of flags).
+    skip: Vec<Vec<u64>>,
     /// `free` without the nodes skipped for one class or too full for its pods (see `Focus`).
     focus: Focus,
     remaining: Vec<usize>,
@@ -178,6 +181,8 @@ struct Greedy<'p, 'a> {
     recent_nodes: Vec<VecDeque<usize>>,
     recent_any: VecDeque<usize>,
     recent_configs: Vec<VecDeque<usize>>,
+    /// Per class: the view its last pod was prepared with (`FilterState::prepare_like`).
+    prepared: Vec<Option<Prepared>>,
 }
 
 /// How many recent nodes and configurations per class the fast pass tries: enough for a class spread
@@ -260,7 +265,7 @@ fn run(p: &Problem, opts: Options, spent: super::Spent) -> (Outcome, usize) {
         new_nodes: Vec::new(),
         usage: p.usage.clone(),
         free,
-        skip: vec![vec![false; p.cluster.nodes.len()]; p.classes.len()],
+        skip: vec![Vec::new(); p.classes.len()],
         focus: Focus { class: usize::MAX, min_cpu: 0, free: BTreeSet::new() },
         remaining: p.classes.iter().map(|c| c.pods.len()).collect(),
         placements: Vec::new(),
@@ -281,6 +286,7 @@ fn run(p: &Problem, opts: Options, spent: super::Spent) -> (Outcome, usize) {
         recent_nodes: vec![VecDeque::new(); p.classes.len()],
         recent_any: VecDeque::new(),
         recent_configs: vec![VecDeque::new(); p.classes.len()],
+        prepared: vec![None; p.classes.len()],
     };
     let order = class_order(p, opts.order);
     let mut queue: VecDeque<(usize, PodId)> = order.iter().flat_map(|&c| p.classes[c].pods.iter().map(move |&id| (c, id))).collect();
@@ -312,6 +318,16 @@ fn run(p: &Problem, opts: Options, spent: super::Spent) -> (Outcome, usize) {
 }
 
 impl<'p, 'a> Greedy<'p, 'a> {
+    /// kube-scheduler's PreFilter view for a pod of `class`, from the class's last one when there is one.
+    fn prepare(&mut self, class: usize, pod: &Pod) -> Prepared {
+        let prep = match &self.prepared[class] {
+            Some(like) => self.fs.prepare_like(like, pod),
+            None => self.fs.prepare(pod),
+        };
+        self.prepared[class] = Some(prep.clone());
+        prep
+    }
+
     /// Points `focus` at `class`, rebuilding it if it was another class's.
     fn focus_on(&mut self, class: usize) {
         if self.focus.class == class {
@@ -321,7 +337,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let min_cpu = self.p.pod(self.p.classes[class].rep).requests.cpu_m;
         self.focus.class = class;
         self.focus.min_cpu = min_cpu;
-        self.focus.free = self.free.range((min_cpu, 0)..).copied().filter(|&(_, ix)| !skip[ix]).collect();
+        self.focus.free = self.free.range((min_cpu, 0)..).copied().filter(|&(_, ix)| !has_bit(skip, ix)).collect();
     }
 
     /// Node `ix`'s free cpu changed from `before`: moves its entry in `free` and, if there, in `focus`.
@@ -330,19 +346,19 @@ impl<'p, 'a> Greedy<'p, 'a> {
         self.free.remove(&(before, ix));
         self.free.insert((now, ix));
         self.focus.free.remove(&(before, ix));
-        let skipped = self.skip.get(self.focus.class).and_then(|s| s.get(ix).copied()).unwrap_or(false);
+        let skipped = self.skip.get(self.focus.class).is_some_and(|s| has_bit(s, ix));
         if now >= self.focus.min_cpu && !skipped {
             self.focus.free.insert((now, ix));
         }
     }
 
-    fn ensure_skip_len(&mut self) {
-        let n = self.fs.nodes().len();
-        for s in &mut self.skip {
-            if s.len() < n {
-                s.resize(n, false);
-            }
+    /// Marks node `ix` as one `class` can never use.
+    fn skip_node(&mut self, class: usize, ix: usize) {
+        let s = &mut self.skip[class];
+        if s.len() <= ix / 64 {
+            s.resize(ix / 64 + 1, 0);
         }
+        s[ix / 64] |= 1 << (ix % 64);
     }
 
     /// Makes sure the NodePool domain universes of every spread constraint of the class are cached.
@@ -386,10 +402,9 @@ impl<'p, 'a> Greedy<'p, 'a> {
     fn place(&mut self, class: usize, id: PodId, order: &[usize], fast: bool) -> Result<(), Reject> {
         let p = self.p;
         let pod = p.pod(id);
-        self.ensure_skip_len();
         self.ensure_domains(class, pod);
         self.focus_on(class);
-        let prep = self.fs.prepare(pod);
+        let prep = self.prepare(class, pod);
         let has_spread = FilterState::spread_len(&prep) > 0;
         let mut best: Option<((i64, f64, i64), usize)> = None;
         // Nodes come by increasing free cpu, so a node whose spread balance is the smallest any node can
@@ -427,7 +442,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
             }
         }
         for ix in newly_skipped {
-            self.skip[class][ix] = true;
+            self.skip_node(class, ix);
             self.focus.free.remove(&(self.fs.nodes()[ix].free().cpu_m, ix));
         }
         if let Some((_, ix)) = best {
@@ -448,7 +463,6 @@ impl<'p, 'a> Greedy<'p, 'a> {
             Some(f) => {
                 remember(&mut self.recent_configs[class], f);
                 let ix = self.open(f);
-                self.ensure_skip_len();
                 self.commit(class, id, ix);
                 Ok(())
             }
@@ -478,9 +492,8 @@ impl<'p, 'a> Greedy<'p, 'a> {
     fn place_fast(&mut self, class: usize, id: PodId, order: &[usize]) -> Result<(), Reject> {
         let p = self.p;
         let pod = p.pod(id);
-        self.ensure_skip_len();
         self.ensure_domains(class, pod);
-        let prep = self.fs.prepare(pod);
+        let prep = self.prepare(class, pod);
         let nodes: Vec<usize> = self.recent_nodes[class].iter().rev().chain(self.recent_any.iter().rev()).copied().collect();
         for ix in nodes {
             if self.fs.filter(&prep, pod, ix).is_ok() && self.wide_spread_ok(class, &prep, pod, &self.fs.nodes()[ix].labels) {
@@ -504,7 +517,6 @@ impl<'p, 'a> Greedy<'p, 'a> {
             if self.fs.filter_new(prep, pod, &sim).is_ok() && self.wide_spread_ok(class, prep, pod, &sim.labels) {
                 remember(&mut self.recent_configs[class], f);
                 let ix = self.open(f);
-                self.ensure_skip_len();
                 self.commit(class, id, ix);
                 return true;
             }
@@ -518,7 +530,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let p = self.p;
         let mut best: Option<(f64, usize, usize)> = None;
         // The new nodes not skipped for the class, in the order they were opened.
-        let open: Vec<usize> = (0..self.new_nodes.len()).filter(|&k| !self.skip[class][self.new_ix[k]]).collect();
+        let open: Vec<usize> = (0..self.new_nodes.len()).filter(|&k| !has_bit(&self.skip[class], self.new_ix[k])).collect();
         for k in open {
             let ix = self.new_ix[k];
             let f = self.new_nodes[k];
@@ -528,6 +540,23 @@ impl<'p, 'a> Greedy<'p, 'a> {
             if need.fits_in(&node.allocatable) {
                 continue; // room enough: the best-fit pass judged it already
             }
+            // A node that rejects the pod for good at any size (anti-affinity with a pod on it, taints,
+            // node affinity: `permanent`) is judged once, with room made for exactly the pod, and then
+            // skipped by the class like the best-fit pass skips it: one-per-node classes otherwise
+            // visited every earlier new node at every opening, quadratic in new nodes. No plan changes:
+            // growth into such a node always fails the filter below, and the best-fit pass rejects it.
+            let keep = node.allocatable.clone();
+            self.fs.set_allocatable(ix, need.clone());
+            let verdict = self.fs.filter(prep, pod, ix);
+            self.fs.set_allocatable(ix, keep);
+            if verdict.as_ref().is_err_and(permanent) {
+                self.skip_node(class, ix);
+                if self.focus.class == class {
+                    self.focus.free.remove(&(self.fs.nodes()[ix].free().cpu_m, ix));
+                }
+                continue;
+            }
+            let node = &self.fs.nodes()[ix];
             let cur = &p.configs[f];
             let within = best.as_ref().map_or(limit, |b| b.0.min(limit));
             let Some(&to) = self.by_cost[cur.group].iter().skip_while(|&&g| p.configs[g].cost <= cur.cost).take_while(|&&g| p.configs[g].cost - cur.cost <= within).find(|&&g| {
@@ -700,7 +729,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
 
     fn explain(&mut self, class: usize, pod: &Pod) -> Reject {
         let p = self.p;
-        let prep = self.fs.prepare(pod);
+        let prep = self.prepare(class, pod);
         let mut rejects = Vec::new();
         let mut total = 0;
         for ix in 0..self.fs.nodes().len() {

@@ -112,6 +112,15 @@ struct State<'p, 'a> {
     look_alike: Vec<usize>,
     /// Plan pods per look-alike group, in bind order.
     peers: Vec<Vec<PodId>>,
+    /// Bumped by every change of the state (`update`).
+    version: u64,
+    /// (class, node) pairs for which `destination` found nothing, at the state's version then: pods of
+    /// a class are alike to every rule and in their requests, so until the state changes the answer is
+    /// the same. A node that cannot shed its pods asks once per class instead of once per pod, each a
+    /// scan over every node with the cpu (most of the improvement's time at 100,000 pods).
+    no_destination: FxHashMap<(usize, usize), u64>,
+    /// The same for `exchange_partner`, with the capacity it was asked for.
+    no_partner: FxHashMap<(usize, usize), (u64, Resources)>,
 }
 
 impl<'a> State<'_, 'a> {
@@ -119,7 +128,11 @@ impl<'a> State<'_, 'a> {
     fn destination(&mut self, id: PodId, from: usize) -> Option<usize> {
         let p = self.p;
         let pod = p.pod(id);
-        let ks = self.pinned[p.class_of[&id]].as_ref()?;
+        let class = p.class_of[&id];
+        let ks = self.pinned[class].as_ref()?;
+        if self.no_destination.get(&(class, from)) == Some(&self.version) {
+            return None;
+        }
         let prep = self.fs.prepare(pod);
         let (from_labels, from_name) = (&self.fs.nodes()[from].labels, self.fs.nodes()[from].name.as_str());
         let soft = placement_soft(p.weights, pod, from_labels, Some(from_name), &self.fs.nodes()[from].taints);
@@ -129,19 +142,21 @@ impl<'a> State<'_, 'a> {
                 continue;
             }
             let n = &self.fs.nodes()[ix];
-            if !pod.requests.fits_in(&n.free()) || !same_domains(ks, from_labels, &n.labels) || placement_soft(p.weights, pod, &n.labels, Some(&n.name), &n.taints) != soft {
+            if !pod.requests.fits_beside(&n.requested, &n.allocatable) || !same_domains(ks, from_labels, &n.labels) || placement_soft(p.weights, pod, &n.labels, Some(&n.name), &n.taints) != soft {
                 continue;
             }
             if self.fs.filter(&prep, pod, ix).is_ok() {
                 return Some(ix);
             }
         }
+        self.no_destination.insert((class, from), self.version);
         None
     }
 
     /// Runs `change` on FilterState node `ix` and keeps the free-cpu index current.
     fn update(&mut self, ix: usize, change: impl FnOnce(&mut FilterState<'a>)) {
         let before = self.fs.nodes()[ix].free().cpu_m;
+        self.version += 1;
         change(&mut self.fs);
         if self.free.remove(&(before, ix)) {
             self.free.insert((self.fs.nodes()[ix].free().cpu_m, ix));
@@ -250,13 +265,17 @@ impl<'a> State<'_, 'a> {
     /// that exchanging the two (nodes and places in the bind order) leaves `from` less over `cap`:
     /// every domain count at every step stays as it was. The one leaving the least excess, then the
     /// tightest fit by cpu.
-    fn exchange_partner(&self, id: PodId, from: usize, cap: &Resources) -> Option<PodId> {
+    fn exchange_partner(&mut self, id: PodId, from: usize, cap: &Resources) -> Option<PodId> {
         let p = self.p;
         let q = p.pod(id);
+        let class = p.class_of[&id];
+        if self.no_partner.get(&(class, from)).is_some_and(|(v, c)| *v == self.version && c == cap) {
+            return None;
+        }
         let load = &self.fs.nodes()[from].requested;
         let now = excess(load, cap);
         let mut best: Option<(f64, i64, PodId)> = None;
-        for &other in self.peers[self.look_alike[p.class_of[&id]]].iter().take(PEER_SCAN) {
+        for &other in self.peers[self.look_alike[class]].iter().take(PEER_SCAN) {
             let (o, at) = (p.pod(other), self.node_of[&other]);
             if at == from || o.requests == q.requests {
                 continue;
@@ -274,6 +293,9 @@ impl<'a> State<'_, 'a> {
             if best.is_none_or(|(b, l, _)| (after, left) < (b, l)) {
                 best = Some((after, left, other));
             }
+        }
+        if best.is_none() {
+            self.no_partner.insert((class, from), (self.version, cap.clone()));
         }
         best.map(|(_, _, other)| other)
     }
@@ -733,6 +755,9 @@ pub(crate) fn shrink_within(p: &Problem, o: &Outcome, spent: super::Spent) -> Op
         node_of: PerPod::default(),
         look_alike: look_alike_groups(p),
         peers: Vec::new(),
+        version: 0,
+        no_destination: FxHashMap::default(),
+        no_partner: FxHashMap::default(),
     };
     s.peers = vec![Vec::new(); s.look_alike.iter().max().map_or(0, |m| m + 1)];
     for &(id, _) in &o.placements {

@@ -22,7 +22,7 @@ use crate::domain::labels::{Labels, keys};
 use crate::domain::pod::{Pod, PodId};
 use crate::domain::taints::Taint;
 use crate::plan::{self, NewNode, Placement, Plan, PlanTaint, SolverReport, Unschedulable};
-use crate::semantics::filter::{FilterState, SimNode};
+use crate::semantics::filter::{FilterState, Prepared, SimNode};
 use crate::semantics::spread::HostnameSpread;
 use crate::semantics::{Reject, node_affinity, spread, taints};
 use crate::weights::Weights;
@@ -169,13 +169,24 @@ pub(crate) fn new_sim_node<'a>(p: &Problem<'a>, f: usize, name: &str) -> SimNode
 pub fn verify(p: &Problem, o: &Outcome) -> Vec<(PodId, Reject)> {
     let (mut fs, ix) = scheduler_state(p, &o.new_nodes);
     let mut failures = Vec::new();
+    // Pods of a class are alike to every rule: each is prepared from the last one's view.
+    let mut prepared: Vec<Option<Prepared>> = vec![None; p.classes.len()];
     for &(pod, t) in &o.placements {
         let node = match t {
             Target::Existing(n) => n,
             Target::New(k) => ix[k],
         };
         let pd = p.pod(pod);
-        match fs.check(pd, node) {
+        let class = p.class_of.get(&pod).copied();
+        let prep = match class.and_then(|c| prepared[c].as_ref()) {
+            Some(like) => fs.prepare_like(like, pd),
+            None => fs.prepare(pd),
+        };
+        let verdict = fs.filter(&prep, pd, node);
+        if let Some(c) = class {
+            prepared[c] = Some(prep);
+        }
+        match verdict {
             Ok(()) => fs.add_pod(pd, node),
             Err(r) => {
                 failures.push((pod, r));
