@@ -454,6 +454,21 @@ impl NodeSpec<'_> {
         let pool = &self.cluster.nodepools[c.pool];
         let mut order: Vec<&str> = vec![c.instance_type.as_str()];
         order.extend(n.launch_candidates.iter().map(String::as_str).filter(|t| *t != c.instance_type));
+        // As for the fallbacks without a plan: no type larger than the chosen one in a resource the
+        // NodePool limits, unless minValues needs it.
+        let limited: Vec<String> = pool.limits.as_ref().map(|l| l.limited.clone()).unwrap_or_default();
+        let within: Vec<&str> = order.iter().copied().filter(|t| self.view.get(t).is_some_and(|it| limited.iter().all(|r| it.capacity.get(r) <= c.capacity.get(r)))).collect();
+        if let Some(need) = self.min_values_prefix(c, n, &within) {
+            return within.into_iter().take(need).map(str::to_string).collect();
+        }
+        let need = self.min_values_prefix(c, n, &order).unwrap_or(order.len());
+        order.into_iter().take(need).map(str::to_string).collect()
+    }
+
+    /// How many of `order` (cheapest first) the NodeClaim lists: at most `max_types`, or the shortest
+    /// prefix that keeps every minValues of the NodePool the plan did not relax; None if `order` cannot.
+    fn min_values_prefix(&self, c: &Config, n: &NewNode, order: &[&str]) -> Option<usize> {
+        let pool = &self.cluster.nodepools[c.pool];
         // The value of `key` on a node of type `t`: the type's (or template's) label, else the node's.
         let value = |t: &str, key: &str| -> Option<String> {
             let it = self.view.get(t)?;
@@ -464,15 +479,17 @@ impl NodeSpec<'_> {
             let Some(m) = r.min_values else { continue };
             let m = n.min_values_relaxed.iter().find(|x| x.key == r.req.key).map_or(m, |x| m.min(x.kept));
             let mut seen = BTreeSet::new();
+            let mut upto = None;
             for (i, t) in order.iter().enumerate() {
+                seen.extend(value(t, &r.req.key));
                 if seen.len() as u32 >= m {
+                    upto = Some(i + 1);
                     break;
                 }
-                seen.extend(value(t, &r.req.key));
-                need = need.max(i + 1);
             }
+            need = need.max(upto?);
         }
-        order.into_iter().take(need).map(str::to_string).collect()
+        Some(need)
     }
 
     /// The chosen type, then the types that would take the same pods as well, cheapest first (ties by
