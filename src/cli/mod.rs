@@ -398,6 +398,7 @@ fn check(workload: &[PathBuf], plan_path: &std::path::Path, catalog: &Option<Pat
                 "podsChecked": report.pods_checked,
                 "statedOrderOk": report.stated_order_ok,
                 "hostnameSpread": p.hostname_spread,
+                "minValuesPolicy": p.min_values_policy,
                 "preferences": {
                     "preferredNodeAffinity": report.preferences.preferred_node_affinity,
                     "preferNoSchedule": report.preferences.prefer_no_schedule,
