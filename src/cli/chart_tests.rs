@@ -175,6 +175,8 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     assert_eq!((c.timeouts.launch, c.timeouts.registration), (std::time::Duration::from_secs(300), std::time::Duration::from_secs(900)));
     assert!(!c.consolidation.spot_to_spot, "Karpenter's SpotToSpotConsolidation gate is off by default");
     assert_eq!(c.consolidation_validation, std::time::Duration::from_secs(15));
+    assert_eq!(a.min_values_policy, Some(stowage_core::weights::MinValuesPolicy::Strict), "Karpenter's default, passed as a flag");
+    assert_eq!(c.weights.min_values_policy, stowage_core::weights::MinValuesPolicy::Strict);
 
     // Every optional value set.
     values["clusterEndpoint"] = "https://ABC.gr7.us-east-1.eks.amazonaws.com".into();
@@ -186,7 +188,9 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     values["controller"]["solver"] = "greedy".into();
     values["controller"]["extraArgs"] = serde_json::json!(["--threads=2"]);
     values["metrics"]["port"] = 9090.into();
+    values["controller"]["minValuesPolicy"] = "BestEffort".into();
     let a = parse_controller(&render_args(&deployment, &values));
+    assert_eq!(a.min_values_policy, Some(stowage_core::weights::MinValuesPolicy::BestEffort));
     assert_eq!(a.connect.cluster_endpoint, "https://ABC.gr7.us-east-1.eks.amazonaws.com");
     assert_eq!(a.connect.cluster_ca_bundle, "Q0EK");
     assert_eq!(a.connect.service_cidr.as_deref(), Some("172.20.0.0/16"));
@@ -197,4 +201,20 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     assert_eq!(a.solve.milp.threads, 2);
     assert_eq!(a.metrics_addr.port(), 9090);
     assert!(deployment.contains("mountPath: /etc/stowage") && chart("templates/weights.yaml").contains("weights.yaml: |"));
+
+    // An empty minValuesPolicy passes no flag: the weights file decides.
+    values["controller"]["minValuesPolicy"] = "".into();
+    values["controller"]["weights"] = "".into();
+    let a = parse_controller(&render_args(&deployment, &values));
+    assert_eq!(a.min_values_policy, None);
+}
+
+#[test]
+fn the_min_values_policy_flag_overrides_the_weights_and_refuses_other_spellings() {
+    use clap::Parser;
+    let parse = |extra: &[&str]| super::Cli::try_parse_from(["stowage", "controller", "--cluster-name=c"].iter().chain(extra).copied());
+    let Ok(super::Cli { command: super::Command::Controller(a), .. }) = parse(&["--min-values-policy=BestEffort"]) else { panic!("parses") };
+    assert_eq!(super::controller::config(&a).unwrap().weights.min_values_policy, stowage_core::weights::MinValuesPolicy::BestEffort);
+    let e = parse(&["--min-values-policy=bestEffort"]).err().expect("refused").to_string();
+    assert!(e.contains("--min-values-policy") && e.contains("Strict or BestEffort"), "{e}");
 }

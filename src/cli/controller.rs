@@ -17,7 +17,7 @@ use stowage_decide::batch::BatchConfig;
 use super::{SolveArgs, parse_duration};
 use stowage_aws::cluster::ClusterFlags;
 use stowage_aws::{AwsOptions, AwsProvider};
-use stowage_core::weights::Weights;
+use stowage_core::weights::{MinValuesPolicy, Weights};
 use stowage_decide::cloud::CloudProvider;
 
 /// How to reach the cluster and the cloud (shared by both commands).
@@ -67,6 +67,11 @@ pub struct ControllerArgs {
     /// Cost weights (stowage.dev/weights/v1); default: models/weights/default.yaml.
     #[arg(long)]
     pub weights: Option<PathBuf>,
+    /// Karpenter's minValuesPolicy: Strict (a node whose instance types cannot keep a NodePool's
+    /// minValues is not created) or BestEffort (minValues relaxed, the NodeClaim annotated). Default:
+    /// $MIN_VALUES_POLICY, else the weights file's `minValuesPolicy` (Strict).
+    #[arg(long, value_parser = parse_min_values_policy)]
+    pub min_values_policy: Option<MinValuesPolicy>,
     /// Most instance types one NodeClaim allows (the plan's choice and fallbacks for capacity errors).
     #[arg(long, default_value_t = 20)]
     pub max_instance_types: usize,
@@ -177,13 +182,21 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("starting the async runtime: {e}"))
 }
 
+fn parse_min_values_policy(s: &str) -> Result<MinValuesPolicy, String> {
+    MinValuesPolicy::parse(s).ok_or_else(|| format!("{s:?}: expected Strict or BestEffort"))
+}
+
 /// The controller's settings from its flags.
 pub fn config(a: &ControllerArgs) -> Result<Config, String> {
-    let weights = match &a.weights {
+    let mut weights = match &a.weights {
         Some(p) => stowage_input::weights::load(p).map_err(|e| e.to_string())?,
         None => Weights::default(),
     };
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let from_env = env("MIN_VALUES_POLICY").map(|v| parse_min_values_policy(&v).map_err(|e| format!("MIN_VALUES_POLICY: {e}"))).transpose()?;
+    if let Some(p) = a.min_values_policy.or(from_env) {
+        weights.min_values_policy = p;
+    }
     let identity = a.identity.clone().or_else(|| env("POD_NAME")).or_else(|| env("HOSTNAME")).unwrap_or_else(|| format!("stowage-{}", std::process::id()));
     let namespace = a.leader_election_namespace.clone().or_else(|| env("POD_NAMESPACE")).unwrap_or_else(|| "kube-system".into());
     Ok(Config {

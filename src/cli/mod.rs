@@ -401,6 +401,7 @@ fn check(workload: &[PathBuf], plan_path: &std::path::Path, catalog: &Option<Pat
                 "bindOrder": report.order.as_str(),
                 "bindOrderSearchChecks": report.order_search_checks,
                 "hostnameSpread": p.hostname_spread,
+                "minValuesPolicy": p.min_values_policy,
                 "preferences": {
                     "preferredNodeAffinity": report.preferences.preferred_node_affinity,
                     "preferNoSchedule": report.preferences.prefer_no_schedule,

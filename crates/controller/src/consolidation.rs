@@ -361,7 +361,7 @@ async fn act<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &Decision, now: T
             Ok(nc) => {
                 let name = nc.metadata.name.clone().unwrap_or_default();
                 tracing::info!(consolidation = %id, nodeclaim = %name, instance_type = %claim.instance_type, zone = %claim.zone, capacity_type = %claim.capacity_type, price = claim.price, "replacement NodeClaim created");
-                ctx.metrics.nodeclaim_created(&claim.nodepool, claim.price, cause);
+                ctx.metrics.nodeclaim_created(&claim.nodepool, claim.price, cause, claim.min_values_relaxed());
                 ctx.events.nodeclaim(&nc, Reason::Disrupting, format!("replacement for {} ({})", replaced.join(", "), d.reason()));
                 lock(&ctx.state).apply(nc);
                 created.push(name);

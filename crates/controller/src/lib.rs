@@ -609,7 +609,7 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
             Ok(nc) => {
                 let name = nc.metadata.name.clone().unwrap_or_default();
                 tracing::info!(batch = %batch_id, nodeclaim = %name, nodepool = %c.nodepool, instance_type = %c.instance_type, zone = %c.zone, capacity_type = %c.capacity_type, price = c.price, pods = c.pods.len(), "NodeClaim created");
-                ctx.metrics.nodeclaim_created(&c.nodepool, c.price, "provisioning");
+                ctx.metrics.nodeclaim_created(&c.nodepool, c.price, "provisioning", c.min_values_relaxed());
                 lock(&ctx.state).apply(nc);
                 created.push(Some(name));
             }

@@ -246,11 +246,12 @@ impl Metrics {
         self.pods.get_or_create(&StateLabel { state: "unschedulable" }).set(unschedulable as i64);
     }
 
-    /// A NodeClaim created for `reason` (`provisioning`, or the disruption whose replacement it is).
-    pub(crate) fn nodeclaim_created(&self, nodepool: &str, price: f64, reason: &'static str) {
+    /// A NodeClaim created for `reason` (`provisioning`, or the disruption whose replacement it is);
+    /// `min_values_relaxed`: its minValues were relaxed (`karpenter.sh/nodeclaim-min-values-relaxed`).
+    pub(crate) fn nodeclaim_created(&self, nodepool: &str, price: f64, reason: &'static str, min_values_relaxed: bool) {
         self.nodeclaims_created.get_or_create(&PoolLabel { nodepool: nodepool.to_string() }).inc();
         self.planned_cost.inc_by(price);
-        self.karpenter.nodeclaims_created.get_or_create(&CreatedLabel { reason, nodepool: nodepool.to_string(), min_values_relaxed: "false" }).inc();
+        self.karpenter.nodeclaims_created.get_or_create(&CreatedLabel { reason, nodepool: nodepool.to_string(), min_values_relaxed: if min_values_relaxed { "true" } else { "false" } }).inc();
     }
 
     /// A disruption decision carried out: `replace` (with replacements) or `delete`; `nodes` removed.
@@ -392,7 +393,7 @@ mod tests {
         m.batch(3, "optimal", 0.012, Some(0.0), 0.192);
         m.launch("launched");
         m.error(Stage::Launch);
-        m.nodeclaim_created("default", 0.096, "provisioning");
+        m.nodeclaim_created("default", 0.096, "provisioning", false);
         let text = m.render();
         for needle in [
             "stowage_batches_total 1",
@@ -410,8 +411,9 @@ mod tests {
     #[test]
     fn karpenter_series_have_karpenters_names_and_labels() {
         let m = Metrics::new();
-        m.nodeclaim_created("default", 0.1, "provisioning");
-        m.nodeclaim_created("default", 0.05, "underutilized");
+        m.nodeclaim_created("default", 0.1, "provisioning", false);
+        m.nodeclaim_created("default", 0.05, "underutilized", false);
+        m.nodeclaim_created("relaxed", 0.1, "provisioning", true);
         m.registered("default");
         m.disrupted("underutilized", "default");
         m.decision(true, "underutilized", 1);
@@ -422,6 +424,7 @@ mod tests {
         for needle in [
             "karpenter_nodeclaims_created_total{reason=\"provisioning\",nodepool=\"default\",min_values_relaxed=\"false\"} 1",
             "karpenter_nodeclaims_created_total{reason=\"underutilized\",nodepool=\"default\",min_values_relaxed=\"false\"} 1",
+            "karpenter_nodeclaims_created_total{reason=\"provisioning\",nodepool=\"relaxed\",min_values_relaxed=\"true\"} 1",
             "karpenter_nodes_created_total{nodepool=\"default\"} 1",
             "karpenter_nodeclaims_disrupted_total{reason=\"underutilized\",nodepool=\"default\"} 1",
             "karpenter_voluntary_disruption_decisions_total{decision=\"replace\",reason=\"underutilized\",consolidation_type=\"single\"} 1",

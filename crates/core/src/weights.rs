@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::semantics::min_values::MinValuesPolicy;
 pub use crate::semantics::spread::HostnameSpread;
 
 pub const SCHEMA: &str = "stowage.dev/weights/v1";
@@ -48,6 +49,10 @@ pub struct Weights {
     /// `exact`); not a cost, but a planning setting the plan file records (`semantics::spread`).
     #[serde(default)]
     pub hostname_spread: HostnameSpread,
+    /// Karpenter's `minValuesPolicy` (`Strict`, the default, or `BestEffort`); not a cost, but a
+    /// planning setting the plan file records (`semantics::min_values`).
+    #[serde(default)]
+    pub min_values_policy: MinValuesPolicy,
     /// Where the weights came from, for reports.
     #[serde(skip)]
     pub source: String,
@@ -182,6 +187,18 @@ mod tests {
         let bad = DEFAULT_YAML.replace("hostnameSpread: intent", "hostnameSpread: loose");
         let e = Weights::parse("w.yaml", &bad).unwrap_err().to_string();
         assert!(e.contains("hostnameSpread"), "{e}");
+    }
+
+    #[test]
+    fn min_values_policy_is_strict_unless_the_file_says_best_effort() {
+        assert_eq!(Weights::default().min_values_policy, MinValuesPolicy::Strict);
+        let old: String = DEFAULT_YAML.lines().filter(|l| !l.starts_with("minValuesPolicy:")).map(|l| format!("{l}\n")).collect();
+        assert_eq!(Weights::parse("old.yaml", &old).expect("parses").min_values_policy, MinValuesPolicy::Strict);
+        let be = DEFAULT_YAML.replace("minValuesPolicy: Strict", "minValuesPolicy: BestEffort");
+        assert_eq!(Weights::parse("w.yaml", &be).expect("parses").min_values_policy, MinValuesPolicy::BestEffort);
+        let bad = DEFAULT_YAML.replace("minValuesPolicy: Strict", "minValuesPolicy: strict");
+        let e = Weights::parse("w.yaml", &bad).unwrap_err().to_string();
+        assert!(e.contains("w.yaml") && e.contains("minValuesPolicy"), "{e}");
     }
 
     #[test]

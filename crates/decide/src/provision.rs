@@ -62,6 +62,8 @@ pub const BATCH_ANNOTATION: &str = "stowage.dev/batch";
 /// Annotation listing the uids of the pods a NodeClaim was created for (module doc); the batch's pod
 /// selection reads it too (`stowage_input::pending`).
 pub const NOMINATED_PODS_ANNOTATION: &str = stowage_input::pending::NOMINATED_PODS_ANNOTATION;
+/// Karpenter's annotation on a NodeClaim whose minValues were relaxed (`minValuesPolicy: BestEffort`).
+pub const MIN_VALUES_RELAXED_ANNOTATION: &str = "karpenter.sh/nodeclaim-min-values-relaxed";
 /// Finalizer on Nodes and NodeClaims the controller terminates.
 pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 
@@ -163,6 +165,11 @@ impl PlannedClaim {
         c.metadata.name = Some(name.to_string());
         c.metadata.generate_name = None;
         c
+    }
+
+    /// Whether the NodeClaim's minValues were relaxed (`MIN_VALUES_RELAXED_ANNOTATION`).
+    pub fn min_values_relaxed(&self) -> bool {
+        self.nodeclaim.metadata.annotations.as_ref().and_then(|a| a.get(MIN_VALUES_RELAXED_ANNOTATION)).is_some_and(|v| v == "true")
     }
 }
 
@@ -333,21 +340,23 @@ impl NodeSpec<'_> {
         let cluster = self.cluster;
         let c = self.config(n)?;
         let pool = &cluster.nodepools[c.pool];
-        let types = self.instance_types(&c, pods);
+        let types = if n.launch_candidates.is_empty() { self.instance_types(&c, pods) } else { self.plan_types(&c, n) };
         let open = self.open_labels(&c);
 
         let mut pinned: BTreeSet<&str> = [keys::INSTANCE_TYPE, keys::ZONE, keys::CAPACITY_TYPE].into();
         pinned.extend(open.keys().map(String::as_str));
         let template = self.pool_obj.map(|o| &o.spec.template);
         let pool_reqs: &[NodeSelectorRequirementWithMinValues] = template.map(|t| t.spec.requirements.as_slice()).unwrap_or(&[]);
-        let type_min_values = pool_reqs.iter().filter(|r| r.key == keys::INSTANCE_TYPE).find_map(|r| r.min_values).filter(|&m| m >= 1 && (m as usize) <= types.len());
+        // minValues as the plan keeps them: relaxed ones (BestEffort) lowered to what the candidates keep.
+        let relaxed = |key: &str, m: Option<i64>| m.map(|m| n.min_values_relaxed.iter().find(|r| r.key == key).map_or(m, |r| m.min(r.kept as i64)));
+        let type_min_values = relaxed(keys::INSTANCE_TYPE, pool_reqs.iter().filter(|r| r.key == keys::INSTANCE_TYPE).find_map(|r| r.min_values)).filter(|&m| m >= 1 && (m as usize) <= types.len());
         let in_req = |key: &str, values: Vec<String>, min_values: Option<i64>| NodeSelectorRequirementWithMinValues { key: key.into(), operator: "In".into(), values, min_values };
         let mut requirements =
             vec![in_req(keys::INSTANCE_TYPE, types.clone(), type_min_values), in_req(keys::ZONE, vec![c.zone.clone()], None), in_req(keys::CAPACITY_TYPE, vec![c.capacity_type.clone()], None)];
         for (key, v) in &open {
             requirements.push(in_req(key, vec![v.clone()], None));
         }
-        requirements.extend(pool_reqs.iter().filter(|r| !pinned.contains(r.key.as_str())).cloned());
+        requirements.extend(pool_reqs.iter().filter(|r| !pinned.contains(r.key.as_str())).map(|r| NodeSelectorRequirementWithMinValues { min_values: relaxed(&r.key, r.min_values), ..r.clone() }));
 
         let mut labels: Labels = pool.labels.clone();
         labels.insert(keys::NODEPOOL.into(), pool.name.clone());
@@ -367,7 +376,10 @@ impl NodeSpec<'_> {
             requests.add(&cluster.pod(id).requests);
         }
         let pod_refs: Vec<PodRef> = pods.iter().map(|&id| pod_ref(cluster, id)).collect();
-        let nodeclaim = self.nodeclaim(pool, labels, requirements, &requests, &pod_refs);
+        let mut nodeclaim = self.nodeclaim(pool, labels, requirements, &requests, &pod_refs);
+        if !n.min_values_relaxed.is_empty() {
+            nodeclaim.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(MIN_VALUES_RELAXED_ANNOTATION.into(), "true".into());
+        }
         let offerings = launch::offerings_for(&nodeclaim, self.view).map_err(|e| ProvisionError::InvalidPlan(e.to_string()))?;
         Ok(PlannedClaim {
             nodeclaim,
@@ -433,6 +445,51 @@ impl NodeSpec<'_> {
             spec,
             status: None,
         }
+    }
+
+    /// The plan's launch candidates (`NewNode::launch_candidates`), the chosen type first: at most
+    /// `max_types`, unless the NodePool's minValues need more of them (the shortest cheapest-first prefix
+    /// that keeps every minValues the plan did not relax).
+    fn plan_types(&self, c: &Config, n: &NewNode) -> Vec<String> {
+        let pool = &self.cluster.nodepools[c.pool];
+        let mut order: Vec<&str> = vec![c.instance_type.as_str()];
+        order.extend(n.launch_candidates.iter().map(String::as_str).filter(|t| *t != c.instance_type));
+        // As for the fallbacks without a plan: no type larger than the chosen one in a resource the
+        // NodePool limits, unless minValues needs it.
+        let limited: Vec<String> = pool.limits.as_ref().map(|l| l.limited.clone()).unwrap_or_default();
+        let within: Vec<&str> = order.iter().copied().filter(|t| self.view.get(t).is_some_and(|it| limited.iter().all(|r| it.capacity.get(r) <= c.capacity.get(r)))).collect();
+        if let Some(need) = self.min_values_prefix(c, n, &within) {
+            return within.into_iter().take(need).map(str::to_string).collect();
+        }
+        let need = self.min_values_prefix(c, n, &order).unwrap_or(order.len());
+        order.into_iter().take(need).map(str::to_string).collect()
+    }
+
+    /// How many of `order` (cheapest first) the NodeClaim lists: at most `max_types`, or the shortest
+    /// prefix that keeps every minValues of the NodePool the plan did not relax; None if `order` cannot.
+    fn min_values_prefix(&self, c: &Config, n: &NewNode, order: &[&str]) -> Option<usize> {
+        let pool = &self.cluster.nodepools[c.pool];
+        // The value of `key` on a node of type `t`: the type's (or template's) label, else the node's.
+        let value = |t: &str, key: &str| -> Option<String> {
+            let it = self.view.get(t)?;
+            nodepool::base_labels(pool, it, &c.zone, &c.capacity_type, self.view.region.as_deref()).get(key).or_else(|| n.labels.get(key)).cloned()
+        };
+        let mut need = self.max_types.min(order.len()).max(1);
+        for r in &pool.requirements {
+            let Some(m) = r.min_values else { continue };
+            let m = n.min_values_relaxed.iter().find(|x| x.key == r.req.key).map_or(m, |x| m.min(x.kept));
+            let mut seen = BTreeSet::new();
+            let mut upto = None;
+            for (i, t) in order.iter().enumerate() {
+                seen.extend(value(t, &r.req.key));
+                if seen.len() as u32 >= m {
+                    upto = Some(i + 1);
+                    break;
+                }
+            }
+            need = need.max(upto?);
+        }
+        Some(need)
     }
 
     /// The chosen type, then the types that would take the same pods as well, cheapest first (ties by

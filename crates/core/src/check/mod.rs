@@ -15,7 +15,12 @@
 //!    `semantics::spread`). The plan's own order is tried first, then passes over the rejected pods,
 //!    then a static witness that no order exists, then an exhaustive search over bind orders under a
 //!    budget ([`order`]): the answer is valid, invalid (with the witness), or undecided
-//!    ([`Report::order`]). The same search judges every plan, whoever made it.
+//!    ([`Report::order`]). The same search judges every plan, whoever made it. Under
+//!    `minValuesPolicy: Strict` (the plan's), a pod is also rejected from a new node whose launch
+//!    candidates it would leave short of its NodePool's minValues (`semantics::min_values`);
+//! 4. every new node's launch: the candidates it records are the instance types it may launch as for
+//!    its pods (cheapest first), its NodePool's minValues hold (Strict), or the relaxations it records
+//!    are exactly the ones the candidates need (BestEffort).
 //!
 //! It also reports the preferences the plan leaves unmet ([`Preferences`]), in the units the weights
 //! price; they never make a plan invalid.
@@ -33,6 +38,7 @@ use crate::domain::resources::Resources;
 use crate::domain::taints::{Effect, Taint};
 use crate::plan::{NewNode, Plan};
 use crate::semantics::filter::{FilterState, SimNode};
+use crate::semantics::min_values::{self, LaunchTypes, Load, MinValuesPolicy, NodeLaunch};
 use crate::semantics::{daemonsets, limits, node_affinity, nodepool, spread, taints};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,15 +134,17 @@ pub fn check_with_budget(cluster: &Cluster, catalog: &Catalog, plan: &Plan, orde
     let pending: BTreeSet<String> = cluster.pending().into_iter().map(|id| cluster.pod(id).key()).collect();
     let pod_by_key: BTreeMap<String, usize> = cluster.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect();
     let listed = bookkeeping(cluster, plan, &pending, &pod_by_key, &mut r.violations);
-    let sims = new_nodes(cluster, catalog, plan, &mut r.violations);
+    let (sims, launches) = new_nodes(cluster, catalog, plan, &mut r.violations);
     let mut fs = replay_state(cluster, sims);
     fs.set_hostname_spread(plan.hostname_spread);
+    fs.set_min_values_policy(plan.min_values_policy);
     for n in &cluster.nodes {
         if n.deleting && listed.contains_key(n.name.as_str()) {
             r.violations.push(v(None, Some(&n.name), "Plan", "pods placed on a node that is being deleted"));
         }
     }
     replay(cluster, plan, &pending, &pod_by_key, &mut fs, order_budget, &mut r);
+    launch_check(cluster, plan, &pod_by_key, &launches, &mut r.violations);
     r.preferences = preferences(cluster, plan, &pod_by_key, &fs);
     // Unschedulable pods that would fit somewhere in the final state.
     for u in &plan.unschedulable {
@@ -215,8 +223,10 @@ fn bookkeeping<'p>(cluster: &Cluster, plan: &'p Plan, pending: &BTreeSet<String>
 
 /// Step 2: every new node against its NodePool and the catalog, NodePool limits counted over the
 /// existing nodes and the new nodes before it. Returns the new nodes that have a NodePool and an
-/// instance type, with the DaemonSet pods they run, for the replay.
-fn new_nodes<'a>(cluster: &'a Cluster, catalog: &Catalog, plan: &Plan, out: &mut Vec<Violation>) -> Vec<SimNode<'a>> {
+/// instance type, with the DaemonSet pods they run (and, under Strict, their launch types), for the
+/// replay; and per such node its name and launch types, for step 4.
+fn new_nodes<'a>(cluster: &'a Cluster, catalog: &Catalog, plan: &Plan, out: &mut Vec<Violation>) -> (Vec<SimNode<'a>>, Vec<(String, std::sync::Arc<LaunchTypes>)>) {
+    let mut launches = Vec::new();
     let mut views: BTreeMap<String, Catalog> = BTreeMap::new();
     let mut usage: BTreeMap<&str, (Resources, i64)> = BTreeMap::new();
     for n in &cluster.nodes {
@@ -259,9 +269,55 @@ fn new_nodes<'a>(cluster: &'a Cluster, catalog: &Catalog, plan: &Plan, out: &mut
                 sim.seat(&ds.template);
             }
         }
+        let lt = std::sync::Arc::new(min_values::launch_types(pool, &view.types, &labels, catalog.region.as_deref(), &cluster.daemonsets));
+        if plan.min_values_policy == MinValuesPolicy::Strict && !lt.rules.is_empty() {
+            sim.launch = Some(NodeLaunch { types: lt.clone(), seated: sim.pods.len() });
+        }
+        launches.push((n.name.clone(), lt));
         sims.push(sim);
     }
-    sims
+    (sims, launches)
+}
+
+/// Step 4: each new node's launch candidates for the pods the plan places on it, against what the node
+/// records and its NodePool's minValues under the plan's policy. A plan that records no candidates
+/// (a peer's) is judged on minValues alone.
+fn launch_check(cluster: &Cluster, plan: &Plan, pod_by_key: &BTreeMap<String, usize>, launches: &[(String, std::sync::Arc<LaunchTypes>)], out: &mut Vec<Violation>) {
+    let mut on_node: BTreeMap<&str, Vec<&crate::domain::pod::Pod>> = BTreeMap::new();
+    for pl in &plan.placements {
+        if let Some(&pi) = pod_by_key.get(&pl.pod) {
+            on_node.entry(pl.node.as_str()).or_default().push(&cluster.pods[pi]);
+        }
+    }
+    for (name, lt) in launches {
+        let Some(n) = plan.new_nodes.iter().find(|n| &n.name == name) else { continue };
+        let pods = on_node.get(name.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+        // As the planners see a configuration: without the hostname.
+        let mut labels = n.labels.clone();
+        labels.remove(keys::HOSTNAME);
+        let cands = min_values::candidates(lt, &labels, &Load::of(pods.iter().copied()));
+        let names: Vec<String> = cands.iter().map(|t| t.name.clone()).collect();
+        let recorded = !n.launch_candidates.is_empty();
+        if recorded && n.launch_candidates != names {
+            out.push(v(None, Some(name), "NodePool", format!("launchCandidates {:?} are not the instance types the node may launch as for its pods, cheapest first: {names:?}", n.launch_candidates)));
+        }
+        let short = min_values::shortfalls(lt, &cands);
+        match plan.min_values_policy {
+            MinValuesPolicy::Strict => {
+                for s in &short {
+                    out.push(v(None, Some(name), "NodePool", min_values::reject(&lt.pool, s).reason));
+                }
+                if !n.min_values_relaxed.is_empty() {
+                    out.push(v(None, Some(name), "NodePool", "minValuesRelaxed is recorded, but the plan was made under minValuesPolicy: Strict"));
+                }
+            }
+            MinValuesPolicy::BestEffort => {
+                if (recorded || !n.min_values_relaxed.is_empty()) && n.min_values_relaxed != short {
+                    out.push(v(None, Some(name), "NodePool", format!("minValuesRelaxed {:?} is not what the launch candidates need relaxed: {short:?}", n.min_values_relaxed)));
+                }
+            }
+        }
+    }
 }
 
 /// The node's offering exists and is available, at the catalog's price and price source.

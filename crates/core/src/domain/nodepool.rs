@@ -7,8 +7,8 @@ use super::taints::Taint;
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolRequirement {
     pub req: NodeRequirement,
-    /// `minValues`: how many distinct values of this key the launch must keep open (Karpenter). stowage
-    /// reports it; it does not restrict which single configuration the plan chooses.
+    /// `minValues`: how many distinct values of this key a new node's launch candidates must keep
+    /// (Karpenter; `semantics::min_values`, under the weights' `minValuesPolicy`).
     pub min_values: Option<u32>,
 }
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::semantics::min_values::{MinValuesPolicy, Shortfall};
 use crate::semantics::spread::HostnameSpread;
 
 pub const SCHEMA: &str = "stowage.dev/plan/v1";
@@ -94,6 +95,14 @@ pub struct NewNode {
     pub taints: Vec<PlanTaint>,
     #[serde(default)]
     pub pods: Vec<String>,
+    /// The instance types the node may launch as, cheapest first (`semantics::min_values`): every one
+    /// holds its pods as the plan places them. Empty in plans that do not say (peers, older files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launch_candidates: Vec<String>,
+    /// Under `minValuesPolicy: BestEffort`: the NodePool's minValues requirements the candidates do not
+    /// keep, each with the values they keep (the relaxed minValues).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub min_values_relaxed: Vec<Shortfall>,
 }
 
 fn catalog_source() -> String {
@@ -154,6 +163,10 @@ pub struct Plan {
     /// rule alone: `exact`.
     #[serde(default = "exact")]
     pub hostname_spread: HostnameSpread,
+    /// The minValues policy the plan was made under (the weights' `minValuesPolicy`); the checker
+    /// judges the plan by it. Plans without it: Karpenter's default, `Strict`.
+    #[serde(default)]
+    pub min_values_policy: MinValuesPolicy,
 }
 
 fn exact() -> HostnameSpread {

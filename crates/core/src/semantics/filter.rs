@@ -13,7 +13,8 @@
 //!
 //! kube-scheduler alone is the default. The planners and the checker add stowage's hostname rule
 //! (`spread::HostnameSpread::Intent`) on the nodes a plan launches: [`FilterState::set_hostname_spread`]
-//! and [`FilterState::add_planned_node`].
+//! and [`FilterState::add_planned_node`], and Karpenter's minValues under Strict on planned nodes
+//! that carry a launch context (`min_values`, [`FilterState::set_min_values_policy`]).
 
 use std::collections::BTreeMap;
 
@@ -24,6 +25,7 @@ use crate::domain::pod::{HostPort, InclusionPolicy, Pod, PodAffinityTerm};
 use crate::domain::resources::Resources;
 use crate::domain::taints::{Taint, Toleration};
 
+use super::min_values::{self, MinValuesPolicy};
 use super::spread::HostnameSpread;
 use super::{Reject, interpod, node_affinity, ports, resources, selectors, spread, taints, volumes};
 
@@ -38,6 +40,8 @@ pub struct SimNode<'a> {
     pub requested: Resources,
     pub ports: Vec<HostPort>,
     pub pods: Vec<&'a Pod>,
+    /// On a node the plan launches whose NodePool has minValues: its launch types (`min_values`).
+    pub launch: Option<min_values::NodeLaunch>,
 }
 
 /// The snapshot's nodes as kube-scheduler sees them: each with the pods bound to it (terminal pods
@@ -66,7 +70,7 @@ pub fn bound_nodes(cluster: &crate::domain::Cluster) -> Vec<SimNode<'_>> {
 
 impl<'a> SimNode<'a> {
     pub fn new(name: impl Into<String>, labels: Labels, taints: Vec<Taint>, allocatable: Resources) -> Self {
-        SimNode { name: name.into(), labels, taints, unschedulable: false, allocatable, requested: Resources::default(), ports: Vec::new(), pods: Vec::new() }
+        SimNode { name: name.into(), labels, taints, unschedulable: false, allocatable, requested: Resources::default(), ports: Vec::new(), pods: Vec::new(), launch: None }
     }
 
     pub fn free(&self) -> Resources {
@@ -184,6 +188,8 @@ pub struct FilterState<'a> {
     planned: Vec<bool>,
     /// The hostname rule on planned nodes; `Exact` (kube-scheduler alone) unless set.
     hostname: HostnameSpread,
+    /// minValues on planned nodes with a launch context: Strict rejects a pod that breaks it.
+    min_values: MinValuesPolicy,
 }
 
 /// One fewer pod counted under `key`; keys counting none are removed, as if never counted.
@@ -211,6 +217,7 @@ impl<'a> FilterState<'a> {
             symmetric_ix: FxHashMap::default(),
             planned: Vec::new(),
             hostname: HostnameSpread::Exact,
+            min_values: MinValuesPolicy::Strict,
         };
         for n in nodes {
             s.add_node(n);
@@ -221,6 +228,12 @@ impl<'a> FilterState<'a> {
     /// Judges hard hostname spreads on planned nodes by `mode` from now on (`Exact` by default).
     pub fn set_hostname_spread(&mut self, mode: HostnameSpread) {
         self.hostname = mode;
+    }
+
+    /// Judges minValues on planned nodes that carry a launch context (`SimNode::launch`) by `policy`
+    /// from now on (Strict by default; BestEffort never rejects).
+    pub fn set_min_values_policy(&mut self, policy: MinValuesPolicy) {
+        self.min_values = policy;
     }
 
     /// Adds a node the plan launches (`add_node` otherwise): the intent rule applies to it.
@@ -557,6 +570,13 @@ impl<'a> FilterState<'a> {
                     }
                 }
             }
+        }
+        // Not kube-scheduler's: the node's launch must keep its NodePool's minValues (Strict).
+        if planned
+            && self.min_values == MinValuesPolicy::Strict
+            && let Some(l) = &n.launch
+        {
+            min_values::admit(l, &n.labels, &n.pods, pod)?;
         }
         Ok(())
     }

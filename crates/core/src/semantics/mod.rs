@@ -6,6 +6,7 @@ pub mod daemonsets;
 pub mod filter;
 pub mod interpod;
 pub mod limits;
+pub mod min_values;
 pub mod node_affinity;
 pub mod nodepool;
 pub mod ports;

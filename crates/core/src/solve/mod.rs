@@ -12,6 +12,7 @@
 pub mod driver;
 pub mod greedy;
 pub mod improve;
+mod launch;
 pub mod milp;
 pub mod problem;
 mod resize;
@@ -145,6 +146,7 @@ pub fn scheduler_state<'a>(p: &Problem<'a>, new_nodes: &[usize]) -> (FilterState
     }
     let mut fs = FilterState::new(sims);
     fs.set_hostname_spread(p.weights.hostname_spread);
+    fs.set_min_values_policy(p.weights.min_values_policy);
     let mut ix = Vec::new();
     for (k, &f) in new_nodes.iter().enumerate() {
         ix.push(fs.add_planned_node(new_sim_node(p, f, &new_node_name(p, k))));
@@ -161,6 +163,7 @@ pub(crate) fn new_sim_node<'a>(p: &Problem<'a>, f: usize, name: &str) -> SimNode
     for &d in &c.daemonsets {
         s.seat(&p.cluster.daemonsets[d].template);
     }
+    s.launch = p.node_launch(f, s.pods.len());
     s
 }
 
@@ -199,6 +202,12 @@ pub fn verify(p: &Problem, o: &Outcome) -> Vec<(PodId, Reject)> {
 
 /// Writes an outcome as a plan.
 pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
+    let mut on_new: Vec<Vec<&Pod>> = vec![Vec::new(); o.new_nodes.len()];
+    for &(id, t) in &o.placements {
+        if let Target::New(k) = t {
+            on_new[k].push(p.pod(id));
+        }
+    }
     let new_nodes = o
         .new_nodes
         .iter()
@@ -208,6 +217,7 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
             let name = new_node_name(p, k);
             let mut labels = c.labels.clone();
             labels.insert(keys::HOSTNAME.into(), name.clone());
+            let (launch_candidates, min_values_relaxed) = launch::node_candidates(p, f, &on_new[k]);
             NewNode {
                 name,
                 node_pool: p.cluster.nodepools[c.pool].name.clone(),
@@ -219,6 +229,8 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
                 labels,
                 taints: c.taints.iter().map(|t| PlanTaint { key: t.key.clone(), value: t.value.clone(), effect: t.effect.as_str().into() }).collect(),
                 pods: Vec::new(),
+                launch_candidates,
+                min_values_relaxed,
             }
         })
         .collect();
@@ -245,6 +257,7 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
         unschedulable,
         totals: Default::default(),
         hostname_spread: p.weights.hostname_spread,
+        min_values_policy: p.weights.min_values_policy,
     };
     plan.finish();
     plan

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
+use std::sync::{Arc, OnceLock};
 
 use rustc_hash::FxHashMap;
 
@@ -101,6 +102,10 @@ pub struct Problem<'a> {
     /// What planned nodes are named after (`<prefix>-<i>`; `solve::new_node_name`): `stowage`, unless
     /// an existing node already has such a name.
     pub node_prefix: String,
+    /// Per NodePool: the catalog as its EC2NodeClass sees it (launch candidates, `solve::launch`).
+    pub(crate) pool_views: Vec<Arc<Catalog>>,
+    /// Per configuration group: its launch types (`semantics::min_values`), built when first asked.
+    pub(crate) launch: Vec<OnceLock<Arc<crate::semantics::min_values::LaunchTypes>>>,
 }
 
 /// The prefix of planned node names: `stowage`, or the first of `stowage-new`, `stowage-new2`, ... no
@@ -439,13 +444,15 @@ impl<'a> Problem<'a> {
         let relevant = relevant_keys(cluster, &batch);
         let dims = relevant_dims(cluster, &batch);
         let mut configs = Vec::new();
-        let mut views: BTreeMap<String, Catalog> = BTreeMap::new();
+        let mut views: BTreeMap<String, Arc<Catalog>> = BTreeMap::new();
+        let mut pool_views = Vec::new();
         for (pi, pool) in cluster.nodepools.iter().enumerate() {
             let view = match cluster.nodeclass(&pool.node_class) {
-                Some(nc) => views.entry(nc.name.clone()).or_insert_with(|| catalog::for_nodeclass(catalog, nc)),
-                None if cluster.nodeclasses.is_empty() => views.entry(String::new()).or_insert_with(|| catalog.clone()),
+                Some(nc) => views.entry(nc.name.clone()).or_insert_with(|| Arc::new(catalog::for_nodeclass(catalog, nc))),
+                None if cluster.nodeclasses.is_empty() => views.entry(String::new()).or_insert_with(|| Arc::new(catalog.clone())),
                 None => return Err(ProblemError::MissingNodeClass { pool: pool.name.clone(), class: pool.node_class.clone() }),
             };
+            pool_views.push(view.clone());
             let limited: Vec<String> = pool.limits.as_ref().map(|l| l.limited.clone()).unwrap_or_default();
             let env = PoolEnv { cluster, weights, batch: &batch, relevant: &relevant, region: catalog.region.as_deref(), max_weight };
             for group in env.candidate_groups(pi, view).into_values() {
@@ -485,7 +492,24 @@ impl<'a> Problem<'a> {
             groups[c.group].push(i as u32);
         }
         let node_prefix = node_prefix(cluster);
-        let mut problem = Problem { cluster, weights, batch, classes, class_of, existing, configs, usage, relevant_keys: relevant, region: catalog.region.clone(), max_weight, groups, node_prefix };
+        let launch = vec![OnceLock::new(); groups.len()];
+        let mut problem = Problem {
+            cluster,
+            weights,
+            batch,
+            classes,
+            class_of,
+            existing,
+            configs,
+            usage,
+            relevant_keys: relevant,
+            region: catalog.region.clone(),
+            max_weight,
+            groups,
+            node_prefix,
+            pool_views,
+            launch,
+        };
         problem.compute_compatibility();
         Ok(problem)
     }
@@ -516,6 +540,8 @@ impl<'a> Problem<'a> {
             max_weight: max_weight.max(self.max_weight),
             groups: self.groups.clone(),
             node_prefix: node_prefix(cluster),
+            pool_views: self.pool_views.clone(),
+            launch: self.launch.clone(),
         };
         problem.compute_compatibility();
         problem

@@ -11,6 +11,7 @@
 
 use rustc_hash::FxHashMap;
 
+use super::families::min_values::MinValues;
 use super::families::{InvalidPattern, Node, Purpose};
 use super::ids::{Class, Config, Group};
 use super::master::Master;
@@ -115,6 +116,9 @@ fn fill(m: &Master, f: Config, order: &[(Class, f64)]) -> Option<Pattern> {
                 if q > 0 {
                     k = k.min(l / q);
                 }
+            }
+            if k > 0 && m.p.strict_min_values(f.ix()) {
+                k = MinValues::cap_on(&m.cx(), f, c, &counts, k as u32) as i64;
             }
             if k <= 0 {
                 continue;

@@ -9,13 +9,15 @@
 //! [`build`] and in [`Families::all`].
 //!
 //! The registration order fixes the row and column indices HiGHS sees (HiGHS's path depends on them):
-//! demand, node conflicts, capacity, pool limits, spread, hostname spread, anti-affinity, affinity.
+//! demand, node conflicts, capacity, pool limits, spread, hostname spread, anti-affinity, affinity,
+//! minValues.
 
 pub mod affinity;
 pub mod anti_affinity;
 pub mod capacity;
 pub mod demand;
 pub mod host_spread;
+pub mod min_values;
 pub mod node_conflicts;
 pub mod pool_limits;
 pub mod spread;
@@ -68,6 +70,8 @@ pub enum InvalidPattern {
     HostSpread { spread: usize, members: u32, max_skew: u32, mbar: u32 },
     #[error("hostname affinity group {0} without a target on the node: add a pod the terms match")]
     AffinityWithoutTarget(usize),
+    #[error("minValues {min_values} for {key}: the node's launch candidates keep {kept}: put fewer or other pods on it")]
+    MinValues { key: String, min_values: u32, kept: u32 },
 }
 
 /// One new node being checked: its configuration, its group and its pods per class (sorted, > 0).
@@ -143,17 +147,28 @@ pub struct Families {
     pub host_spread: host_spread::HostSpreads,
     pub anti_affinity: anti_affinity::AntiAffinity,
     pub affinity: affinity::Affinity,
+    pub min_values: min_values::MinValues,
 }
 
 impl Families {
     /// The families in registration order.
-    pub fn all(&self) -> [&dyn Family; 8] {
-        [&self.demand, &self.node_conflicts, &self.capacity, &self.pool_limits, &self.spread, &self.host_spread, &self.anti_affinity, &self.affinity]
+    pub fn all(&self) -> [&dyn Family; 9] {
+        [&self.demand, &self.node_conflicts, &self.capacity, &self.pool_limits, &self.spread, &self.host_spread, &self.anti_affinity, &self.affinity, &self.min_values]
     }
 
     /// The families in registration order, to add rows and columns.
-    pub fn all_mut(&mut self) -> [&mut dyn Family; 8] {
-        [&mut self.demand, &mut self.node_conflicts, &mut self.capacity, &mut self.pool_limits, &mut self.spread, &mut self.host_spread, &mut self.anti_affinity, &mut self.affinity]
+    pub fn all_mut(&mut self) -> [&mut dyn Family; 9] {
+        [
+            &mut self.demand,
+            &mut self.node_conflicts,
+            &mut self.capacity,
+            &mut self.pool_limits,
+            &mut self.spread,
+            &mut self.host_spread,
+            &mut self.anti_affinity,
+            &mut self.affinity,
+            &mut self.min_values,
+        ]
     }
 }
 
@@ -177,6 +192,7 @@ pub fn build(p: &Problem) -> (Structure, Families) {
         host_spread,
         anti_affinity,
         affinity,
+        min_values: min_values::MinValues,
     };
     let mut exact = vec![false; s.n.len()];
     for f in fams.all() {
