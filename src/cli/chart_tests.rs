@@ -175,6 +175,7 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     assert_eq!((c.timeouts.launch, c.timeouts.registration), (std::time::Duration::from_secs(300), std::time::Duration::from_secs(900)));
     assert!(!c.consolidation.spot_to_spot, "Karpenter's SpotToSpotConsolidation gate is off by default");
     assert_eq!(c.consolidation_validation, std::time::Duration::from_secs(15));
+    assert!(a.interruption_queue.is_none(), "no interruption queue unless settings.interruptionQueue names one");
 
     // Every optional value set.
     values["clusterEndpoint"] = "https://ABC.gr7.us-east-1.eks.amazonaws.com".into();
@@ -186,7 +187,9 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     values["controller"]["solver"] = "greedy".into();
     values["controller"]["extraArgs"] = serde_json::json!(["--threads=2"]);
     values["metrics"]["port"] = 9090.into();
+    values["settings"]["interruptionQueue"] = "my-cluster-interruptions".into();
     let a = parse_controller(&render_args(&deployment, &values));
+    assert_eq!(a.interruption_queue.as_deref(), Some("my-cluster-interruptions"));
     assert_eq!(a.connect.cluster_endpoint, "https://ABC.gr7.us-east-1.eks.amazonaws.com");
     assert_eq!(a.connect.cluster_ca_bundle, "Q0EK");
     assert_eq!(a.connect.service_cidr.as_deref(), Some("172.20.0.0/16"));
