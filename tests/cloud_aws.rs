@@ -531,3 +531,78 @@ async fn cluster_facts_come_from_eks_describe_cluster_and_flags_override() {
     assert!(ud.contains("    cidr: \"10.100.0.0/16\"\n"), "{ud}");
     moto.stop().await.unwrap();
 }
+
+/// The interruption queue on moto's SQS (same endpoint as EC2): the URL from GetQueueUrl by name;
+/// an empty queue answers after the long-poll wait; at most 10 messages per receive; each body is the
+/// EventBridge event sent, which the shared decision parses; a deleted message is gone (the queue's
+/// depth counts in-flight messages too); a missing queue is `Fatal` naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interruption_queue_receives_and_deletes_on_moto_sqs() {
+    use stowage_aws::sqs::SqsQueue;
+    use stowage_decide::cloud::InterruptionQueue;
+    use stowage_decide::interruption::{self, Kind};
+
+    let moto = Moto::start("sqs").await.unwrap();
+    let url = moto.create_queue("demo-interruptions").await.unwrap();
+    let q = SqsQueue::new(&moto.sdk_config(), "demo-interruptions", options().retry).unwrap().with_wait_seconds(1);
+    assert_eq!(q.url().await.unwrap(), url);
+    assert_eq!(q.name(), "demo-interruptions");
+
+    let t = Instant::now();
+    assert!(q.receive().await.unwrap().is_empty());
+    assert!(t.elapsed() >= Duration::from_millis(900), "an empty queue answers after the long poll ({:?})", t.elapsed());
+
+    let kinds = [Kind::SpotInterrupted, Kind::RebalanceRecommendation, Kind::ScheduledChange, Kind::InstanceStopped, Kind::InstanceTerminated, Kind::NoOp];
+    let mut sent = BTreeMap::new();
+    for i in 0..12 {
+        let id = format!("i-{i:017x}");
+        let k = kinds[i % kinds.len()];
+        moto.send_message(&url, &interruption::event_body(k, &id, "us-east-1", "2026-12-01T12:00:00Z")).await.unwrap();
+        sent.insert(id, k);
+    }
+    moto.send_message(&url, "{not an event").await.unwrap();
+    assert_eq!(moto.queue_depth(&url).await.unwrap(), 13);
+
+    let mut got = BTreeMap::new();
+    let mut unreadable = 0;
+    let mut receives = 0;
+    while got.len() + unreadable < 13 {
+        receives += 1;
+        assert!(receives < 20, "messages never all arrived: {got:?}");
+        let batch = q.receive().await.unwrap();
+        assert!(batch.len() <= 10, "{} messages in one receive", batch.len());
+        for m in batch {
+            assert!(!m.receipt.is_empty() && !m.id.is_empty());
+            match interruption::parse(&m.body) {
+                Ok(msg) => {
+                    let id = if msg.kind == Kind::NoOp { msg.time.map(|_| "no_op".to_string()).unwrap() } else { msg.instance_ids[0].clone() };
+                    got.entry(id).or_insert(Vec::new()).push(msg.kind);
+                }
+                Err(e) => {
+                    assert_eq!(e.field, "(body)");
+                    unreadable += 1;
+                }
+            }
+            q.delete(&m.receipt).await.unwrap();
+        }
+    }
+    assert_eq!(unreadable, 1);
+    for (id, k) in &sent {
+        if *k != Kind::NoOp {
+            assert_eq!(got.get(id), Some(&vec![*k]), "{id}");
+        }
+    }
+    assert_eq!(got.get("no_op").map(Vec::len), Some(2));
+    assert_eq!(moto.queue_depth(&url).await.unwrap(), 0, "every handled message was deleted");
+
+    // The URL form of the setting is used as is; a queue that does not exist is Fatal, naming it.
+    let by_url = SqsQueue::new(&moto.sdk_config(), url.clone(), options().retry).unwrap().with_wait_seconds(0);
+    assert!(by_url.receive().await.unwrap().is_empty());
+    let missing = SqsQueue::new(&moto.sdk_config(), "no-such-queue", options().retry).unwrap().with_wait_seconds(0);
+    match missing.receive().await {
+        Err(CloudError::Fatal(m)) => assert!(m.contains("no-such-queue"), "{m}"),
+        other => panic!("expected Fatal, got {other:?}"),
+    }
+    assert!(matches!(SqsQueue::new(&moto.sdk_config(), " ", options().retry), Err(CloudError::Fatal(_))));
+    moto.stop().await.unwrap();
+}

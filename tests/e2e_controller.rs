@@ -13,7 +13,8 @@
 //! | `restart_mid_launch_launches_nothing_twice_and_leaks_nothing` | the controller aborted right after creating a NodeClaim and again right after the instance exists; a fresh one finishes with one instance per NodeClaim; an instance without a NodeClaim is garbage-collected |
 //! | `deleting_a_nodeclaim_drains_and_replaces_its_node` | a person deletes a NodeClaim: its Node is tainted and drained through the Eviction API, the instance terminated, the Node and NodeClaim go, and the evicted pod's replacement gets a new node |
 //! | `hostname_spread_replicas_get_a_node_each_and_bind_as_planned` | issue 15 behaviour 1: four hostname-spread replicas in an empty pool get four nodes from one batch, and kube-scheduler binds each on the node of the NodeClaim that nominated it |
-| `api_server_restart_is_survived` | kube-apiserver restarted under a running controller; it re-lists and provisions the next batch |
+//! | `a_spot_interruption_through_sqs_drains_and_replaces_the_node` | a spot interruption warning on moto's SQS: the NodeClaim is deleted at once, its Node drained, the pods run again on a node off the interrupted offering; events, metrics, the queue emptied, no leak |
+//! | `api_server_restart_is_survived` | kube-apiserver restarted under a running controller; it re-lists and provisions the next batch |
 //! | `record_then_plan_offline_gives_the_controllers_plan` | `stowage record` + `stowage plan` on the files equal the NodeClaims the controller creates from the same state |
 //!
 //! Needs Go and python3 on the first run (scripts/test.sh prepares both; docs/control-plane.md).
@@ -794,6 +795,99 @@ async fn hostname_spread_replicas_get_a_node_each_and_bind_as_planned() {
         }
     }
     w.assert_no_leak().await;
+/// Interruption through moto's SQS (issue 17 acceptance): the controller reads the queue
+/// (`interruptionQueue`); a spot interruption warning for the instance of a spot NodeClaim, sent as
+/// EventBridge would, deletes that NodeClaim at once: its Node is tainted and drained, the instance
+/// terminated, the pods run again on a replacement that avoids the interrupted offering (the pool allows
+/// one type in two zones, so the other zone), Karpenter's events and metrics are written, the message is
+/// deleted from the queue, and nothing leaks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spot_interruption_through_sqs_drains_and_replaces_the_node() {
+    use stowage_decide::interruption::{Kind, event_body};
+    let w = World::start("ctl-interrupt").await;
+    let queue_url = w.moto.create_queue("demo-interruptions").await.unwrap();
+    w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/interruption-1-spot-warning/nodepool.yaml"]).await;
+    let queue = stowage_aws::sqs::SqsQueue::new(&w.moto.sdk_config(), "demo-interruptions", aws_options().retry).unwrap().with_wait_seconds(2);
+    let mut config = controller_config("stowage-0", Some("127.0.0.1:0".parse().unwrap()));
+    config.interruption_queue = Some(stowage_controller::interruption::QueueHandle(Arc::new(queue)));
+    let c = Controller::start(chart_rbac_client(&w.cp, &w.client).await, w.aws.clone(), config).await.unwrap();
+    create_deployment(&w, plain_deployment("web", 2, "700m")).await;
+    let before = w.wait_running("app=web", 2).await;
+    let old_node = w.wait_nodes(1).await.remove(0);
+    let old_claim = w.nodeclaims().await.remove(0);
+    let (old_zone, old_type) = (label(&old_node, ZONE), label(&old_node, INSTANCE_TYPE));
+    assert_eq!((label(&old_node, CAPACITY_TYPE).as_str(), old_type.as_str()), ("spot", "m5.large"));
+    let provider_id = old_claim.status.as_ref().and_then(|s| s.provider_id.clone()).unwrap();
+    let instance = stowage_decide::interruption::instance_id(&provider_id).unwrap().to_string();
+    let claim_name = old_claim.metadata.name.clone().unwrap();
+
+    // A message about an instance that is not ours, and one that is not an event, come first: both are
+    // read and deleted, neither disrupts anything.
+    w.moto.send_message(&queue_url, &event_body(Kind::SpotInterrupted, "i-0000000000000dead", "us-east-1", "2026-12-01T12:00:00Z")).await.unwrap();
+    w.moto.send_message(&queue_url, "not an event").await.unwrap();
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let t = Instant::now();
+    w.moto.send_message(&queue_url, &event_body(Kind::SpotInterrupted, &instance, "us-east-1", &now)).await.unwrap();
+
+    let claims: Api<NodeClaim> = Api::all(w.client.clone());
+    let deleting = poll_until("the interrupted NodeClaim deleted", SETTLE, POLL, || async {
+        Ok(match claims.get_opt(&claim_name).await.map_err(|e| Error::kube("reading the NodeClaim", e))? {
+            Some(c) if c.metadata.deletion_timestamp.is_none() => Probe::Waiting("not deleted yet".into()),
+            _ => Probe::Done(()),
+        })
+    })
+    .await;
+    if let Err(e) = deleting {
+        w.fail("the interruption message", e).await;
+    }
+    let cordoned_in = t.elapsed();
+    let after = w.wait_running("app=web", 2).await;
+    let replaced_in = t.elapsed();
+    let nodes = w.wait_nodes(1).await;
+    let new_node = &nodes[0];
+    eprintln!("interruption: NodeClaim deleted {:.1}s after the message, pods running again after {:.1}s", cordoned_in.as_secs_f64(), replaced_in.as_secs_f64());
+    assert_ne!(new_node.metadata.name, old_node.metadata.name, "the pods run on a new node");
+    assert!(after.iter().all(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()) == new_node.metadata.name), "both pods on the replacement");
+    let before_uids: BTreeSet<_> = before.iter().map(|p| p.metadata.uid.clone()).collect();
+    assert!(after.iter().all(|p| !before_uids.contains(&p.metadata.uid)), "the pods were evicted and recreated");
+    assert_eq!(label(new_node, CAPACITY_TYPE), "spot");
+    assert_ne!(label(new_node, ZONE), old_zone, "the interrupted offering (m5.large spot {old_zone}) is not reused");
+    let old_state = w.aws.list().await.unwrap().into_iter().find(|i| i.provider_id == provider_id).map(|i| i.state);
+    assert!(old_state.as_deref().is_none_or(|s| matches!(s, "shutting-down" | "terminated")), "the interrupted instance is terminated: {old_state:?}");
+
+    // Karpenter's events, on the NodeClaim and on the Node.
+    let r = poll_until("the interruption events", Duration::from_secs(30), POLL, || async {
+        let evs = Api::<k8s_openapi::api::events::v1::Event>::all(w.client.clone()).list(&ListParams::default()).await.map_err(|e| Error::kube("listing events", e))?.items;
+        let seen: BTreeSet<(String, String)> =
+            evs.iter().filter_map(|e| Some((e.regarding.as_ref()?.kind.clone()?, e.reason.clone()?))).filter(|(_, r)| r == "SpotInterrupted" || r == "TerminatingOnInterruption").collect();
+        Ok(if seen.len() == 4 { Probe::Done(()) } else { Probe::Waiting(format!("{seen:?}")) })
+    })
+    .await;
+    if let Err(e) = r {
+        w.fail("interruption events", e).await;
+    }
+    // Every message read and deleted; only ours disrupted a NodeClaim.
+    let r = poll_until("the queue empty and the metrics counted", Duration::from_secs(60), POLL, || async {
+        let depth = w.moto.queue_depth(&queue_url).await.map_err(|e| Error::Invalid(e.to_string()))?;
+        let m = c.metrics().render();
+        let counted = m.contains("karpenter_interruption_received_messages_total{message_type=\"spot_interrupted\"} 2")
+            && m.contains("karpenter_interruption_deleted_messages_total 3")
+            && m.contains("karpenter_interruption_message_queue_duration_seconds_count 2")
+            && m.contains("karpenter_nodeclaims_disrupted_total{reason=\"spot_interrupted\",nodepool=\"spot\"} 1");
+        Ok(if depth == 0 && counted {
+            Probe::Done(())
+        } else {
+            Probe::Waiting(format!("queue depth {depth}\n{}", m.lines().filter(|l| l.contains("interruption") || l.contains("disrupted")).collect::<Vec<_>>().join("\n")))
+        })
+    })
+    .await;
+    if let Err(e) = r {
+        w.fail("the interruption queue", e).await;
+    }
+    let m = c.metrics().render();
+    assert!(!m.contains("stowage_errors_total{stage=\"interruption\"}"), "{m}");
+    w.assert_no_leak().await;
+    assert_one_instance_per_claim(&w).await;
     w.stop(c, false).await;
 }
 

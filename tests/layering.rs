@@ -24,12 +24,15 @@ const ARROWS: &[(&str, &[&str])] = &[
 
 /// Third-party crates a stowage crate may not reach, even transitively.
 const FORBIDDEN: &[(&str, &[&str])] = &[
-    ("stowage-core", &["k8s-openapi", "kube", "kube-client", "kube-runtime", "kube-core", "tokio", "aws-sdk-ec2", "aws-sdk-iam", "aws-sdk-eks", "aws-config", "clap", "hyper", "reqwest"]),
-    ("stowage-input", &["kube-client", "kube-runtime", "tokio", "aws-sdk-ec2", "aws-sdk-iam", "aws-sdk-eks", "aws-config", "clap", "hyper"]),
-    ("stowage-decide", &["kube-client", "kube-runtime", "tokio", "aws-sdk-ec2", "aws-sdk-iam", "aws-sdk-eks", "aws-config", "clap", "hyper"]),
-    ("stowage-sim", &["kube-client", "kube-runtime", "tokio", "aws-sdk-ec2", "aws-sdk-iam", "aws-sdk-eks", "aws-config", "clap", "hyper"]),
-    ("stowage-bench", &["kube-client", "kube-runtime", "tokio", "aws-sdk-ec2", "aws-sdk-iam", "aws-sdk-eks", "aws-config", "clap", "hyper"]),
-    ("stowage-controller", &["aws-sdk-ec2", "aws-sdk-iam", "aws-sdk-eks", "aws-config", "clap"]),
+    (
+        "stowage-core",
+        &["k8s-openapi", "kube", "kube-client", "kube-runtime", "kube-core", "tokio", "aws-sdk-ec2", "aws-sdk-iam", "aws-sdk-eks", "aws-sdk-sqs", "aws-config", "clap", "hyper", "reqwest"],
+    ),
+    ("stowage-input", &["kube-client", "kube-runtime", "tokio", "aws-sdk-ec2", "aws-sdk-iam", "aws-sdk-eks", "aws-sdk-sqs", "aws-config", "clap", "hyper"]),
+    ("stowage-decide", &["kube-client", "kube-runtime", "tokio", "aws-sdk-ec2", "aws-sdk-iam", "aws-sdk-eks", "aws-sdk-sqs", "aws-config", "clap", "hyper"]),
+    ("stowage-sim", &["kube-client", "kube-runtime", "tokio", "aws-sdk-ec2", "aws-sdk-iam", "aws-sdk-eks", "aws-sdk-sqs", "aws-config", "clap", "hyper"]),
+    ("stowage-bench", &["kube-client", "kube-runtime", "tokio", "aws-sdk-ec2", "aws-sdk-iam", "aws-sdk-eks", "aws-sdk-sqs", "aws-config", "clap", "hyper"]),
+    ("stowage-controller", &["aws-sdk-ec2", "aws-sdk-iam", "aws-sdk-eks", "aws-sdk-sqs", "aws-config", "clap"]),
     ("stowage-aws", &["kube-client", "kube-runtime", "clap"]),
     ("stowage-e2e", &["clap"]),
 ];

@@ -177,6 +177,7 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     assert_eq!(c.consolidation_validation, std::time::Duration::from_secs(15));
     assert_eq!(a.min_values_policy, Some(stowage_core::weights::MinValuesPolicy::Strict), "Karpenter's default, passed as a flag");
     assert_eq!(c.weights.min_values_policy, stowage_core::weights::MinValuesPolicy::Strict);
+    assert!(a.interruption_queue.is_none(), "no interruption queue unless settings.interruptionQueue names one");
 
     // Every optional value set.
     values["clusterEndpoint"] = "https://ABC.gr7.us-east-1.eks.amazonaws.com".into();
@@ -189,8 +190,10 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     values["controller"]["extraArgs"] = serde_json::json!(["--threads=2"]);
     values["metrics"]["port"] = 9090.into();
     values["controller"]["minValuesPolicy"] = "BestEffort".into();
+    values["settings"]["interruptionQueue"] = "my-cluster-interruptions".into();
     let a = parse_controller(&render_args(&deployment, &values));
     assert_eq!(a.min_values_policy, Some(stowage_core::weights::MinValuesPolicy::BestEffort));
+    assert_eq!(a.interruption_queue.as_deref(), Some("my-cluster-interruptions"));
     assert_eq!(a.connect.cluster_endpoint, "https://ABC.gr7.us-east-1.eks.amazonaws.com");
     assert_eq!(a.connect.cluster_ca_bundle, "Q0EK");
     assert_eq!(a.connect.service_cidr.as_deref(), Some("172.20.0.0/16"));

@@ -102,6 +102,11 @@ pub struct ControllerArgs {
     /// This replica's identity (the Pod name); default: $POD_NAME, else the host name.
     #[arg(long)]
     pub identity: Option<String>,
+    /// The SQS queue of interruption events (spot interruption warnings, rebalance recommendations,
+    /// scheduled changes, instance state changes; Karpenter's `interruptionQueue`), by name or URL.
+    /// Default: $INTERRUPTION_QUEUE; unset: no interruption handling.
+    #[arg(long)]
+    pub interruption_queue: Option<String>,
     /// Where /metrics, /healthz and /readyz listen.
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_addr: SocketAddr,
@@ -178,6 +183,16 @@ async fn aws_provider(c: &ConnectArgs, launches: bool) -> Result<AwsProvider, St
     AwsProvider::new(&sdk, cluster, opts).map_err(|e| e.to_string())
 }
 
+/// The interruption queue, when `--interruption-queue` or $INTERRUPTION_QUEUE names one.
+async fn interruption_queue(a: &ControllerArgs) -> Result<Option<stowage_controller::interruption::QueueHandle>, String> {
+    let Some(name) = a.interruption_queue.clone().or_else(|| std::env::var("INTERRUPTION_QUEUE").ok()).filter(|q| !q.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let queue = stowage_aws::sqs::SqsQueue::new(&sdk, name, stowage_aws::retry::RetryPolicy::default()).map_err(|e| e.to_string())?;
+    Ok(Some(stowage_controller::interruption::QueueHandle(Arc::new(queue))))
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("starting the async runtime: {e}"))
 }
@@ -244,6 +259,8 @@ pub fn controller(args: ControllerArgs) -> ExitCode {
         rt.block_on(async {
             let client = kube_client(args.connect.kubeconfig.as_ref()).await?;
             let cloud = Arc::new(aws_provider(&args.connect, true).await?);
+            let mut config = config;
+            config.interruption_queue = interruption_queue(&args).await?;
             stowage_controller::run(client, cloud, config, shutdown_signal()).await.map_err(|e| e.to_string())
         })
     })();

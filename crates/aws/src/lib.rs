@@ -55,6 +55,8 @@
 //!   `karpenter.sh/nodeclaim` at launch. Karpenter adds that tag only after registration (so that
 //!   sibling requests can be batched); stowage does not batch, and the tag is what makes a retried
 //!   launch find its instance when `ClientToken` cannot (moto ignores it).
+//! - **Interruption queue** ([`sqs`]): [`sqs::SqsQueue`] is the `InterruptionQueue` seam on SQS, a
+//!   separate object from the provider (the binary makes one only when `interruptionQueue` is set).
 //!
 //! # Every AWS call
 //!
@@ -75,6 +77,7 @@
 //! | `DescribeInstances` | [`instances`] | cluster tag + states: the instance profiles live instances use (profile GC) |
 //! | `iam:GetInstanceProfile`, `CreateInstanceProfile`, `AddRoleToInstanceProfile`, `RemoveRoleFromInstanceProfile`, `ListInstanceProfiles`, `DeleteInstanceProfile` | [`instance_profile`] | profile for `spec.role`; GC under `/karpenter/<region>/<cluster>/` |
 //! | `eks:DescribeCluster` | [`cluster`] | cluster name (once, at start, by the binary) |
+//! | `sqs:GetQueueUrl`, `ReceiveMessage`, `DeleteMessage` | [`sqs`] | the interruption queue (`interruptionQueue`; only when set): long poll of 10 messages, 20 s |
 //!
 //! The IAM policy for these calls is `docs/iam-policy.json`.
 
@@ -89,6 +92,7 @@ pub mod instances;
 pub mod launch_template;
 pub mod pricing;
 pub mod retry;
+pub mod sqs;
 pub mod userdata;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,7 +1,8 @@
 //! Kubernetes Events (`events.k8s.io/v1`) on pods and NodeClaims, the way `kubectl describe` users
 //! expect them from Karpenter: `Nominated` and `FailedScheduling` on pods (with the planner's reason),
-//! the lifecycle of each NodeClaim (`Launched`, `InsufficientCapacity`, `Registered`, ...), and
-//! `InvalidNodePool` on a NodePool left out of planning.
+//! the lifecycle of each NodeClaim (`Launched`, `InsufficientCapacity`, `Registered`, ...),
+//! `InvalidNodePool` on a NodePool left out of planning, and interruption messages on NodeClaims and
+//! Nodes (`SpotInterrupted`, `TerminatingOnInterruption`, ...: interruption.rs).
 //!
 //! Publishing never blocks the controller and never fails it: events go through a bounded queue to one
 //! task; a full queue drops the event (counted as an `event` error). kube's `Recorder` folds repeats
@@ -35,6 +36,13 @@ pub(crate) enum Reason {
     ReconcileFailed,
     /// A NodePool stowage cannot read is left out of planning.
     InvalidNodePool,
+    /// Interruption messages (Karpenter's AWS interruption controller's reasons).
+    SpotInterrupted,
+    SpotRebalanceRecommendation,
+    InstanceUnhealthy,
+    InstanceStopping,
+    InstanceTerminating,
+    TerminatingOnInterruption,
 }
 
 impl Reason {
@@ -54,6 +62,12 @@ impl Reason {
             Reason::InstanceVanished => "InstanceVanished",
             Reason::ReconcileFailed => "ReconcileFailed",
             Reason::InvalidNodePool => "InvalidNodePool",
+            Reason::SpotInterrupted => "SpotInterrupted",
+            Reason::SpotRebalanceRecommendation => "SpotRebalanceRecommendation",
+            Reason::InstanceUnhealthy => "InstanceUnhealthy",
+            Reason::InstanceStopping => "InstanceStopping",
+            Reason::InstanceTerminating => "InstanceTerminating",
+            Reason::TerminatingOnInterruption => "TerminatingOnInterruption",
         }
     }
 
@@ -66,7 +80,12 @@ impl Reason {
             | Reason::RegistrationTimeout
             | Reason::InstanceVanished
             | Reason::ReconcileFailed
-            | Reason::InvalidNodePool => EventType::Warning,
+            | Reason::InvalidNodePool
+            | Reason::SpotInterrupted
+            | Reason::InstanceUnhealthy
+            | Reason::InstanceStopping
+            | Reason::InstanceTerminating
+            | Reason::TerminatingOnInterruption => EventType::Warning,
             _ => EventType::Normal,
         }
     }
@@ -78,6 +97,8 @@ impl Reason {
             Reason::Registered | Reason::RegistrationTimeout | Reason::Initialized => "Registering",
             Reason::Disrupting | Reason::Terminating | Reason::InstanceVanished => "Terminating",
             Reason::ReconcileFailed => "Reconciling",
+            Reason::SpotInterrupted | Reason::SpotRebalanceRecommendation | Reason::InstanceUnhealthy | Reason::InstanceStopping | Reason::InstanceTerminating => "Interruption",
+            Reason::TerminatingOnInterruption => "Terminating",
         }
     }
 }

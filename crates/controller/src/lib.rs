@@ -12,12 +12,14 @@
 //!  disruption task: empty nodes after consolidateAfter, expireAfter  ─┐ delete NodeClaims
 //!  gc task:         leaked instances; instances gone → their NodeClaims' reconcile
 //!  nodeclass task:  EC2NodeClass resolution and Ready (each batch too)
+//!  interruption task (with a queue): SQS messages → events, refused offerings, NodeClaims deleted
 //!  leader election (Lease): only the leader runs the controller and tasks above; metrics, events, health
 //! ```
 //!
 //! One file per stage: [`state`], the batcher (`stowage_decide::batch`), [`provisioner`], [`launcher`],
 //! [`lifecycle`] (the NodeClaim controller; decisions in `stowage_decide::lifecycle`), [`registration`],
-//! [`termination`], [`disruption`], [`gc`], [`nodeclass`] (EC2NodeClass readiness), [`leader`],
+//! [`termination`], [`disruption`], [`gc`], [`nodeclass`] (EC2NodeClass readiness), [`interruption`]
+//! (the interruption queue; decisions in `stowage_decide::interruption`), [`leader`],
 //! [`metrics`], [`events`], [`record`], [`conditions`], [`clock`] (the one clock); the command line is
 //! the binary's (src/cli/controller.rs).
 //!
@@ -40,6 +42,7 @@ pub mod consolidation;
 pub mod disruption;
 pub mod events;
 pub mod gc;
+pub mod interruption;
 pub mod launcher;
 pub mod leader;
 pub mod lifecycle;
@@ -126,6 +129,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// This replica's name (events' reporting instance, batch ids, Lease holder).
     pub identity: String,
+    /// The interruption queue (`interruptionQueue`); `None`: no interruption handling.
+    pub interruption_queue: Option<interruption::QueueHandle>,
 }
 
 impl Default for Config {
@@ -149,6 +154,7 @@ impl Default for Config {
             metrics_addr: None,
             shutdown_grace: Duration::from_secs(20),
             identity: "stowage".into(),
+            interruption_queue: None,
         }
     }
 }
@@ -383,14 +389,17 @@ impl Controller {
         infra.push(spawn_watch::<DaemonSet, P>(&ctx, Api::all(client.clone()), &infra_rx));
         infra.push(spawn_watch::<Namespace, P>(&ctx, Api::all(client.clone()), &infra_rx));
         let leader_task = config.leader.clone().map(|cfg| tokio::spawn(leader::run(client.clone(), cfg, leader_tx, infra_rx.clone(), metrics.clone())));
-        let work = vec![
+        let mut work = vec![
             tokio::spawn(warm_up(ctx.clone(), work_rx.clone())),
             tokio::spawn(provisioning_loop(ctx.clone(), work_rx.clone())),
             tokio::spawn(lifecycle::run(ctx.clone(), work_rx.clone())),
             tokio::spawn(disruption_loop(ctx.clone(), work_rx.clone())),
             tokio::spawn(gc_loop(ctx.clone(), work_rx.clone())),
-            tokio::spawn(nodeclass_loop(ctx.clone(), work_rx)),
+            tokio::spawn(nodeclass_loop(ctx.clone(), work_rx.clone())),
         ];
+        if let Some(q) = config.interruption_queue.clone() {
+            work.push(tokio::spawn(interruption::run(ctx.clone(), q, work_rx)));
+        }
         tracing::info!(identity = %config.identity, leader_election = config.leader.is_some(), "controller started");
         Ok(Controller { work_stop, infra_stop, work, infra, leader_task, metrics, metrics_addr, grace })
     }

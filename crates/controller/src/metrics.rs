@@ -37,6 +37,7 @@ pub enum Stage {
     Leader,
     Event,
     Cloud,
+    Interruption,
 }
 
 impl Stage {
@@ -54,6 +55,7 @@ impl Stage {
             Stage::Leader => "leader",
             Stage::Event => "event",
             Stage::Cloud => "cloud",
+            Stage::Interruption => "interruption",
         }
     }
 }
@@ -117,13 +119,18 @@ struct DecisionLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MessageTypeLabel {
+    message_type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabel {
     version: &'static str,
 }
 
 /// The `karpenter_*` series stowage can count honestly, under Karpenter's names and labels, so that
 /// dashboards and alerts written for Karpenter keep working.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct KarpenterMetrics {
     nodeclaims_created: Family<CreatedLabel, Counter>,
     nodeclaims_terminated: Family<TerminatedLabel, Counter>,
@@ -133,6 +140,28 @@ struct KarpenterMetrics {
     decisions: Family<DecisionLabel, Counter>,
     synced: Gauge,
     build_info: Family<VersionLabel, Gauge>,
+    interruption_received: Family<MessageTypeLabel, Counter>,
+    interruption_deleted: Counter,
+    interruption_queue_duration: Histogram,
+}
+
+impl Default for KarpenterMetrics {
+    fn default() -> Self {
+        KarpenterMetrics {
+            nodeclaims_created: Family::default(),
+            nodeclaims_terminated: Family::default(),
+            nodeclaims_disrupted: Family::default(),
+            nodes_created: Family::default(),
+            nodes_terminated: Family::default(),
+            decisions: Family::default(),
+            synced: Gauge::default(),
+            build_info: Family::default(),
+            interruption_received: Family::default(),
+            interruption_deleted: Counter::default(),
+            // 0.1 s to about 55 min: a message handled at once up to one that waited out the queue.
+            interruption_queue_duration: Histogram::new(exponential_buckets(0.1, 2.0, 16)),
+        }
+    }
 }
 
 impl KarpenterMetrics {
@@ -146,6 +175,13 @@ impl KarpenterMetrics {
         r.register("voluntary_disruption_decisions", "Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation type", self.decisions.clone());
         r.register("cluster_state_synced", "Returns 1 if cluster state is synced and 0 otherwise", self.synced.clone());
         r.register("build_info", "A metric with a constant '1' value labeled by version from which stowage was built", self.build_info.clone());
+        r.register("interruption_received_messages", "Count of messages received from the SQS queue. Broken down by message type", self.interruption_received.clone());
+        r.register("interruption_deleted_messages", "Count of messages deleted from the SQS queue", self.interruption_deleted.clone());
+        r.register(
+            "interruption_message_queue_duration_seconds",
+            "Amount of time an interruption message is on the queue before it is processed by karpenter",
+            self.interruption_queue_duration.clone(),
+        );
         self.build_info.get_or_create(&VersionLabel { version: env!("CARGO_PKG_VERSION") }).set(1);
     }
 }
@@ -286,6 +322,20 @@ impl Metrics {
         self.karpenter.nodeclaims_disrupted.get_or_create(&ReasonPoolLabel { reason: cause, nodepool: nodepool.to_string() }).inc();
     }
 
+    /// An interruption message read, by Karpenter's `message_type`.
+    pub(crate) fn interruption_received(&self, message_type: &'static str) {
+        self.karpenter.interruption_received.get_or_create(&MessageTypeLabel { message_type }).inc();
+    }
+
+    pub(crate) fn interruption_deleted(&self) {
+        self.karpenter.interruption_deleted.inc();
+    }
+
+    /// From the message's event time to its handling.
+    pub(crate) fn interruption_queue_duration(&self, seconds: f64) {
+        self.karpenter.interruption_queue_duration.observe(seconds);
+    }
+
     pub fn gc(&self, instances: usize, nodeclaims: usize) {
         self.gc_instances.inc_by(instances as u64);
         self.gc_nodeclaims.inc_by(nodeclaims as u64);
@@ -420,8 +470,15 @@ mod tests {
         m.decision(false, "empty", 1);
         m.terminated("default", "spot", "us-east-1a");
         m.set_synced(true);
+        m.interruption_received("spot_interrupted");
+        m.interruption_deleted();
+        m.interruption_queue_duration(0.3);
         let text = m.render();
         for needle in [
+            "karpenter_interruption_received_messages_total{message_type=\"spot_interrupted\"} 1",
+            "karpenter_interruption_deleted_messages_total 1",
+            "karpenter_interruption_message_queue_duration_seconds_count 1",
+            "karpenter_interruption_message_queue_duration_seconds_bucket{le=\"0.4\"} 1",
             "karpenter_nodeclaims_created_total{reason=\"provisioning\",nodepool=\"default\",min_values_relaxed=\"false\"} 1",
             "karpenter_nodeclaims_created_total{reason=\"underutilized\",nodepool=\"default\",min_values_relaxed=\"false\"} 1",
             "karpenter_nodeclaims_created_total{reason=\"provisioning\",nodepool=\"relaxed\",min_values_relaxed=\"true\"} 1",

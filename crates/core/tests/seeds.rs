@@ -98,6 +98,7 @@ fn every_scenario_file_loads() {
         // drift-1 has two versions of one NodePool: each with the Deployment.
         vec!["scenarios/drift-1-nodepool-change/nodepool.yaml", "scenarios/drift-1-nodepool-change/deployment.yaml", NODECLASS],
         vec!["scenarios/drift-1-nodepool-change/nodepool-v2.yaml", "scenarios/drift-1-nodepool-change/deployment.yaml", NODECLASS],
+        vec!["scenarios/interruption-1-spot-warning", NODECLASS],
     ];
     let mut covered = BTreeSet::new();
     for g in &groups {

@@ -129,3 +129,28 @@ pub trait CloudProvider: Send + Sync {
         async { Ok(Vec::new()) }
     }
 }
+
+/// One message read from an interruption queue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueMessage {
+    /// The queue's id for the message (logs).
+    pub id: String,
+    /// What deleting it takes (SQS's receipt handle).
+    pub receipt: String,
+    pub body: String,
+}
+
+/// The future a queue call returns (boxed, so the controller can hold any queue behind one type:
+/// the queue is optional and chosen at start, unlike the one `CloudProvider`).
+pub type QueueFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = Result<T, CloudError>> + Send + 'a>>;
+
+/// The interruption queue (Karpenter's `interruptionQueue`: SQS fed by EventBridge rules; aws-sdk-sqs
+/// in `stowage-aws`). Messages are parsed and acted on by [`crate::interruption`].
+pub trait InterruptionQueue: Send + Sync {
+    /// The queue's name (logs).
+    fn name(&self) -> &str;
+    /// Waits for messages (SQS: long poll, at most 10, at most 20 s); an empty list when none came.
+    fn receive(&self) -> QueueFuture<'_, Vec<QueueMessage>>;
+    /// Deletes a handled message.
+    fn delete<'a>(&'a self, receipt: &'a str) -> QueueFuture<'a, ()>;
+}

@@ -6,14 +6,16 @@
 //! disruption of empty and expired nodes ([`disruption`]), consolidation of underutilised nodes
 //! ([`consolidation`]), drift of NodeClaims from their NodePool and EC2NodeClass ([`drift`]), a
 //! NodeClaim's lifecycle: launch,
-//! registration, initialization, timeouts ([`lifecycle`]), and the `CloudProvider` seam ([`cloud`]:
-//! EC2 in `stowage-aws`, the simulator's cloud in `stowage-sim`).
+//! registration, initialization, timeouts ([`lifecycle`]), interruption messages and what they do to
+//! NodeClaims ([`interruption`]), and the `CloudProvider` and `InterruptionQueue` seams ([`cloud`]:
+//! EC2 and SQS in `stowage-aws`, the simulator's cloud in `stowage-sim`).
 
 pub mod batch;
 pub mod cloud;
 pub mod consolidation;
 pub mod disruption;
 pub mod drift;
+pub mod interruption;
 pub mod launch;
 pub mod lifecycle;
 pub mod offerings;

@@ -105,6 +105,54 @@ impl Moto {
         aws_sdk_eks::Client::from_conf(aws_sdk_eks::config::Builder::from(&self.sdk_config()).build())
     }
 
+    /// An SQS client for this server (same settings as [`Moto::ec2`]): moto serves SQS on the same
+    /// endpoint.
+    pub fn sqs(&self) -> aws_sdk_sqs::Client {
+        aws_sdk_sqs::Client::from_conf(aws_sdk_sqs::config::Builder::from(&self.sdk_config()).build())
+    }
+
+    /// Creates an SQS queue (the interruption queue) and returns its URL.
+    pub async fn create_queue(&self, name: &str) -> Result<String> {
+        let out = self
+            .sqs()
+            .create_queue()
+            .queue_name(name)
+            .send()
+            .await
+            .map_err(|e| Error::Aws { what: format!("sqs CreateQueue {name}"), message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string() })?;
+        out.queue_url.ok_or_else(|| Error::Aws { what: format!("sqs CreateQueue {name}"), message: "no queue URL in the answer".into() })
+    }
+
+    /// Sends one message body to a queue.
+    pub async fn send_message(&self, queue_url: &str, body: &str) -> Result<()> {
+        self.sqs()
+            .send_message()
+            .queue_url(queue_url)
+            .message_body(body)
+            .send()
+            .await
+            .map_err(|e| Error::Aws { what: "sqs SendMessage".into(), message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string() })?;
+        Ok(())
+    }
+
+    /// How many messages the queue holds (visible and in flight): `ApproximateNumberOfMessages` +
+    /// `ApproximateNumberOfMessagesNotVisible`.
+    pub async fn queue_depth(&self, queue_url: &str) -> Result<u64> {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let out = self
+            .sqs()
+            .get_queue_attributes()
+            .queue_url(queue_url)
+            .attribute_names(A::ApproximateNumberOfMessages)
+            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .map_err(|e| Error::Aws { what: "sqs GetQueueAttributes".into(), message: aws_sdk_sqs::error::DisplayErrorContext(&e).to_string() })?;
+        let attrs = out.attributes.unwrap_or_default();
+        let n = |k: A| attrs.get(&k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        Ok(n(A::ApproximateNumberOfMessages) + n(A::ApproximateNumberOfMessagesNotVisible))
+    }
+
     /// Creates an EKS cluster in moto (in the test network), with `service_cidr` as its
     /// `kubernetesNetworkConfig.serviceIpv4Cidr` when given (moto's default otherwise: 172.20.0.0/16).
     pub async fn create_eks_cluster(&self, name: &str, version: &str, service_cidr: Option<&str>) -> Result<()> {

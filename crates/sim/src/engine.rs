@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::PodStatus;
+use k8s_openapi::api::core::v1::{Node, PodStatus};
 
 use super::binder;
 use super::cloud::{self, Cloud, INSUFFICIENT_CAPACITY};
@@ -43,6 +43,7 @@ use stowage_core::domain::labels::keys;
 use stowage_core::plan::Plan;
 use stowage_decide::batch::{BatchConfig, Batcher};
 use stowage_decide::cloud::{CloudProvider, LaunchRequest};
+use stowage_decide::interruption;
 use stowage_decide::launch;
 use stowage_decide::lifecycle::{self, Step};
 use stowage_decide::offerings::Unavailable;
@@ -234,6 +235,10 @@ impl<'a> Engine<'a> {
                         self.settle_timeouts.push(n);
                         self.log(EventKind::SettleTimedOut { step: n, max: short(*max) });
                     }
+                }
+                Action::Interrupt(i) => {
+                    self.log(EventKind::Step { step: n, action: format!("interrupt ({})", i.message.kind().label()), note });
+                    self.interrupt(i)?;
                 }
                 Action::Expect(e) => {
                     self.log(EventKind::Step { step: n, action: "expect".into(), note });
@@ -835,6 +840,58 @@ impl<'a> Engine<'a> {
         self.nominated.retain(|_, n| n != node);
         self.world.touch();
         self.log(EventKind::NodeRemoved { node: node.to_string(), reason });
+    }
+
+    /// An `interrupt` step: the message EventBridge would send about the first matching registered node
+    /// goes through the controller's parser and decision (`stowage_decide::interruption`) over the
+    /// world's NodeClaims; a spot interruption marks the offering unavailable, and a NodeClaim the
+    /// decision deletes goes with its node (the drain; its pods are planned again at once).
+    fn interrupt(&mut self, i: &crate::scenario::Interrupt) -> Result<(), SimError> {
+        let label = |n: &Node, k: &str| n.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned();
+        let matches = |want: &Option<String>, got: Option<String>| want.as_ref().is_none_or(|w| got.as_ref() == Some(w));
+        let mut nodes: Vec<&Node> = self.world.objects.nodes.iter().map(|o| &o.obj).collect();
+        nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let node = nodes
+            .into_iter()
+            .find(|n| {
+                matches(&i.node, n.metadata.name.clone())
+                    && matches(&i.node_pool, label(n, keys::NODEPOOL))
+                    && matches(&i.zone, label(n, keys::ZONE))
+                    && matches(&i.capacity_type, label(n, keys::CAPACITY_TYPE))
+                    && matches(&i.instance_type, label(n, keys::INSTANCE_TYPE))
+            })
+            .and_then(|n| n.metadata.name.clone())
+            .ok_or_else(|| self.error(format!("no registered node matches the interrupt step ({i:?})")))?;
+        let claims: Vec<&NodeClaim> = self.world.objects.nodeclaims.iter().map(|o| &o.obj).collect();
+        let targets = interruption::targets(claims.iter().copied());
+        let Some((instance, _)) = targets.iter().find(|(_, t)| t.node.as_deref() == Some(node.as_str())) else {
+            return Err(self.error(format!("node {node} has no NodeClaim with an instance: only nodes stowage launched can be interrupted")));
+        };
+        let instance = instance.clone();
+        let kind = i.message.kind();
+        let time = k8s_openapi::jiff::Timestamp::from_millisecond(self.now.0.min(i64::MAX as u64) as i64).map(|t| t.to_string()).unwrap_or_default();
+        let body = interruption::event_body(kind, &instance, "us-east-1", &time);
+        let msg = interruption::parse(&body).map_err(|e| self.error(format!("the interruption message the step sends does not parse: {e}")))?;
+        for a in interruption::decide(&msg, &targets) {
+            let until = a.unavailable.as_ref().map(|_| self.now.plus(self.sc.settings.unavailable_offering_ttl));
+            if let (Some(key), Some(t)) = (a.unavailable.clone(), until) {
+                self.refused.mark(key, t);
+            }
+            let node = a.target.node.clone().unwrap_or_else(|| a.target.nodeclaim.clone());
+            self.log(EventKind::Interruption {
+                node: node.clone(),
+                instance: a.instance_id.clone(),
+                message: kind.label().to_string(),
+                reason: kind.event().map(|(r, _)| r).unwrap_or_default().to_string(),
+                deleted: a.delete,
+                unavailable: a.unavailable.as_ref().map(|(t, z, c)| format!("{t} {c} {z}")),
+                unavailable_until: until,
+            });
+            if a.delete {
+                self.remove_node(&node, format!("{}: {}", interruption::TERMINATING_ON_INTERRUPTION.0, kind.label()));
+            }
+        }
+        Ok(())
     }
 
     /// Nodes that came with the manifests are billed from now on, at their catalog price.

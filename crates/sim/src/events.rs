@@ -110,6 +110,21 @@ pub enum EventKind {
     Registered { node: String },
     #[serde(rename_all = "camelCase")]
     NodeRemoved { node: String, reason: String },
+    /// An interruption message about a node, and what the shared decision
+    /// (`stowage_decide::interruption`) did: Karpenter's event reason, whether the NodeClaim is
+    /// deleted, and the offering it marked unavailable, until when.
+    #[serde(rename_all = "camelCase")]
+    Interruption {
+        node: String,
+        instance: String,
+        message: String,
+        reason: String,
+        deleted: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        unavailable: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        unavailable_until: Option<SimTime>,
+    },
     /// The consolidation decision (`stowage_decide::consolidation`): nodes to remove once the
     /// replacements it launches are Ready.
     #[serde(rename_all = "camelCase")]
@@ -222,6 +237,16 @@ impl fmt::Display for EventKind {
             InstanceRunning { node, instance } => write!(f, "instance {instance} running for {node}"),
             Registered { node } => write!(f, "node {node} registered"),
             NodeRemoved { node, reason } => write!(f, "node {node} removed ({reason})"),
+            Interruption { node, instance, message, reason, deleted, unavailable, unavailable_until } => {
+                write!(f, "interruption message {message} for {node} ({instance}): {reason}")?;
+                if *deleted {
+                    write!(f, "; NodeClaim deleted, pods planned again")?;
+                }
+                match (unavailable, unavailable_until) {
+                    (Some(o), Some(t)) => write!(f, "; offering {o} unavailable until {t}"),
+                    _ => Ok(()),
+                }
+            }
             Consolidation { remove, replacements, pods, saving_per_hour, disruption_cost, cost_before, cost_after, lower_bound, evaluations, check } => {
                 write!(
                     f,

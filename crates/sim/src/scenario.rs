@@ -225,6 +225,58 @@ struct StepFile {
     settle: Option<SettleFile>,
     #[serde(default)]
     expect: Option<Expect>,
+    #[serde(default)]
+    interrupt: Option<Interrupt>,
+}
+
+/// An interruption message for one node (the first registered node, by name, that matches every field
+/// given), as EventBridge would put it on the interruption queue; the controller's shared decision
+/// (`stowage_decide::interruption`) handles it.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Interrupt {
+    #[serde(default)]
+    pub message: InterruptMessage,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_pool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+}
+
+/// The interruption message kinds an `interrupt` step can send.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum InterruptMessage {
+    /// EC2 Spot Instance Interruption Warning.
+    #[default]
+    SpotInterruption,
+    /// EC2 Instance Rebalance Recommendation.
+    RebalanceRecommendation,
+    /// AWS Health Event, EC2 scheduledChange.
+    ScheduledChange,
+    /// EC2 Instance State-change Notification, state stopping.
+    InstanceStopping,
+    /// EC2 Instance State-change Notification, state shutting-down.
+    InstanceTerminating,
+}
+
+impl InterruptMessage {
+    pub fn kind(self) -> stowage_decide::interruption::Kind {
+        use stowage_decide::interruption::Kind;
+        match self {
+            InterruptMessage::SpotInterruption => Kind::SpotInterrupted,
+            InterruptMessage::RebalanceRecommendation => Kind::RebalanceRecommendation,
+            InterruptMessage::ScheduledChange => Kind::ScheduledChange,
+            InterruptMessage::InstanceStopping => Kind::InstanceStopped,
+            InterruptMessage::InstanceTerminating => Kind::InstanceTerminated,
+        }
+    }
 }
 
 #[derive(Default, Deserialize)]
@@ -410,6 +462,7 @@ pub enum Action {
     Advance(Duration),
     Settle(Duration),
     Expect(Box<Expect>),
+    Interrupt(Interrupt),
 }
 
 #[derive(Clone, Debug)]
@@ -514,6 +567,7 @@ pub fn parse(path: &Path, text: &str, files: &dyn Files) -> Result<Scenario, Sce
             ("advance", s.advance.is_some()),
             ("settle", s.settle.is_some()),
             ("expect", s.expect.is_some()),
+            ("interrupt", s.interrupt.is_some()),
         ] {
             if set {
                 given.push(name);
@@ -566,6 +620,9 @@ pub fn parse(path: &Path, text: &str, files: &dyn Files) -> Result<Scenario, Sce
         if let Some(e) = s.expect {
             validate_expect(path, &format!("{field}.expect"), &e)?;
             actions.push(Action::Expect(Box::new(e)));
+        }
+        if let Some(i) = s.interrupt {
+            actions.push(Action::Interrupt(i));
         }
         let Some(action) = actions.pop() else { return Err(err(Some(field), "a step needs an action".into())) };
         steps.push(Step { number: i + 1, note: s.note, action });

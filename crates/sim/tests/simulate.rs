@@ -439,6 +439,64 @@ fn drift_1_rolls_the_nodes_of_a_changed_nodepool_one_at_a_time() {
     }
 }
 
+/// interruption-1 (issue 17): a spot interruption warning goes through the controller's parser and
+/// decision; the node goes at once, its offering is marked unavailable, the replacement (every plan
+/// checked) avoids it and is Ready within the two-minute warning; with both planners.
+#[test]
+fn interruption_1_replaces_an_interrupted_spot_node_off_its_offering() {
+    let sc = from_disk("interruption-1-spot-warning");
+    for solver in SOLVERS {
+        let r = run(&sc, solver);
+        assert_passed(&r);
+        let at = |want: &dyn Fn(&EventKind) -> bool| r.timeline.iter().position(|e| want(&e.kind)).unwrap_or_else(|| panic!("missing event\n{}", text(&r)));
+        let i = at(&|k| matches!(k, EventKind::Interruption { .. }));
+        let EventKind::Interruption { node, message, reason, deleted, unavailable, unavailable_until, .. } = &r.timeline[i].kind else { unreachable!() };
+        assert_eq!((message.as_str(), reason.as_str(), *deleted), ("spot_interrupted", "SpotInterrupted", true));
+        assert_eq!(unavailable.as_deref(), Some("m5.large spot us-east-1a"));
+        let interrupted_at = r.timeline[i].at;
+        assert_eq!(*unavailable_until, Some(interrupted_at.plus(std::time::Duration::from_secs(180))));
+        let removed = at(&|k| matches!(k, EventKind::NodeRemoved { node: n, .. } if n == node));
+        assert!(removed > i, "{}", text(&r));
+        let all = launches(&r);
+        assert_eq!(all.len(), 2, "one node, then its replacement\n{}", text(&r));
+        let (new, it, zone, ct) = &all[1];
+        assert_eq!((it.as_str(), zone.as_str(), ct.as_str()), ("m5.large", "us-east-1b", "spot"), "the interrupted offering is avoided");
+        let registered = r.timeline.iter().find(|e| matches!(&e.kind, EventKind::Registered { node: n } if n == new)).unwrap_or_else(|| panic!("{new} never registered\n{}", text(&r)));
+        assert!(registered.at.since(interrupted_at) < std::time::Duration::from_secs(120), "the replacement is Ready within the warning\n{}", text(&r));
+    }
+}
+
+/// Every message kind of an `interrupt` step: a rebalance recommendation is an event only; the others
+/// delete the node without marking its offering (only a spot interruption does).
+#[test]
+fn interrupt_steps_act_by_message_kind() {
+    let base = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/interruption-1-spot-warning/scenario.yaml")).unwrap();
+    for (message, deleted) in [("rebalanceRecommendation", false), ("scheduledChange", true), ("instanceStopping", true), ("instanceTerminating", true)] {
+        let text_sc = base.replace("message: spotInterruption", &format!("message: {message}"));
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/interruption-1-spot-warning/scenario.yaml");
+        let sc = scenario::parse(&path, &text_sc, &scenario::Disk).unwrap_or_else(|e| panic!("{e}"));
+        let r = run(&sc, Solver::Greedy);
+        let ev = r.timeline.iter().find_map(|e| match &e.kind {
+            EventKind::Interruption { deleted, unavailable, .. } => Some((*deleted, unavailable.clone())),
+            _ => None,
+        });
+        assert_eq!(ev, Some((deleted, None)), "{message}\n{}", text(&r));
+        let removed = r.timeline.iter().any(|e| matches!(&e.kind, EventKind::NodeRemoved { reason, .. } if reason.starts_with("TerminatingOnInterruption")));
+        assert_eq!(removed, deleted, "{message}\n{}", text(&r));
+        if deleted {
+            // Not a spot interruption: the replacement may reuse the cheapest offering.
+            assert_eq!(launches(&r)[1].2, "us-east-1a", "{message}\n{}", text(&r));
+        }
+    }
+    // A step naming no node that exists is an error naming the step.
+    let text_sc = base.replace("nodePool: spot, capacityType: spot", "nodePool: gone");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/interruption-1-spot-warning/scenario.yaml");
+    let sc = scenario::parse(&path, &text_sc, &scenario::Disk).unwrap_or_else(|e| panic!("{e}"));
+    let e = stowage_sim::run(&sc, &stowage_sim::Options { solver: Some(Solver::Greedy), check_plans: true }).unwrap_err();
+    assert_eq!(e.step, Some(4), "{e}");
+    assert!(e.message.contains("no registered node matches the interrupt step"), "{e}");
+}
+
 /// consolidation-1b: the same load drop with do-not-disrupt pods: no node holding a pod goes.
 #[test]
 fn do_not_disrupt_pods_prevent_consolidation_in_the_simulation() {
