@@ -795,6 +795,9 @@ async fn hostname_spread_replicas_get_a_node_each_and_bind_as_planned() {
         }
     }
     w.assert_no_leak().await;
+    w.stop(c, false).await;
+}
+
 /// Interruption through moto's SQS (issue 17 acceptance): the controller reads the queue
 /// (`interruptionQueue`); a spot interruption warning for the instance of a spot NodeClaim, sent as
 /// EventBridge would, deletes that NodeClaim at once: its Node is tainted and drained, the instance
