@@ -783,8 +783,7 @@ async fn hostname_spread_replicas_get_a_node_each_and_bind_as_planned() {
     let claims = w.nodeclaims().await;
     let batches: BTreeSet<String> = claims.iter().filter_map(|c| c.metadata.annotations.as_ref()?.get(BATCH_ANNOTATION).cloned()).collect();
     assert_eq!(batches.len(), 1, "the four NodeClaims come from one batch: {batches:?}");
-    let pod_node: BTreeMap<String, String> =
-        pods.iter().map(|p| (p.metadata.uid.clone().unwrap(), p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default())).collect();
+    let pod_node: BTreeMap<String, String> = pods.iter().map(|p| (p.metadata.uid.clone().unwrap(), p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default())).collect();
     for claim in &claims {
         let name = claim.metadata.name.clone().unwrap_or_default();
         let nominated = stowage_decide::provision::nominated_pods(claim);
