@@ -148,7 +148,7 @@ fn parse_controller(args: &[String]) -> super::controller::ControllerArgs {
     use clap::Parser;
     let cli = super::Cli::try_parse_from(std::iter::once("stowage".to_string()).chain(args.iter().cloned())).unwrap_or_else(|e| panic!("stowage {}: {e}", args.join(" ")));
     match cli.command {
-        super::Command::Controller(a) => a,
+        super::Command::Controller(a) => *a,
         _ => panic!("the Deployment does not run `stowage controller`: {args:?}"),
     }
 }

@@ -214,7 +214,7 @@ pub enum Command {
     /// Run the cluster controller: watch pods, plan each batch of unschedulable pods, launch NodeClaims
     /// on EC2, register, consolidate and garbage-collect nodes (Karpenter v1 APIs; README "Deploy").
     #[cfg(feature = "controller")]
-    Controller(controller::ControllerArgs),
+    Controller(Box<controller::ControllerArgs>),
     /// Write the current batch of a live cluster (everything the planner reads) as a workload file for
     /// `stowage plan` and `stowage bench`, and optionally the catalog the controller would plan with.
     #[cfg(feature = "controller")]
@@ -320,7 +320,7 @@ pub fn main() -> ExitCode {
         #[cfg(feature = "bench")]
         Command::Bench(args) => bench::bench(args),
         #[cfg(feature = "controller")]
-        Command::Controller(args) => controller::controller(args),
+        Command::Controller(args) => controller::controller(*args),
         #[cfg(feature = "controller")]
         Command::Record(args) => controller::record(args),
         #[cfg(feature = "bench")]

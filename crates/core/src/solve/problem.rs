@@ -558,7 +558,8 @@ impl<'a> Problem<'a> {
         let cluster = self.cluster;
         let rooms: Vec<Resources> = self.configs.iter().map(Config::room).collect();
         // Per distinct rule set (a representative pod): each group's verdict.
-        let mut rule_sets: FxHashMap<u64, Vec<(PodId, Vec<Result<(), Reject>>)>> = FxHashMap::default();
+        type Verdicts = Vec<Result<(), Reject>>;
+        let mut rule_sets: FxHashMap<u64, Vec<(PodId, Verdicts)>> = FxHashMap::default();
         // Per distinct request vector: each group's fitting configurations and the last shortage.
         type Fits = Vec<(Vec<u32>, Option<Reject>)>;
         let mut fits_by_req: FxHashMap<Resources, Fits> = FxHashMap::default();
