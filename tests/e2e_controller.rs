@@ -623,18 +623,24 @@ fn node_price(n: &Node) -> f64 {
     t.offerings.iter().find(|o| o.zone == zone && o.capacity_type == ct).unwrap_or_else(|| panic!("no {it} {zone} {ct} offering")).price
 }
 
-/// A node sized for a 3-CPU pod and a 0.5-CPU pod, on-demand only (replacing a spot node with a spot
-/// node needs Karpenter's SpotToSpotConsolidation gate, off by default in both), consolidating after
-/// 2 s; the 3-CPU pod is then deleted. Returns the controller, the node and its price.
-async fn underutilised_node(w: &World) -> (Controller, String, f64) {
+/// The seed-1b NodePool `default` (types of categories c, m and r, three zones), on-demand only, with
+/// `disruption` merged into its spec's (`{}` keeps the file's).
+async fn on_demand_pool(w: &World, disruption: serde_json::Value) {
     w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/seed-1b-statefulset-zonal-rescale/nodepool.yaml"]).await;
     let pools: Api<NodePool> = Api::all(w.client.clone());
     let requirements = json!([
         {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
     ]);
-    let patch = json!({"spec": {"disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "2s"}, "template": {"spec": {"requirements": requirements}}}});
+    let patch = json!({"spec": {"disruption": disruption, "template": {"spec": {"requirements": requirements}}}});
     pools.patch("default", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+/// A node sized for a 3-CPU pod and a 0.5-CPU pod, on-demand only (replacing a spot node with a spot
+/// node needs Karpenter's SpotToSpotConsolidation gate, off by default in both), consolidating after
+/// 2 s; the 3-CPU pod is then deleted. Returns the controller, the node and its price.
+async fn underutilised_node(w: &World) -> (Controller, String, f64) {
+    on_demand_pool(w, json!({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "2s"})).await;
     let c = w.controller().await;
     create_deployment(w, plain_deployment("big", 1, "3")).await;
     create_deployment(w, plain_deployment("small", 1, "500m")).await;
@@ -767,13 +773,7 @@ async fn a_changed_nodepool_template_rolls_its_nodes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostname_spread_replicas_get_a_node_each_and_bind_as_planned() {
     let w = World::start("ctl-hostname").await;
-    w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/seed-1b-statefulset-zonal-rescale/nodepool.yaml"]).await;
-    let pools: Api<NodePool> = Api::all(w.client.clone());
-    let requirements = json!([
-        {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]},
-        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-    ]);
-    pools.patch("default", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"template": {"spec": {"requirements": requirements}}}}))).await.unwrap();
+    on_demand_pool(&w, json!({})).await;
     let c = w.controller().await;
     create_deployment(&w, hostname_spread_deployment("web", 4, "1500m")).await;
     let pods = w.wait_running("app=web", 4).await;
