@@ -522,8 +522,11 @@ impl NodeSpec<'_> {
                 continue;
             }
             let (ds_overhead, dss) = daemonsets::overhead(&cluster.daemonsets, &labels, &pool.taints, None);
+            // The same DaemonSets as the chosen type: the plan counted their pods (ports, anti-affinity),
+            // and the projection above no longer tells types apart by the keys only DaemonSets read.
+            let same_daemonsets = dss.len() == c.daemonsets.len() && dss.iter().zip(&c.daemonsets).all(|(d, &i)| std::ptr::eq(*d, &cluster.daemonsets[i]));
             let alloc = t.allocatable();
-            if !need.plus(&ds_overhead).fits_in(&alloc) {
+            if !same_daemonsets || !need.plus(&ds_overhead).fits_in(&alloc) {
                 continue;
             }
             let candidate = Config {

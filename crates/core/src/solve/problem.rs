@@ -199,8 +199,9 @@ fn matcher_keys(m: &NodeMatcher, out: &mut BTreeSet<String>) {
     }
 }
 
-/// Label keys any constraint of these pods (or of the DaemonSets, or of existing pods' anti-affinity)
-/// reads.
+/// Label keys any constraint of these pods (or of existing pods' anti-affinity) reads: the keys a
+/// configuration's group projects on. The DaemonSets' keys are not among them: which DaemonSets run is
+/// part of the group key itself ([`daemonset_keys`] says why).
 pub fn relevant_keys(cluster: &Cluster, batch: &[PodId]) -> BTreeSet<String> {
     let mut k = BTreeSet::new();
     for key in [keys::ZONE, keys::CAPACITY_TYPE, keys::NODEPOOL] {
@@ -234,15 +235,25 @@ pub fn relevant_keys(cluster: &Cluster, batch: &[PodId]) -> BTreeSet<String> {
             k.insert(key.clone());
         }
     }
-    for ds in &cluster.daemonsets {
-        matcher_keys(&ds.template.node_matcher, &mut k);
-    }
     for p in &cluster.pods {
         if p.node_name.is_some() {
             for t in &p.anti_affinity {
                 k.insert(t.key.clone());
             }
         }
+    }
+    k
+}
+
+/// Label keys the DaemonSets' node selectors and affinity read. They decide only which DaemonSets run on
+/// a configuration, and that set is part of its group key, so they need not split groups: the EBS CSI
+/// node plugin's `node.kubernetes.io/instance-type NotIn [a1.*]`, say, would otherwise make every
+/// instance type a group of its own (thousands of columns for three pods, and single-type NodeClaims).
+/// Open NodePool keys among them still get every value enumerated, since a value may change the set.
+pub fn daemonset_keys(cluster: &Cluster) -> BTreeSet<String> {
+    let mut k = BTreeSet::new();
+    for ds in &cluster.daemonsets {
+        matcher_keys(&ds.template.node_matcher, &mut k);
     }
     k
 }
@@ -330,6 +341,8 @@ struct PoolEnv<'e> {
     weights: &'e Weights,
     batch: &'e [PodId],
     relevant: &'e BTreeSet<String>,
+    /// `relevant` plus [`daemonset_keys`]: the open keys whose every value is enumerated.
+    enumerate: &'e BTreeSet<String>,
     region: Option<&'e str>,
     max_weight: i32,
 }
@@ -357,7 +370,7 @@ impl PoolEnv<'_> {
             for o in it.offerings.iter().filter(|o| o.available) {
                 let base = nodepool::base_labels(pool, it, &o.zone, &o.capacity_type, self.region);
                 let open = nodepool::open_keys(pool, &base, &wanted);
-                let Some(combos) = label_combos(base, &open, self.relevant) else {
+                let Some(combos) = label_combos(base, &open, self.enumerate) else {
                     continue;
                 };
                 for labels in combos {
@@ -442,6 +455,7 @@ impl<'a> Problem<'a> {
     pub fn new(cluster: &'a Cluster, catalog: &Catalog, weights: &'a Weights) -> Result<Problem<'a>, ProblemError> {
         let BatchState { batch, classes, class_of, existing, usage, max_weight } = batch_state(cluster);
         let relevant = relevant_keys(cluster, &batch);
+        let enumerate: BTreeSet<String> = relevant.union(&daemonset_keys(cluster)).cloned().collect();
         let dims = relevant_dims(cluster, &batch);
         let mut configs = Vec::new();
         let mut views: BTreeMap<String, Arc<Catalog>> = BTreeMap::new();
@@ -454,7 +468,7 @@ impl<'a> Problem<'a> {
             };
             pool_views.push(view.clone());
             let limited: Vec<String> = pool.limits.as_ref().map(|l| l.limited.clone()).unwrap_or_default();
-            let env = PoolEnv { cluster, weights, batch: &batch, relevant: &relevant, region: catalog.region.as_deref(), max_weight };
+            let env = PoolEnv { cluster, weights, batch: &batch, relevant: &relevant, enumerate: &enumerate, region: catalog.region.as_deref(), max_weight };
             for group in env.candidate_groups(pi, view).into_values() {
                 configs.extend(prune_dominated(group, &dims, &limited));
             }
