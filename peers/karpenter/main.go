@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand"
 	"os"
 	"runtime/debug"
 	"sort"
@@ -59,6 +60,7 @@ type cliOptions struct {
 	out         string
 	concurrency int
 	preference  string
+	seed        int64
 	files       []string
 }
 
@@ -69,8 +71,9 @@ func parseArgs(args []string) (*cliOptions, error) {
 	fs.StringVar(&o.out, "out", "", "write the plan here instead of stdout")
 	fs.IntVar(&o.concurrency, "concurrency", 1, "scheduler NumConcurrentReconciles (Karpenter: ceil(CPU_REQUESTS/1000), default 1)")
 	fs.StringVar(&o.preference, "preference-policy", "Respect", "Respect or Ignore (Karpenter's PREFERENCE_POLICY)")
+	fs.Int64Var(&o.seed, "seed", 1, "seed of the random choices Karpenter and its KWOK provider make at launch (the offering among equal-price ones, a custom label's value); the same seed gives the same choices")
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: karpenter-peer [--catalog CATALOG.json] [--out PLAN.json] [--concurrency N] [--preference-policy Respect|Ignore] WORKLOAD_FILE...")
+		fmt.Fprintln(os.Stderr, "usage: karpenter-peer [--catalog CATALOG.json] [--out PLAN.json] [--concurrency N] [--preference-policy Respect|Ignore] [--seed N] WORKLOAD_FILE...")
 		fs.PrintDefaults()
 	}
 	// Flags may come before or after the files.
@@ -453,9 +456,12 @@ func run(o *cliOptions) error {
 		plan.ExistingNodes = append(plan.ExistingNodes, ex)
 	}
 	npByName := lo.SliceToMap(nodePools, func(np *karpv1.NodePool) (string, *karpv1.NodePool) { return np.Name, np })
+	// Karpenter's own random launch choices (KWOK's offering sample, Requirement.Any) come from this
+	// source, so that one seed reproduces one run's launches; the scheduler's Go map order is not seeded.
+	rng := rand.New(rand.NewSource(o.seed)) //nolint:gosec // a benchmark's tie-breaks, not a secret
 	for i, nc := range res.NewNodeClaims {
 		name := fmt.Sprintf("karpenter-%d", i)
-		nn, err := resolveLaunch(nc, ct, npByName[nc.NodePoolName], name)
+		nn, err := resolveLaunch(nc, ct, npByName[nc.NodePoolName], name, rng)
 		if err != nil {
 			for _, p := range nc.Pods {
 				unsched = append(unsched, Unschedulable{Pod: podKey(p), Plugin: "Karpenter", Reason: "no launchable offering for its NodeClaim: " + err.Error()})

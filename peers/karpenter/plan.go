@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math/rand"
 	"sort"
 
 	"github.com/samber/lo"
@@ -85,7 +86,7 @@ var simulationKeys = map[string]bool{karpv1.NodeRegisteredLabelKey: true, karpv1
 //   - KWOK walks the NodeClaim's instance-type values (alphabetical, as Requirements.NodeSelectorRequirements
 //     writes them) and keeps the type whose cheapest available offering compatible with the NodeClaim's
 //     requirements is strictly cheaper than the best so far; among offerings of equal price it samples at
-//     random, here the first by zone, then capacity type.
+//     random (lo.Sample), here with `rng` over those offerings sorted by zone, then capacity type.
 //   - ToNodeClaim's extra requirements (instance-type In [options], capacity-type In [types of their compatible
 //     offerings]) never exclude an offering that the NodeClaim's own requirements allow, and its price
 //     ordering only matters for the cut to MaxInstanceTypes that TruncateInstanceTypes already made, so the
@@ -95,7 +96,7 @@ var simulationKeys = map[string]bool{karpv1.NodeRegisteredLabelKey: true, karpv1
 //     nodeclass label, custom labels resolved from the requirements), the NodeClaim's single-valued In
 //     requirements, the instance type's labels, the offering's zone and capacity type, plus the region and
 //     kubernetes.io/hostname = the node name.
-func resolveLaunch(nc *scheduling.NodeClaim, ct *catalogTypes, np *karpv1.NodePool, name string) (*NewNode, error) {
+func resolveLaunch(nc *scheduling.NodeClaim, ct *catalogTypes, np *karpv1.NodePool, name string, rng *rand.Rand) (*NewNode, error) {
 	reqs := karpsched.NewRequirements(lo.Filter(nc.Requirements.Values(), func(r *karpsched.Requirement, _ int) bool {
 		return !simulationKeys[r.Key]
 	})...)
@@ -128,7 +129,8 @@ func resolveLaunch(nc *scheduling.NodeClaim, ct *catalogTypes, np *karpv1.NodePo
 			return ofs[i].CapacityType() < ofs[j].CapacityType()
 		})
 		if bestOf == nil || ofs[0].Price < bestOf.Price {
-			bestIT, bestOf = it, ofs[0]
+			cheapest := lo.Filter(ofs, func(of *cloudprovider.Offering, _ int) bool { return of.Price == ofs[0].Price })
+			bestIT, bestOf = it, cheapest[rng.Intn(len(cheapest))]
 		}
 	}
 	if bestOf == nil {
@@ -141,8 +143,9 @@ func resolveLaunch(nc *scheduling.NodeClaim, ct *catalogTypes, np *karpv1.NodePo
 		labels[k] = v
 	}
 	// ToNodeClaim labels custom keys (not well-known, not restricted) with Requirement.Any(): an arbitrary member
-	// of an In set (map order) or a random integer for Exists/NotIn. Here: the smallest member of an In set;
-	// the random-integer case is left out.
+	// of an In set (map order) or a random integer for Exists/NotIn. Here: a member drawn with `rng` from the
+	// sorted In set, or a random non-negative integer the requirement admits (Gt/Lt bounds are honoured by
+	// drawing again; after 100 draws the key is left out with a warning).
 	for key, r := range reqs {
 		if karpv1.WellKnownLabels.Has(key) || karpv1.RestrictedLabels.Has(key) {
 			continue
@@ -150,9 +153,17 @@ func resolveLaunch(nc *scheduling.NodeClaim, ct *catalogTypes, np *karpv1.NodePo
 		if r.Operator() == corev1.NodeSelectorOpIn && r.Len() > 0 {
 			vals := r.Values()
 			sort.Strings(vals)
-			labels[key] = vals[0]
+			labels[key] = vals[rng.Intn(len(vals))]
 		} else if r.Operator() != corev1.NodeSelectorOpDoesNotExist {
-			warnf("%s: label %s is open (%s) in its NodeClaim; Karpenter would set a random integer, left out", name, key, r.Operator())
+			found := false
+			for try := 0; try < 100 && !found; try++ {
+				if v := fmt.Sprint(rng.Int63()); r.Has(v) {
+					labels[key], found = v, true
+				}
+			}
+			if !found {
+				warnf("%s: label %s is open (%s) in its NodeClaim and no random integer drawn satisfies it; left out", name, key, r.Operator())
+			}
 		}
 	}
 	// KWOK: every single-valued In requirement becomes a label.

@@ -35,6 +35,10 @@ pub struct BenchArgs {
     /// Also run this peer on every workload and judge its plans with the same checker.
     #[arg(long, value_enum)]
     pub peer: Option<PeerName>,
+    /// Runs of the peer per workload, with seeds 1..=N for its random launch choices (its scheduler's
+    /// Go map order varies too); the tables show the median run by cost and the spread.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub peer_runs: u32,
     #[command(flatten)]
     pub milp: MilpArgs,
     /// Workloads planned in parallel, 0-256 (0, the default: one per core).
@@ -78,6 +82,21 @@ pub enum CorpusCommand {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Write a batch shaped like a recorded production cluster (crates/bench/src/cluster.rs).
+    Cluster {
+        /// `saas` (every pod pending) or `platform` (existing nodes run part of it; a scale-up).
+        #[arg(long)]
+        shape: String,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Write the DaemonSets every corpus workload loads (the EKS defaults plus a log and a metrics agent).
+    Daemonsets {
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 fn parse_jobs(s: &str) -> Result<usize, String> {
@@ -99,6 +118,12 @@ pub fn corpus_command(c: CorpusCommand) -> ExitCode {
             write(&out, &stowage_bench::openb::batch_text(&pods)?)?;
             Ok(format!("wrote {} ({} pods)", out.display(), pods.len()))
         })(),
+        CorpusCommand::Cluster { shape, seed, out } => stowage_bench::cluster::Shape::parse(&shape)
+            .and_then(|s| stowage_bench::cluster::workload(s, seed))
+            .map_err(|e| e.to_string())
+            .and_then(|t| write(&out, &t))
+            .map(|_| format!("wrote {}", out.display())),
+        CorpusCommand::Daemonsets { out } => stowage_bench::daemonsets::text().map_err(|e| e.to_string()).and_then(|t| write(&out, &t)).map(|_| format!("wrote {}", out.display())),
         CorpusCommand::Mixed { scale, out } => stowage_bench::mixed::workload(scale).map_err(|e| e.to_string()).and_then(|t| write(&out, &t)).map(|_| format!("wrote {}", out.display())),
     };
     super::report(r)
@@ -191,6 +216,7 @@ pub fn bench(a: BenchArgs) -> ExitCode {
         solvers: if a.solvers.is_empty() { vec![Solver::Greedy, Solver::Milp] } else { a.solvers.iter().map(|&s| Solver::from(s)).collect() },
         profiles,
         peer,
+        peer_runs: a.peer_runs,
         time_budget: a.milp.time_budget,
         gap: a.milp.gap,
         threads: a.milp.threads,

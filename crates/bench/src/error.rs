@@ -9,6 +9,9 @@ pub enum BenchError {
     /// `stowage corpus mixed --scale 0`.
     #[error("scale must be at least 1")]
     Scale,
+    /// `stowage corpus cluster --shape X` with an unknown shape.
+    #[error("{0:?} is not a cluster shape (saas or platform)")]
+    Shape(String),
     /// A generator needs an instance type the embedded catalog lacks (regenerate the catalog, or change
     /// the generator's types).
     #[error("{instance_type} is not in the embedded catalog")]

@@ -13,7 +13,9 @@
 //! Timing is measurement only: nothing here asserts on a time. Workloads run in parallel (rayon); each
 //! MILP solve uses the same HiGHS `threads` value, because HiGHS's thread pool is process-global.
 
+pub mod cluster;
 pub mod corpus;
+pub mod daemonsets;
 pub mod error;
 pub mod mixed;
 pub mod openb;
@@ -65,6 +67,8 @@ pub struct Options {
     pub profiles: Vec<Profile>,
     /// Run Karpenter's scheduler (the peer binary at this path) on every workload.
     pub peer: Option<PathBuf>,
+    /// Runs of the peer per workload (seeds 1..=N); the row is the median run by cost.
+    pub peer_runs: u32,
     pub time_budget: Duration,
     pub gap: f64,
     pub threads: u32,
@@ -82,6 +86,7 @@ impl Default for Options {
             solvers: vec![Solver::Greedy, Solver::Milp],
             profiles: vec![Profile::default_profile()],
             peer: None,
+            peer_runs: 5,
             time_budget: Duration::from_secs(1),
             gap: 0.01,
             threads: 1,
@@ -146,12 +151,36 @@ pub struct Row {
     pub detail: String,
     pub synthetic_prices: bool,
     pub phases: Vec<Phase>,
+    /// The peer's runs (one per seed) when it ran more than once; the row itself is the median run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<PeerRunSummary>,
     /// The weights make the objective the price (so the MILP's bound is a bound on $/h too).
     #[serde(skip)]
     pub price_only: bool,
 }
 
+/// One run of the peer among several: what differs from run to run.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerRunSummary {
+    pub seed: u32,
+    pub cost_per_hour: Option<f64>,
+    pub nodes: Option<usize>,
+    pub unschedulable: Option<usize>,
+    pub time_ms: Option<f64>,
+    pub verdict: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 impl Row {
+    /// The spread of a value over the peer's runs (min, max), when it ran more than once.
+    pub fn run_range<T: PartialOrd + Copy>(&self, f: impl Fn(&PeerRunSummary) -> Option<T>) -> Option<(T, T)> {
+        let mut vals = self.runs.iter().filter_map(f);
+        let first = vals.next()?;
+        Some(vals.fold((first, first), |(lo, hi), v| (if v < lo { v } else { lo }, if v > hi { v } else { hi })))
+    }
+
     /// A stowage plan that failed (error or checker) makes the bench fail; the peer's plans are
     /// reported, not required to be valid.
     pub fn fails_bench(&self) -> bool {
@@ -181,6 +210,8 @@ pub struct Settings {
     pub solvers: Vec<String>,
     pub weights: Vec<String>,
     pub peer: Option<String>,
+    /// Runs of the peer per workload (seeds 1..=N).
+    pub peer_runs: u32,
 }
 
 impl Results {
@@ -223,6 +254,7 @@ fn row_from_plan(e: &Entry, pods: usize, planner: &str, weights: &str, p: &Plan,
         detail: p.solver.detail.clone(),
         synthetic_prices: p.synthetic_prices,
         phases: p.solver.phases.clone(),
+        runs: Vec::new(),
         price_only: false,
     }
 }
@@ -358,6 +390,7 @@ pub fn run(workloads: &[Entry], replays: &[Replay], opts: &Options) -> Results {
             solvers: opts.solvers.iter().map(|&s| solver_name(s).to_string()).collect(),
             weights: opts.profiles.iter().map(|p| p.name.clone()).collect(),
             peer: opts.peer.as_ref().map(|_| "karpenter".to_string()),
+            peer_runs: if opts.peer.is_some() { opts.peer_runs.max(1) } else { 0 },
         },
     }
 }
@@ -369,19 +402,54 @@ fn peer_row(bin: &Path, e: &Entry, catalogs: &Catalogs, opts: &Options) -> Row {
         Err(msg) => return error_row(e, 0, "karpenter", "-", msg),
     };
     let pods = w.cluster.pending().len();
-    match peer::run(bin, &w, &text, &e.peer_args, &opts.scratch, &e.name) {
-        Ok(run) => {
-            let r = check::check(&w.cluster, &cat, &run.plan);
-            let mut row = row_from_plan(e, pods, "karpenter", "-", &run.plan, &r);
-            row.bound_per_hour = volume_bound(&w.cluster, &cat, &Weights::default());
-            row.price_only = price_only(&w.cluster, &Weights::default());
-            row.time_ms = Some(run.schedule_ms);
-            row.wall_ms = Some(run.wall_ms);
-            row.objective = Some(objective_of(&w.cluster, &run.plan, &Weights::default()));
-            row
-        }
-        Err(msg) => error_row(e, pods, "karpenter", "-", msg),
+    let runs = opts.peer_runs.max(1);
+    let mut rows: Vec<(u32, Row)> = Vec::new();
+    for seed in 1..=runs {
+        let mut args = e.peer_args.clone();
+        args.extend(["--seed".to_string(), seed.to_string()]);
+        let row = match peer::run(bin, &w, &text, &args, &opts.scratch, &format!("{}.seed-{seed}", e.name)) {
+            Ok(run) => {
+                let r = check::check(&w.cluster, &cat, &run.plan);
+                let mut row = row_from_plan(e, pods, "karpenter", "-", &run.plan, &r);
+                row.bound_per_hour = volume_bound(&w.cluster, &cat, &Weights::default());
+                row.price_only = price_only(&w.cluster, &Weights::default());
+                row.time_ms = Some(run.schedule_ms);
+                row.wall_ms = Some(run.wall_ms);
+                row.objective = Some(objective_of(&w.cluster, &run.plan, &Weights::default()));
+                row
+            }
+            Err(msg) => error_row(e, pods, "karpenter", "-", msg),
+        };
+        rows.push((seed, row));
     }
+    median_run(rows)
+}
+
+/// The median run by cost (the lower middle for an even count; runs that failed sort last), with every
+/// run's summary attached when there was more than one.
+fn median_run(mut rows: Vec<(u32, Row)>) -> Row {
+    let summaries: Vec<PeerRunSummary> = rows
+        .iter()
+        .map(|(seed, r)| PeerRunSummary {
+            seed: *seed,
+            cost_per_hour: r.cost_per_hour,
+            nodes: r.nodes,
+            unschedulable: r.unschedulable,
+            time_ms: r.time_ms,
+            verdict: r.verdict.clone(),
+            error: r.error.clone(),
+        })
+        .collect();
+    rows.sort_by(|(sa, a), (sb, b)| {
+        let key = |r: &Row| if r.error.is_some() { f64::INFINITY } else { r.cost_per_hour.unwrap_or(f64::INFINITY) };
+        key(a).total_cmp(&key(b)).then(sa.cmp(sb))
+    });
+    let n = rows.len();
+    let mut row = rows.swap_remove((n - 1) / 2).1;
+    if n > 1 {
+        row.runs = summaries;
+    }
+    row
 }
 
 /// A plan's objective under `weights`, recomputed from the plan file: the node terms (weighted price,
@@ -537,4 +605,28 @@ pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let t = Instant::now();
     let v = f();
     (v, t.elapsed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(cost: Option<f64>, unsched: usize, error: bool) -> Row {
+        Row { planner: "karpenter".into(), cost_per_hour: cost, unschedulable: Some(unsched), verdict: Some("valid".into()), error: error.then(|| "peer failed".to_string()), ..Default::default() }
+    }
+
+    /// The peer's row is its median run by cost (failed runs last), with every run listed.
+    #[test]
+    fn the_peer_row_is_the_median_run() {
+        let rows = vec![(1, run(Some(30.0), 0, false)), (2, run(None, 0, true)), (3, run(Some(10.0), 2, false)), (4, run(Some(20.0), 1, false)), (5, run(Some(40.0), 0, false))];
+        let m = median_run(rows);
+        assert_eq!((m.cost_per_hour, m.unschedulable), (Some(30.0), Some(0)), "10, 20, 30, 40, failed: the third");
+        assert_eq!(m.runs.iter().map(|r| r.seed).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5]);
+        assert_eq!(m.run_range(|r| r.cost_per_hour), Some((10.0, 40.0)));
+        assert_eq!(m.run_range(|r| r.unschedulable), Some((0, 2)));
+        let even = median_run(vec![(1, run(Some(2.0), 0, false)), (2, run(Some(1.0), 0, false))]);
+        assert_eq!(even.cost_per_hour, Some(1.0), "the lower middle");
+        let one = median_run(vec![(1, run(Some(2.0), 0, false))]);
+        assert!(one.runs.is_empty(), "a single run lists no runs");
+    }
 }

@@ -19,6 +19,7 @@
 //!   us-east-1a/b/c (ordinal mod 3), with a zone spread: each pod must go to its volume's zone.
 //! * **Taints, selectors, pools**: `batch` (30·s, tolerates and selects `workload=batch`),
 //!   `analytics` (4·s, 4 CPU / 32 GiB, selects `tier=memory`), and 10·s bare pods of five sizes.
+//! * **DaemonSets**: the EKS set of [`crate::daemonsets`], with their pods bound on every existing node.
 
 use serde_json::{Value, json};
 
@@ -27,9 +28,9 @@ use stowage_input::catalog;
 
 use crate::BenchError;
 
-const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
+pub(crate) const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 
-fn node_class_ref() -> Value {
+pub(crate) fn node_class_ref() -> Value {
     json!({"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"})
 }
 
@@ -56,7 +57,7 @@ fn nodepool(name: &str, weight: i32, requirements: Value, labels: Value, taints:
     pool
 }
 
-fn req(key: &str, op: &str, values: &[&str]) -> Value {
+pub(crate) fn req(key: &str, op: &str, values: &[&str]) -> Value {
     json!({"key": key, "operator": op, "values": values})
 }
 
@@ -89,7 +90,7 @@ fn resources(cpu: &str, mem: &str) -> Value {
     json!({"requests": {"cpu": cpu, "memory": mem}})
 }
 
-fn container(cpu: &str, mem: &str) -> Value {
+pub(crate) fn container(cpu: &str, mem: &str) -> Value {
     json!([{"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": resources(cpu, mem)}])
 }
 
@@ -110,7 +111,7 @@ fn deployment(name: &str, replicas: usize, spec: Value) -> Value {
 }
 
 /// An existing node of `itype` as a Karpenter-launched node would be registered.
-fn existing_node(name: &str, itype: &str, pool: &str, zone: &str, capacity_type: &str, spread: &str) -> Result<Value, BenchError> {
+pub(crate) fn existing_node(name: &str, itype: &str, pool: &str, zone: &str, capacity_type: &str, spread: Option<&str>) -> Result<Value, BenchError> {
     let it = catalog::default_catalog().get(itype).ok_or_else(|| BenchError::NotInCatalog { instance_type: itype.to_string() })?;
     let mut labels = serde_json::Map::new();
     for (k, v) in &it.labels {
@@ -123,9 +124,11 @@ fn existing_node(name: &str, itype: &str, pool: &str, zone: &str, capacity_type:
         ("karpenter.sh/capacity-type", capacity_type),
         ("karpenter.sh/nodepool", pool),
         ("karpenter.k8s.aws/ec2nodeclass", "default"),
-        ("capacity-spread", spread),
     ] {
         labels.insert(k.to_string(), json!(v));
+    }
+    if let Some(spread) = spread {
+        labels.insert("capacity-spread".to_string(), json!(spread));
     }
     let q = |r: &stowage_core::domain::resources::Resources| -> Value {
         let m: serde_json::Map<String, Value> = r.iter().map(|(n, v)| (n.to_string(), json!(stowage_input::quantity::format(n, v)))).collect();
@@ -160,6 +163,8 @@ pub fn workload(s: usize) -> Result<String, BenchError> {
         "metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer",
         "reclaimPolicy": "Delete", "parameters": {"type": "gp3"}
     }));
+    items.extend(crate::daemonsets::namespaces());
+    items.extend(crate::daemonsets::eks());
     items.extend(nodepools());
     items.extend(existing_nodes(s)?);
     items.extend(deployments(s));
@@ -174,14 +179,16 @@ fn existing_nodes(s: usize) -> Result<Vec<Value>, BenchError> {
     let mut items = Vec::new();
     for i in 0..2 * s {
         let name = format!("od-{i:03}");
-        items.push(existing_node(&name, "m5.2xlarge", "od-general", ZONES[i % 3], "on-demand", if i % 2 == 0 { "1" } else { "2" })?);
+        items.push(existing_node(&name, "m5.2xlarge", "od-general", ZONES[i % 3], "on-demand", Some(if i % 2 == 0 { "1" } else { "2" }))?);
+        items.extend(crate::daemonsets::pods_on(&name));
         for j in 0..4 {
             items.push(bound_pod(&format!("legacy-{i:03}-{j}"), &name, &format!("legacy-{}", (i + j) % 3), "1", "2Gi"));
         }
     }
     for i in 0..s {
         let name = format!("spot-{i:03}");
-        items.push(existing_node(&name, "c5.4xlarge", "spot-general", ZONES[(i + 1) % 3], "spot", "3")?);
+        items.push(existing_node(&name, "c5.4xlarge", "spot-general", ZONES[(i + 1) % 3], "spot", Some("3"))?);
+        items.extend(crate::daemonsets::pods_on(&name));
         for j in 0..6 {
             items.push(bound_pod(&format!("legacy-spot-{i:03}-{j}"), &name, "legacy-spot", "1", "1Gi"));
         }
@@ -287,7 +294,7 @@ fn bare_pods(s: usize) -> Vec<Value> {
 }
 
 /// A `v1 List` of `items`, one item per line.
-fn list_text(items: &[Value]) -> Result<String, BenchError> {
+pub(crate) fn list_text(items: &[Value]) -> Result<String, BenchError> {
     let mut out = String::from("{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[\n");
     for (i, it) in items.iter().enumerate() {
         out.push_str(&serde_json::to_string(it).map_err(BenchError::Json)?);

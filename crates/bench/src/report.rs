@@ -72,7 +72,29 @@ pub(crate) fn main_table(res: &Results) -> String {
     s
 }
 
-/// stowage (MILP, else greedy, under the first weights profile) beside Karpenter, per workload the peer ran on.
+/// A peer cell: the median run's value and, over several runs, the spread `[min–max]`.
+fn with_range(v: String, range: Option<(String, String)>) -> String {
+    match range {
+        Some((lo, hi)) if lo != hi => format!("{v} [{lo}–{hi}]"),
+        _ => v,
+    }
+}
+
+/// The cost ratio stowage / Karpenter, or why there is none: a plan that leaves more pods pending is
+/// cheaper for it, so the ratio is only given when both leave the same number pending.
+fn cost_ratio(ours: Option<&Row>, k: &Row) -> String {
+    let (Some(o), Some(oc), Some(kc)) = (ours, ours.and_then(|o| o.cost_per_hour), k.cost_per_hour) else {
+        return "-".into();
+    };
+    match (o.unschedulable, k.unschedulable) {
+        (Some(a), Some(b)) if a != b => format!("not comparable ({a} vs {b} pending)"),
+        _ if kc > 0.0 => format!("{:.4}", oc / kc),
+        _ => "-".into(),
+    }
+}
+
+/// stowage (MILP, else greedy, under the first weights profile) beside Karpenter, per workload the peer
+/// ran on. Karpenter's columns are its median run by cost, with the spread over its runs in brackets.
 pub fn peer_table(res: &Results) -> String {
     let peers: Vec<&Row> = res.rows.iter().filter(|r| r.planner == "karpenter").collect();
     if peers.is_empty() {
@@ -80,31 +102,37 @@ pub fn peer_table(res: &Results) -> String {
     }
     let first_weights = res.settings.weights.first().cloned().unwrap_or_default();
     let mut s = String::new();
-    s.push_str("| workload | pods | stowage | stowage $/h | Karpenter $/h | cost stowage/Karpenter | stowage nodes | Karpenter nodes | Karpenter unsched | stowage ms | Karpenter ms | time stowage/Karpenter | Karpenter wall ms | Karpenter check |\n");
-    s.push_str("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    s.push_str("| workload | pods | stowage | stowage $/h | Karpenter $/h | cost stowage/Karpenter | stowage nodes | Karpenter nodes | stowage unsched | Karpenter unsched | stowage ms | Karpenter ms | time stowage/Karpenter | Karpenter wall ms | Karpenter check | runs |\n");
+    s.push_str("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
     for k in peers {
         let ours = ["milp", "greedy"].iter().find_map(|p| res.rows.iter().find(|r| r.workload == k.workload && r.planner == *p && r.weights == first_weights && r.error.is_none()));
         let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
             (Some(a), Some(b)) if b > 0.0 => Some(a / b),
             _ => None,
         };
+        let fr = |r: Option<(f64, f64)>, d: usize| r.map(|(a, b)| (f(Some(a), d), f(Some(b), d)));
+        let ur = |r: Option<(usize, usize)>| r.map(|(a, b)| (a.to_string(), b.to_string()));
+        let invalid_runs = k.runs.iter().filter(|r| r.verdict.as_deref() != Some("valid")).count();
+        let check = if k.runs.len() > 1 && invalid_runs > 0 { format!("{} ({invalid_runs} of {} runs not valid)", verdict(k), k.runs.len()) } else { verdict(k) };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             k.workload,
             k.pods,
             ours.map(|o| o.planner.as_str()).unwrap_or("-"),
             f(ours.and_then(|o| o.cost_per_hour), 4),
-            f(k.cost_per_hour, 4),
-            f(ratio(ours.and_then(|o| o.cost_per_hour), k.cost_per_hour), 4),
+            with_range(f(k.cost_per_hour, 4), fr(k.run_range(|r| r.cost_per_hour), 4)),
+            cost_ratio(ours, k),
             u(ours.and_then(|o| o.nodes)),
-            u(k.nodes),
-            u(k.unschedulable),
+            with_range(u(k.nodes), ur(k.run_range(|r| r.nodes))),
+            u(ours.and_then(|o| o.unschedulable)),
+            with_range(u(k.unschedulable), ur(k.run_range(|r| r.unschedulable))),
             f(ours.and_then(|o| o.time_ms), 1),
-            f(k.time_ms, 1),
+            with_range(f(k.time_ms, 1), fr(k.run_range(|r| r.time_ms), 0)),
             f(ratio(ours.and_then(|o| o.time_ms), k.time_ms), 3),
             f(k.wall_ms, 0),
-            verdict(k)
+            check,
+            k.runs.len().max(1)
         );
     }
     s
@@ -155,7 +183,11 @@ pub fn markdown(res: &Results) -> String {
         st.jobs,
         st.solvers.join(", "),
         st.weights.join(", "),
-        if st.peer.is_some() { ", peer karpenter" } else { "" }
+        if st.peer.is_some() {
+            format!(", peer karpenter ({} runs per workload, seeds 1-{}; its columns show the median run by cost and [min–max] over the runs)", st.peer_runs, st.peer_runs)
+        } else {
+            String::new()
+        }
     );
     s.push_str(&main_table(res));
     let p = peer_table(res);
@@ -290,6 +322,17 @@ pub fn write_all(res: &Results, dir: &Path) -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cost ratio is only given when both plans leave the same number of pods pending.
+    #[test]
+    fn a_cost_ratio_needs_the_same_pending_pods() {
+        let row = |cost: f64, unsched: usize| Row { cost_per_hour: Some(cost), unschedulable: Some(unsched), ..Default::default() };
+        assert_eq!(cost_ratio(Some(&row(8.0, 0)), &row(10.0, 0)), "0.8000");
+        assert_eq!(cost_ratio(Some(&row(8.0, 0)), &row(6.0, 3)), "not comparable (0 vs 3 pending)");
+        assert_eq!(cost_ratio(None, &row(6.0, 3)), "-");
+        assert_eq!(with_range("2".into(), Some(("1".into(), "3".into()))), "2 [1–3]");
+        assert_eq!(with_range("2".into(), Some(("2".into(), "2".into()))), "2");
+    }
 
     /// An interrupted run leaves no previous results that look current: `start` removes them and
     /// leaves the marker, which only a complete `write_all` removes.
