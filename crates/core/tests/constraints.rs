@@ -407,10 +407,41 @@ fn daemonset_overhead() {
         )
         .expects([Exp::On("p", &[Is::New, Is::Type("t.medium")])])
         .broken([Edit::Retype("p", "t.small")], "NodeResourcesFit"),
+        // The EBS CSI node plugin's shape: an affinity on the instance type itself. It stays off
+        // t.small, so t.small holds the pod there.
+        case(
+            "DaemonSet excluded from an instance type by name",
+            format!("{}{}", daemonset("agent", "1000m", "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: node.kubernetes.io/instance-type, operator: NotIn, values: [t.small]}]}]}}}"), pod("p", "", "1000m", "")),
+        )
+        .expects([Exp::NewNodes(1), Exp::On("p", &[Is::New, Is::Type("t.small")])]),
     ];
     for c in cases {
         c.run();
     }
+}
+
+/// A DaemonSet that reads a label (here the instance type) does not split configurations into more
+/// pruning groups than the DaemonSets that run on them: which ones run is part of the group key. (With
+/// the instance type among the projected keys, every type was a group of its own: 9324 columns for
+/// seed-1-rescale's three pods beside the EKS DaemonSets, against 9.)
+#[test]
+fn daemonset_keys_do_not_split_configuration_groups() {
+    use stowage_core::solve::Problem;
+    use stowage_core::weights::Weights;
+    let groups = |extra: String| {
+        let w = case("groups", format!("{extra}{}", pods(3, "p", "", "500m", ""))).workload();
+        let weights = Weights::default();
+        let p = Problem::new(&w.cluster, common::small_catalog(), &weights).expect("the problem builds");
+        p.configs.iter().map(|c| c.group).collect::<std::collections::BTreeSet<_>>().len()
+    };
+    let plain = groups(String::new());
+    let selective = groups(daemonset(
+        "agent",
+        "100m",
+        "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: node.kubernetes.io/instance-type, operator: NotIn, values: [t.small]}]}]}}}",
+    ));
+    // At most one more group per (zone, capacity type, pool) projection: the one t.small forms alone.
+    assert!(selective <= 2 * plain, "{selective} groups with the DaemonSet against {plain} without");
 }
 
 /// PreferNoSchedule taints (issue 15, behaviour 10) cost soft.preferNoSchedule per pod and untolerated
