@@ -193,6 +193,10 @@ struct Greedy<'p, 'a> {
     /// A candidate new node per configuration, as `choose_config` and `open_recent` judge it (named like
     /// a planned node no plan reaches), built when first needed: the same for every pod.
     candidates: FxHashMap<usize, SimNode<'a>>,
+    /// Per class: how many of its pods fit each configuration of its `by_group` lists, in their order
+    /// (`copies_in` on the configuration's room), computed at the class's first opening: the choice
+    /// of a configuration reads it for every configuration of every group at every opening.
+    fits: Vec<Vec<u32>>,
 }
 
 /// How many recent nodes and configurations per class the fast pass tries: enough for a class spread
@@ -314,6 +318,7 @@ fn run(p: &Problem, opts: Options, spent: super::Spent) -> (Outcome, usize) {
         rooms: p.configs.iter().map(|c| c.room()).collect(),
         pool_max_capacity: pool_max_capacity(p),
         candidates: FxHashMap::default(),
+        fits: vec![Vec::new(); p.classes.len()],
     };
     let order = class_order(p, opts.order);
     let mut queue: VecDeque<(usize, PodId)> = order.iter().flat_map(|&c| p.classes[c].pods.iter().map(move |&id| (c, id))).collect();
@@ -710,7 +715,14 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let next: Vec<(usize, usize)> = order[pos + 1..].iter().copied().filter(|&c| self.remaining[c] > 0).take(LOOKAHEAD_CLASSES).map(|c| (c, self.class_cap(c, p.pod(p.classes[c].rep)))).collect();
         let mut best: Option<(f64, std::cmp::Reverse<usize>, f64, usize, usize)> = None;
         let mut scored: Vec<(f64, usize)> = Vec::new();
+        if self.fits[class].is_empty() {
+            let rooms = &self.rooms;
+            self.fits[class] = p.classes[class].by_group.iter().flat_map(|(_, configs)| configs.iter().map(|&f| pod.requests.copies_in(&rooms[f as usize]))).collect();
+        }
+        let mut at = 0;
         for (_, configs) in &p.classes[class].by_group {
+            let span = at..at + configs.len();
+            at += configs.len();
             let rep = configs[0] as usize;
             let pool = p.configs[rep].pool;
             let pool_name = &p.cluster.nodepools[pool].name;
@@ -731,7 +743,8 @@ impl<'p, 'a> Greedy<'p, 'a> {
             // The cheapest configurations per pod of this class, then the look-ahead among them.
             let all_in_limits = self.pool_has_room(pool);
             scored.clear();
-            for &f in configs {
+            let fits = &self.fits[class][span];
+            for (&f, &fit) in configs.iter().zip(fits) {
                 let f = f as usize;
                 if !all_in_limits && let Err(e) = self.limits_ok(f) {
                     if !self.pool_rejects[class].contains_key(pool_name) {
@@ -739,8 +752,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
                     }
                     continue;
                 }
-                let fit = pod.requests.copies_in(&self.rooms[f]) as usize;
-                let k = fit.min(r).min(own_cap).max(1);
+                let k = (fit as usize).min(r).min(own_cap).max(1);
                 scored.push((p.configs[f].cost / k as f64, f));
             }
             // The TOP_PER_GROUP least by (cost per pod, index), a total order: selected, then sorted.

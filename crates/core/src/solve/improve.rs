@@ -111,7 +111,9 @@ struct State<'p, 'a> {
     /// Per class: its look-alike group (classes whose pods differ only in their requests).
     look_alike: Vec<usize>,
     /// Plan pods per look-alike group, in bind order.
-    peers: Vec<Vec<PodId>>,
+    /// With each pod its class: peers of one group with equal requests are of one class (the rules
+    /// are the same), so the exchange scan tells them apart and reads requests by class, not by pod.
+    peers: Vec<Vec<(PodId, usize)>>,
     /// Bumped by every change of the state (`update`).
     version: u64,
     /// (class, node) pairs for which `destination` found nothing, at the state's version then: pods of
@@ -275,9 +277,13 @@ impl<'a> State<'_, 'a> {
         let load = &self.fs.nodes()[from].requested;
         let now = excess(load, cap);
         let mut best: Option<(f64, i64, PodId)> = None;
-        for &other in self.peers[self.look_alike[class]].iter().take(PEER_SCAN) {
-            let (o, at) = (p.pod(other), self.node_of[&other]);
-            if at == from || o.requests == q.requests {
+        for &(other, other_class) in self.peers[self.look_alike[class]].iter().take(PEER_SCAN) {
+            // The same class: the same requests, nothing to gain.
+            if other_class == class {
+                continue;
+            }
+            let (o, at) = (p.pod(p.classes[other_class].rep), self.node_of[&other]);
+            if at == from {
                 continue;
             }
             let after = excess_exchanged(load, &q.requests, &o.requests, cap);
@@ -797,7 +803,8 @@ pub(crate) fn shrink_within(p: &Problem, o: &Outcome, spent: super::Spent) -> Op
     };
     s.peers = vec![Vec::new(); s.look_alike.iter().max().map_or(0, |m| m + 1)];
     for &(id, _) in &o.placements {
-        s.peers[s.look_alike[p.class_of[&id]]].push(id);
+        let c = p.class_of[&id];
+        s.peers[s.look_alike[c]].push((id, c));
     }
     for (ix, ids) in s.on.iter().enumerate() {
         for &id in ids {
