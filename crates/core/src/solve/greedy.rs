@@ -40,7 +40,7 @@ use super::{Outcome, Target, new_node_name, new_sim_node, placement_soft, schedu
 use crate::domain::labels::{Labels, keys};
 use crate::domain::pod::{Pod, PodId};
 use crate::domain::resources::Resources;
-use crate::semantics::filter::{FilterState, Prepared};
+use crate::semantics::filter::{FilterState, Prepared, SimNode};
 use crate::semantics::{Plugin, Reject, interpod, limits, selectors, spread, summarize};
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -183,6 +183,20 @@ struct Greedy<'p, 'a> {
     recent_configs: Vec<VecDeque<usize>>,
     /// Per class: the view its last pod was prepared with (`FilterState::prepare_like`).
     prepared: Vec<Option<Prepared>>,
+    /// Per configuration: the room it leaves for workload pods (`Config::room`), computed once; the
+    /// configuration choice reads it for every configuration of every group at every opening.
+    rooms: Vec<Resources>,
+    /// Per NodePool with limits: the largest capacity any of its configurations has in each limited
+    /// resource. While a node of that capacity still fits the limits, every configuration does
+    /// (`limits::check` is monotone in the added capacity), so the per-configuration check is skipped.
+    pool_max_capacity: Vec<Resources>,
+    /// A candidate new node per configuration, as `choose_config` and `open_recent` judge it (named like
+    /// a planned node no plan reaches), built when first needed: the same for every pod.
+    candidates: FxHashMap<usize, SimNode<'a>>,
+    /// Per class: how many of its pods fit each configuration of its `by_group` lists, in their order
+    /// (`copies_in` on the configuration's room), computed at the class's first opening: the choice
+    /// of a configuration reads it for every configuration of every group at every opening.
+    fits: Vec<Vec<u32>>,
 }
 
 /// How many recent nodes and configurations per class the fast pass tries: enough for a class spread
@@ -207,6 +221,20 @@ fn remember(list: &mut VecDeque<usize>, x: usize) {
         list.pop_front();
     }
     list.push_back(x);
+}
+
+/// Per NodePool: the largest capacity of its configurations in each resource its limits name.
+fn pool_max_capacity(p: &Problem) -> Vec<Resources> {
+    let mut out = vec![Resources::default(); p.cluster.nodepools.len()];
+    for c in &p.configs {
+        if let Some(l) = &p.cluster.nodepools[c.pool].limits {
+            for name in &l.limited {
+                let m = out[c.pool].get(name).max(c.capacity.get(name));
+                out[c.pool].set(name, m);
+            }
+        }
+    }
+    out
 }
 
 /// A bit set of `n` bits with `set` on.
@@ -287,6 +315,10 @@ fn run(p: &Problem, opts: Options, spent: super::Spent) -> (Outcome, usize) {
         recent_any: VecDeque::new(),
         recent_configs: vec![VecDeque::new(); p.classes.len()],
         prepared: vec![None; p.classes.len()],
+        rooms: p.configs.iter().map(|c| c.room()).collect(),
+        pool_max_capacity: pool_max_capacity(p),
+        candidates: FxHashMap::default(),
+        fits: vec![Vec::new(); p.classes.len()],
     };
     let order = class_order(p, opts.order);
     let mut queue: VecDeque<(usize, PodId)> = order.iter().flat_map(|&c| p.classes[c].pods.iter().map(move |&id| (c, id))).collect();
@@ -415,7 +447,16 @@ impl<'p, 'a> Greedy<'p, 'a> {
         // The fast pass visits the `FAST_SCAN` tightest nodes only.
         let range = self.focus.free.range((pod.requests.cpu_m, 0)..);
         let visit: Box<dyn Iterator<Item = &(i64, usize)>> = if fast { Box::new(range.take(FAST_SCAN)) } else { Box::new(range) };
+        // A node without the room for the pod is rejected by NodeResourcesFit or an earlier plugin of
+        // the filter, all of them for good (`permanent`): said without running the filter and building
+        // its reason (most nodes a class visits, once per class, at 100,000 pods of Karpenter's shapes).
+        let plain = pod.invalid.is_none();
         for &(free_cpu, ix) in visit {
+            let n = &self.fs.nodes()[ix];
+            if plain && !pod.requests.fits_beside(&n.requested, &n.allocatable) {
+                newly_skipped.push(ix);
+                continue;
+            }
             if let Err(r) = self.fs.filter(&prep, pod, ix) {
                 if permanent(&r) {
                     newly_skipped.push(ix);
@@ -507,14 +548,14 @@ impl<'p, 'a> Greedy<'p, 'a> {
     /// The fast pass's new node: the most recent of the class's recent configurations that takes the
     /// pod (NodePool limits, filters, stowage's spread rule), opened with the pod on it.
     fn open_recent(&mut self, class: usize, id: PodId, prep: &Prepared, pod: &'a Pod) -> bool {
-        let p = self.p;
         let configs: Vec<usize> = self.recent_configs[class].iter().rev().copied().collect();
         for f in configs {
             if self.limits_ok(f).is_err() {
                 continue;
             }
-            let sim = new_sim_node(p, f, &new_node_name(p, usize::MAX));
-            if self.fs.filter_new(prep, pod, &sim).is_ok() && self.wide_spread_ok(class, prep, pod, &sim.labels) {
+            self.ensure_candidate(f);
+            let sim = &self.candidates[&f];
+            if self.fs.filter_new(prep, pod, sim).is_ok() && self.wide_spread_ok(class, prep, pod, &sim.labels) {
                 remember(&mut self.recent_configs[class], f);
                 let ix = self.open(f);
                 self.commit(class, id, ix);
@@ -618,6 +659,22 @@ impl<'p, 'a> Greedy<'p, 'a> {
         ix
     }
 
+    /// Whether every configuration of NodePool `pool` fits its limits (see `pool_max_capacity`).
+    fn pool_has_room(&self, pool: usize) -> bool {
+        match &self.p.cluster.nodepools[pool].limits {
+            None => true,
+            Some(l) => limits::check(l, &self.usage[pool].capacity, self.usage[pool].nodes, &self.pool_max_capacity[pool]).is_ok(),
+        }
+    }
+
+    /// Makes sure the candidate new node of configuration `f` is built (see `candidates`).
+    fn ensure_candidate(&mut self, f: usize) {
+        let p = self.p;
+        // Named like a planned node no plan reaches (`<prefix>-<usize::MAX>`): `node_prefix` keeps that
+        // form free of existing names, so the candidate shares no hostname domain with a real node.
+        self.candidates.entry(f).or_insert_with(|| new_sim_node(p, f, &new_node_name(p, usize::MAX)));
+    }
+
     fn limits_ok(&self, f: usize) -> Result<(), limits::LimitExceeded> {
         let c = &self.p.configs[f];
         match &self.p.cluster.nodepools[c.pool].limits {
@@ -657,37 +714,55 @@ impl<'p, 'a> Greedy<'p, 'a> {
         // The next classes with pods left, each with its per-node cap (the same for every configuration).
         let next: Vec<(usize, usize)> = order[pos + 1..].iter().copied().filter(|&c| self.remaining[c] > 0).take(LOOKAHEAD_CLASSES).map(|c| (c, self.class_cap(c, p.pod(p.classes[c].rep)))).collect();
         let mut best: Option<(f64, std::cmp::Reverse<usize>, f64, usize, usize)> = None;
-        for (group, configs) in &p.classes[class].by_group {
+        let mut scored: Vec<(f64, usize)> = Vec::new();
+        if self.fits[class].is_empty() {
+            let rooms = &self.rooms;
+            self.fits[class] = p.classes[class].by_group.iter().flat_map(|(_, configs)| configs.iter().map(|&f| pod.requests.copies_in(&rooms[f as usize]))).collect();
+        }
+        let mut at = 0;
+        for (_, configs) in &p.classes[class].by_group {
+            let span = at..at + configs.len();
+            at += configs.len();
             let rep = configs[0] as usize;
-            let pool_name = p.cluster.nodepools[p.configs[rep].pool].name.clone();
-            // Named like a planned node no plan reaches (`<prefix>-<usize::MAX>`): `node_prefix` keeps that
-            // form free of existing names, so the candidate shares no hostname domain with a real node.
-            let sim = new_sim_node(p, rep, &new_node_name(p, usize::MAX));
-            if let Err(rj) = self.fs.filter_new(prep, pod, &sim) {
-                self.pool_rejects[class].entry(pool_name).or_insert(rj);
-                continue;
-            }
-            if !self.wide_spread_ok(class, prep, pod, &sim.labels) {
-                self.pool_rejects[class].entry(pool_name).or_insert_with(spread::reject_skew);
-                continue;
-            }
-            let soft = placement_soft(p.weights, pod, &sim.labels, None, &sim.taints);
-            // The cheapest configurations per pod of this class, then the look-ahead among them.
-            let mut scored: Vec<(f64, usize)> = Vec::new();
-            for &f in configs {
-                let f = f as usize;
-                if let Err(e) = self.limits_ok(f) {
-                    self.pool_rejects[class].entry(pool_name.clone()).or_insert_with(|| Reject::new(Plugin::NodePool, e.to_string()));
+            let pool = p.configs[rep].pool;
+            let pool_name = &p.cluster.nodepools[pool].name;
+            self.ensure_candidate(rep);
+            let sim = &self.candidates[&rep];
+            let verdict = match self.fs.filter_new(prep, pod, sim) {
+                Err(rj) => Err(rj),
+                Ok(()) if !self.wide_spread_ok(class, prep, pod, &sim.labels) => Err(spread::reject_skew()),
+                Ok(()) => Ok(placement_soft(p.weights, pod, &sim.labels, None, &sim.taints)),
+            };
+            let soft = match verdict {
+                Ok(soft) => soft,
+                Err(rj) => {
+                    self.pool_rejects[class].entry(pool_name.clone()).or_insert(rj);
                     continue;
                 }
-                let fit = pod.requests.copies_in(&p.configs[f].room()) as usize;
-                let k = fit.min(r).min(own_cap).max(1);
+            };
+            // The cheapest configurations per pod of this class, then the look-ahead among them.
+            let all_in_limits = self.pool_has_room(pool);
+            scored.clear();
+            let fits = &self.fits[class][span];
+            for (&f, &fit) in configs.iter().zip(fits) {
+                let f = f as usize;
+                if !all_in_limits && let Err(e) = self.limits_ok(f) {
+                    if !self.pool_rejects[class].contains_key(pool_name) {
+                        self.pool_rejects[class].insert(pool_name.clone(), Reject::new(Plugin::NodePool, e.to_string()));
+                    }
+                    continue;
+                }
+                let k = (fit as usize).min(r).min(own_cap).max(1);
                 scored.push((p.configs[f].cost / k as f64, f));
             }
-            scored.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            scored.truncate(TOP_PER_GROUP);
-            let _ = group;
-            for (_, f) in scored {
+            // The TOP_PER_GROUP least by (cost per pod, index), a total order: selected, then sorted.
+            let by_score = |a: &(f64, usize), b: &(f64, usize)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+            if scored.len() > TOP_PER_GROUP {
+                scored.select_nth_unstable_by(TOP_PER_GROUP - 1, by_score);
+                scored.truncate(TOP_PER_GROUP);
+            }
+            scored.sort_by(by_score);
+            for &(_, f) in &scored {
                 let n = self.lookahead(class, pod, own_cap, f, &next);
                 let score = p.configs[f].cost / n as f64 + soft;
                 let zone_load = match self.opts.order {
@@ -709,7 +784,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
     /// by resources.
     fn lookahead(&self, class: usize, pod: &Pod, own_cap: usize, f: usize, next: &[(usize, usize)]) -> usize {
         let p = self.p;
-        let mut left: Resources = p.configs[f].room();
+        let mut left: Resources = self.rooms[f].clone();
         let take = pod.requests.copies_in(&left).min(self.remaining[class] as u32).min(own_cap as u32) as usize;
         let mut n = take.max(1);
         left.sub(&pod.requests.scaled(n as i64));
