@@ -2,7 +2,9 @@
 # Builds Karpenter's own operator with its KWOK cloud provider (the `sigs.k8s.io/karpenter/kwok` main
 # package, at the version peers/karpenter/go.mod pins) once into
 # ${STOWAGE_CACHE:-$HOME/.cache/stowage}/karpenter-kwok-<karpenter version>/karpenter-kwok
-# and prints the binary's path as the last line on stdout (build output goes to stderr).
+# and prints the binary's path as the last line on stdout (build output goes to stderr). The CRDs the
+# operator needs (pkg/apis/crds/*.yaml: NodePool, NodeClaim, NodeOverlay, CapacityBuffer; and
+# kwok/apis/crds/*.yaml: KWOKNodeClass) are copied from the same module version into crds/ next to it.
 #
 # The package is built from inside the peer's module, so go.mod/go.sum there pin every dependency (the
 # kwok package needs nothing the peer's module graph lacks; `-mod=readonly` would fail otherwise).
@@ -33,7 +35,7 @@ mkdir -p "$outdir"
 hash="$(cd "$here" && { sha256sum go.mod go.sum; go env GOVERSION; echo "sigs.k8s.io/karpenter/kwok"; } | sha256sum | cut -d' ' -f1)"
 
 build() {
-  if [[ -x "$bin" && -f "$outdir/source.sha256" && "$(cat "$outdir/source.sha256")" == "$hash" ]]; then
+  if [[ -x "$bin" && -d "$outdir/crds" && -f "$outdir/source.sha256" && "$(cat "$outdir/source.sha256")" == "$hash" ]]; then
     echo "build-operator.sh: $bin is up to date" >&2
     return 0
   fi
@@ -41,6 +43,11 @@ build() {
   local start=$SECONDS tmp="$outdir/karpenter-kwok.tmp.$$"
   # -buildvcs=false: the module sits inside the stowage checkout; its VCS state means nothing here.
   (cd "$here" && go build -mod=readonly -buildvcs=false -trimpath -ldflags="-s -w" -o "$tmp" sigs.k8s.io/karpenter/kwok) >&2
+  local moddir
+  moddir="$(cd "$here" && go list -mod=readonly -m -f '{{.Dir}}' sigs.k8s.io/karpenter)"
+  rm -rf "$outdir/crds" && mkdir -p "$outdir/crds"
+  cp "$moddir"/pkg/apis/crds/*.yaml "$moddir"/kwok/apis/crds/*.yaml "$outdir/crds/"
+  chmod u+w "$outdir"/crds/*.yaml
   mv -f "$tmp" "$bin"
   echo "$hash" > "$outdir/source.sha256"
   echo "build-operator.sh: built in $((SECONDS - start)) s" >&2
