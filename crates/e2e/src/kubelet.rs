@@ -23,6 +23,15 @@
 //! What it does not do: remove `karpenter.sh/unregistered` (the controller's job; tests do it by hand
 //! without one), set NodeClaim status (nodeName, conditions), labels like `karpenter.sh/registered`, run
 //! containers, honour probes, readiness gates, resource limits or eviction, report volumes attached.
+//!
+//! [`Kubelet::start_kwok`] runs the same stand-in for Nodes that Karpenter's KWOK cloud provider creates
+//! itself (`spec.providerID` `kwok://<node>`; in production the KWOK controller, sigs.k8s.io/kwok, plays
+//! their kubelets). Such a Node arrives with Karpenter's labels, `karpenter.sh/unregistered:NoExecute`,
+//! capacity and allocatable and no conditions; the stand-in adopts it once: conditions Ready=True and the
+//! three pressure conditions False, addresses and nodeInfo through the status subresource (`pods`
+//! allocatable defaulted as above if missing), then the Lease, the heartbeat and the pods exactly as
+//! for a moto Node. It never creates or deletes a KWOK Node, and it lets go of one that is gone. Taints are
+//! left alone: Karpenter removes the unregistered taint at registration, as it does for a real kubelet.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -76,6 +85,17 @@ struct Shared {
     ticks: u64,
 }
 
+/// Where Nodes come from.
+enum Source {
+    /// The stand-in registers a Node for each running moto instance a NodeClaim points at.
+    Moto(aws_sdk_ec2::Client),
+    /// Karpenter's KWOK cloud provider creates the Nodes (`kwok://` provider IDs); the stand-in adopts them.
+    Kwok,
+}
+
+/// The provider-ID prefix of the Nodes Karpenter's KWOK cloud provider creates.
+pub const KWOK_PROVIDER_PREFIX: &str = "kwok://";
+
 /// The running stand-in. [`Kubelet::stop`] ends it; dropping it aborts the task.
 pub struct Kubelet {
     stop: watch::Sender<bool>,
@@ -89,14 +109,27 @@ impl Kubelet {
     }
 
     pub fn start_with(kube: kube::Client, ec2: aws_sdk_ec2::Client, config: KubeletConfig) -> Self {
+        Self::spawn(kube, Source::Moto(ec2), config)
+    }
+
+    /// The stand-in for the Nodes of Karpenter's KWOK cloud provider (module docs).
+    pub fn start_kwok(kube: kube::Client) -> Self {
+        Self::start_kwok_with(kube, KubeletConfig::default())
+    }
+
+    pub fn start_kwok_with(kube: kube::Client, config: KubeletConfig) -> Self {
+        Self::spawn(kube, Source::Kwok, config)
+    }
+
+    fn spawn(kube: kube::Client, source: Source, config: KubeletConfig) -> Self {
         let (stop, stop_rx) = watch::channel(false);
         let shared = Arc::new(Mutex::new(Shared::default()));
-        let state = State { kube, ec2, config, nodes: BTreeMap::new(), done: BTreeSet::new(), next_index: 1, shared: shared.clone() };
+        let state = State { kube, source, config, nodes: BTreeMap::new(), done: BTreeSet::new(), next_index: 1, shared: shared.clone() };
         let task = tokio::spawn(run(state, stop_rx));
         Kubelet { stop, task: Some(task), shared }
     }
 
-    /// instance id → node name of the Nodes it currently keeps alive.
+    /// instance id (moto) or provider ID (KWOK) → node name of the Nodes it currently keeps alive.
     pub fn nodes(&self) -> BTreeMap<String, String> {
         lock(&self.shared).nodes.clone()
     }
@@ -164,11 +197,11 @@ struct ManagedNode {
 
 struct State {
     kube: kube::Client,
-    ec2: aws_sdk_ec2::Client,
+    source: Source,
     config: KubeletConfig,
-    /// instance id → the Node kept alive for it.
+    /// instance id (moto) or provider ID (KWOK) → the Node kept alive for it.
     nodes: BTreeMap<String, ManagedNode>,
-    /// Instances whose Node was registered once and is gone now: never registered again.
+    /// Instances (provider IDs) whose Node was registered (adopted) once and is gone now: never again.
     done: BTreeSet<String>,
     next_index: u32,
     shared: Arc<Mutex<Shared>>,
@@ -190,7 +223,12 @@ impl State {
     }
 
     async fn tick(&mut self) {
-        let instances = match self.instances().await {
+        let ec2 = match &self.source {
+            Source::Moto(ec2) => Some(ec2.clone()),
+            Source::Kwok => None,
+        };
+        let Some(ec2) = ec2 else { return self.tick_kwok().await };
+        let instances = match self.instances(&ec2).await {
             Ok(i) => i,
             Err(e) => return self.record(e),
         };
@@ -204,8 +242,77 @@ impl State {
         }
     }
 
-    async fn instances(&self) -> Result<BTreeMap<String, InstanceInfo>> {
-        let reservations = self.ec2.describe_instances().into_paginator().items().send().try_collect().await.map_err(|e| Error::aws("DescribeInstances", e))?;
+    async fn tick_kwok(&mut self) {
+        if let Err(e) = self.adopt_kwok().await {
+            self.record(e);
+        }
+        self.heartbeat().await;
+        if let Err(e) = self.pods().await {
+            self.record(e);
+        }
+    }
+
+    /// Adopts new KWOK Nodes and lets go of the ones that are gone (Karpenter deleted them).
+    async fn adopt_kwok(&mut self) -> Result<()> {
+        let api: Api<Node> = Api::all(self.kube.clone());
+        let list = api.list(&ListParams::default()).await.map_err(|e| Error::kube("listing Nodes", e))?;
+        let mut present = BTreeSet::new();
+        for node in &list.items {
+            let Some(provider_id) = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).filter(|p| p.starts_with(KWOK_PROVIDER_PREFIX)) else { continue };
+            present.insert(provider_id.to_string());
+            if self.nodes.contains_key(provider_id) || self.done.contains(provider_id) {
+                continue;
+            }
+            if let Err(e) = self.adopt_kwok_one(provider_id, node).await {
+                self.record(e);
+            }
+        }
+        let gone: Vec<String> = self.nodes.keys().filter(|id| !present.contains(*id)).cloned().collect();
+        for id in gone {
+            if let Some(node) = self.nodes.remove(&id) {
+                tracing::info!(node = %node.name, "kubelet stand-in: KWOK Node gone; releasing it");
+            }
+            self.done.insert(id);
+        }
+        self.publish();
+        Ok(())
+    }
+
+    async fn adopt_kwok_one(&mut self, provider_id: &str, node: &Node) -> Result<()> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let index = self.next_index;
+        let ip = format!("10.0.{}.{}", 100 + index / 250 % 100, index % 250 + 1);
+        let arch = node.metadata.labels.as_ref().and_then(|l| l.get("kubernetes.io/arch")).cloned().unwrap_or_else(|| "amd64".to_string());
+        let mut status = json!({
+            "conditions": node_conditions(),
+            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
+            "nodeInfo": node_info(&name, &arch),
+        });
+        let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
+        if allocatable.is_none_or(|a| !a.contains_key("pods")) {
+            let mut a = allocatable.cloned().unwrap_or_default();
+            a.insert("pods".to_string(), Quantity(self.config.default_pods.to_string()));
+            status["allocatable"] = json!(a);
+        }
+        let api: Api<Node> = Api::all(self.kube.clone());
+        match api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&json!({ "status": status }))).await {
+            Ok(_) => {}
+            // Deleted between the list and now: nothing to adopt.
+            Err(e) if kube_not_found(&e) => return Ok(()),
+            Err(e) => return Err(Error::kube(format!("adopting KWOK Node {name} ({provider_id})"), e)),
+        }
+        let uid = node.metadata.uid.clone().unwrap_or_default();
+        self.next_index += 1;
+        tracing::info!(node = %name, provider_id, "kubelet stand-in adopted a KWOK Node");
+        let mut managed = ManagedNode { name, uid, ip, index, next_pod_ip: 2, lease_renewed: Instant::now(), status_refreshed: Instant::now() };
+        let lease = self.ensure_lease(&managed).await;
+        managed.lease_renewed = Instant::now();
+        self.nodes.insert(provider_id.to_string(), managed);
+        lease
+    }
+
+    async fn instances(&self, ec2: &aws_sdk_ec2::Client) -> Result<BTreeMap<String, InstanceInfo>> {
+        let reservations = ec2.describe_instances().into_paginator().items().send().try_collect().await.map_err(|e| Error::aws("DescribeInstances", e))?;
         let mut out = BTreeMap::new();
         for i in reservations.into_iter().flat_map(|r| r.instances.unwrap_or_default()) {
             let (Some(id), Some(state)) = (i.instance_id, i.state.and_then(|s| s.name)) else { continue };
@@ -477,21 +584,25 @@ fn node_object(name: &str, ip: &str, info: &InstanceInfo, provider_id: &str, cla
             allocatable: Some(allocatable),
             conditions: Some(node_conditions()),
             addresses: Some(addresses),
-            node_info: Some(NodeSystemInfo {
-                architecture: arch,
-                operating_system: "linux".into(),
-                kubelet_version: KUBELET_VERSION.into(),
-                kube_proxy_version: KUBELET_VERSION.into(),
-                container_runtime_version: "stowage-e2e://0".into(),
-                os_image: "stowage e2e kubelet stand-in".into(),
-                kernel_version: "0".into(),
-                machine_id: name.to_string(),
-                system_uuid: name.to_string(),
-                boot_id: name.to_string(),
-                swap: None,
-            }),
+            node_info: Some(node_info(name, &arch)),
             ..Default::default()
         }),
+    }
+}
+
+fn node_info(name: &str, arch: &str) -> NodeSystemInfo {
+    NodeSystemInfo {
+        architecture: arch.to_string(),
+        operating_system: "linux".into(),
+        kubelet_version: KUBELET_VERSION.into(),
+        kube_proxy_version: KUBELET_VERSION.into(),
+        container_runtime_version: "stowage-e2e://0".into(),
+        os_image: "stowage e2e kubelet stand-in".into(),
+        kernel_version: "0".into(),
+        machine_id: name.to_string(),
+        system_uuid: name.to_string(),
+        boot_id: name.to_string(),
+        swap: None,
     }
 }
 

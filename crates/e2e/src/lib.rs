@@ -19,6 +19,9 @@
 //!   (`target/e2e/<name>/cluster`) on its own five ports, installs stowage's Karpenter CRDs and returns a
 //!   `kube::Client`. [`Moto`] does the same for `tests/moto/moto.sh` and prepares a VPC, three subnets and a
 //!   security group tagged for discovery.
+//! - [`KarpenterOperator`] runs Karpenter's own operator with its KWOK cloud provider against a control
+//!   plane (its CRDs, its log under `target/e2e/<name>/karpenter/`); [`Kubelet::start_kwok`] plays the
+//!   kubelets of the Nodes it creates.
 //! - Processes never outlive the test: each component has a watchdog (`bash -c 'read; <script> stop'`
 //!   in its own process group) whose stdin is a pipe held by the test process. Dropping the handle, an
 //!   explicit `stop`, a panic or even `SIGKILL` of the test binary close the pipe, and the watchdog stops
@@ -31,6 +34,7 @@
 
 mod control_plane;
 mod faults;
+mod karpenter;
 mod kubelet;
 mod moto;
 mod process;
@@ -42,7 +46,8 @@ use std::time::{Duration, Instant};
 
 pub use control_plane::ControlPlane;
 pub use faults::{CapacityError, RandomFaults};
-pub use kubelet::{Kubelet, KubeletConfig, UNREGISTERED_TAINT_KEY};
+pub use karpenter::{InstanceTypes, KarpenterConfig, KarpenterOperator, OperatorBuild};
+pub use kubelet::{KWOK_PROVIDER_PREFIX, Kubelet, KubeletConfig, UNREGISTERED_TAINT_KEY};
 pub use moto::{DISCOVERY_TAG_KEY, DISCOVERY_TAG_VALUE, Moto, NODE_ROLE, Network, REGION, ZONES};
 pub use volumes::{PROVISIONED_BY_ANNOTATION, SELECTED_NODE_ANNOTATION, STORAGE_PROVISIONER_ANNOTATION, VolumeProvisioner, VolumeProvisionerConfig};
 
