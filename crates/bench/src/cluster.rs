@@ -30,7 +30,8 @@ use serde_json::{Value, json};
 use stowage_core::domain::labels::keys;
 
 use crate::BenchError;
-use crate::mixed::{ZONES, container, existing_node, list_text, node_class_ref, req};
+use crate::corpus::list_text;
+use crate::mixed::{ZONES, container, existing_node, node_class_ref, req};
 
 /// The generator's shapes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

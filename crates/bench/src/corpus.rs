@@ -276,6 +276,17 @@ pub fn load_workload(paths: &[PathBuf]) -> Result<Workload, String> {
     stowage_input::load_texts(texts.iter().map(|(f, t)| (f.as_path(), t.as_str()))).and_then(stowage_input::Workload::strict).map_err(|e| e.to_string())
 }
 
+/// A `v1 List` of `items`, one item per line.
+pub(crate) fn list_text(items: &[serde_json::Value]) -> Result<String, crate::BenchError> {
+    let mut out = String::from("{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[\n");
+    for (i, it) in items.iter().enumerate() {
+        out.push_str(&serde_json::to_string(it).map_err(crate::BenchError::Json)?);
+        out.push_str(if i + 1 < items.len() { ",\n" } else { "\n" });
+    }
+    out.push_str("]}\n");
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -135,7 +135,7 @@ pub fn namespaces() -> Vec<Value> {
 pub fn text() -> Result<String, BenchError> {
     let mut items = namespaces();
     items.extend(eks());
-    crate::mixed::list_text(&items)
+    crate::corpus::list_text(&items)
 }
 
 #[cfg(test)]

@@ -170,7 +170,7 @@ pub fn workload(s: usize) -> Result<String, BenchError> {
     items.extend(deployments(s));
     items.extend(cache(s));
     items.extend(bare_pods(s));
-    list_text(&items)
+    crate::corpus::list_text(&items)
 }
 
 /// Existing nodes, partly used: 2·s on-demand m5.2xlarge with four 1-CPU pods each, s spot c5.4xlarge
@@ -291,17 +291,6 @@ fn bare_pods(s: usize) -> Vec<Value> {
             })
         })
         .collect()
-}
-
-/// A `v1 List` of `items`, one item per line.
-pub(crate) fn list_text(items: &[Value]) -> Result<String, BenchError> {
-    let mut out = String::from("{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[\n");
-    for (i, it) in items.iter().enumerate() {
-        out.push_str(&serde_json::to_string(it).map_err(BenchError::Json)?);
-        out.push_str(if i + 1 < items.len() { ",\n" } else { "\n" });
-    }
-    out.push_str("]}\n");
-    Ok(out)
 }
 
 #[cfg(test)]
