@@ -31,7 +31,7 @@ use stowage_core::domain::labels::keys;
 
 use crate::BenchError;
 use crate::corpus::list_text;
-use crate::mixed::{ZONES, container, existing_node, node_class_ref, req};
+use crate::mixed::{ZONES, ZonalSet, container, existing_node, gp3_storage_class, node_class_ref, req, zonal_statefulset};
 
 /// The generator's shapes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,45 +187,14 @@ fn pdb(d: &Drawn, rng: &mut ChaCha8Rng) -> Value {
     json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": d.name, "namespace": d.ns}, "spec": spec})
 }
 
-/// A StatefulSet of 3 replicas whose claims are bound to volumes in the three zones.
+/// A StatefulSet of 3 replicas whose claims are bound to volumes in the three zones, and its PDB.
 fn statefulset(ns: &str, name: &str, cpu: &str, memory: &str) -> Vec<Value> {
-    let mut items = Vec::new();
-    for i in 0..3 {
-        let zone = ZONES[i % 3];
-        let (pv, pvc) = (format!("pv-{ns}-{name}-{i}"), format!("data-{name}-{i}"));
-        items.push(json!({
-            "apiVersion": "v1", "kind": "PersistentVolume",
-            "metadata": {"name": pv, "labels": {keys::ZONE: zone}},
-            "spec": {
-                "capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "gp3",
-                "claimRef": {"namespace": ns, "name": pvc},
-                "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": format!("vol-{:017x}", pv.bytes().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64)) & 0xffff_ffff_ffff)},
-                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [req(keys::ZONE, "In", &[zone])]}]}}
-            },
-            "status": {"phase": "Bound"}
-        }));
-        items.push(json!({
-            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": pvc, "namespace": ns, "labels": {"app": name}},
-            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp3", "volumeName": pv, "resources": {"requests": {"storage": "100Gi"}}},
-            "status": {"phase": "Bound"}
-        }));
-    }
-    let sel = json!({"matchLabels": {"app": name}});
-    items.push(json!({
-        "apiVersion": "apps/v1", "kind": "StatefulSet",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "replicas": 3, "serviceName": name, "selector": sel,
-            "template": {"metadata": {"labels": {"app": name}}, "spec": {
-                "containers": container(cpu, memory),
-                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": keys::ZONE, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": sel}]
-            }},
-            "volumeClaimTemplates": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "labels": {"app": name}},
-                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp3", "resources": {"requests": {"storage": "100Gi"}}}}]
-        }
-    }));
-    items.push(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": ns}, "spec": {"selector": sel, "maxUnavailable": 1}}));
+    let pv_name = |i: usize| format!("pv-{ns}-{name}-{i}");
+    let handle = |i: usize| format!("vol-{:017x}", pv_name(i).bytes().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64)) & 0xffff_ffff_ffff);
+    let mut items = zonal_statefulset(&ZonalSet { ns, name, replicas: 3, cpu, memory, storage: "100Gi", pv_name: &pv_name, handle: &handle });
+    items.push(
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": ns}, "spec": {"selector": {"matchLabels": {"app": name}}, "maxUnavailable": 1}}),
+    );
     items
 }
 
@@ -266,11 +235,7 @@ pub fn workload(shape: Shape, seed: u64) -> Result<String, BenchError> {
     }
     items.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "data"}}));
     items.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}));
-    items.push(json!({
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-        "metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer",
-        "reclaimPolicy": "Delete", "parameters": {"type": "gp3"}
-    }));
+    items.push(gp3_storage_class());
     items.extend(crate::daemonsets::namespaces());
     items.extend(crate::daemonsets::eks());
     items.extend(nodepools());

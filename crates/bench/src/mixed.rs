@@ -158,11 +158,7 @@ pub fn workload(s: usize) -> Result<String, BenchError> {
     }
     let mut items: Vec<Value> = Vec::new();
     items.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "labels": {"team": "shop"}}}));
-    items.push(json!({
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-        "metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer",
-        "reclaimPolicy": "Delete", "parameters": {"type": "gp3"}
-    }));
+    items.push(gp3_storage_class());
     items.extend(crate::daemonsets::namespaces());
     items.extend(crate::daemonsets::eks());
     items.extend(nodepools());
@@ -236,46 +232,83 @@ fn deployments(s: usize) -> Vec<Value> {
     ]
 }
 
-/// Volume zones: the StatefulSet `cache` (3·s) whose claims survived a scale-down and are bound to
-/// volumes in the three zones.
-fn cache(s: usize) -> Vec<Value> {
+/// A StatefulSet whose claims are bound to volumes in the three zones (ordinal mod 3), with a zone
+/// spread: each pod must go to its volume's zone. `pv_name` and `handle` name ordinal i's volume.
+pub(crate) struct ZonalSet<'a> {
+    pub ns: &'a str,
+    pub name: &'a str,
+    pub replicas: usize,
+    pub cpu: &'a str,
+    pub memory: &'a str,
+    pub storage: &'a str,
+    pub pv_name: &'a dyn Fn(usize) -> String,
+    pub handle: &'a dyn Fn(usize) -> String,
+}
+
+/// The volumes, claims and StatefulSet of `z`.
+pub(crate) fn zonal_statefulset(z: &ZonalSet) -> Vec<Value> {
+    let (ns, name, storage) = (z.ns, z.name, z.storage);
     let mut items = Vec::new();
-    let cache = 3 * s;
-    for i in 0..cache {
+    for i in 0..z.replicas {
         let zone = ZONES[i % 3];
+        let (pv, pvc) = ((z.pv_name)(i), format!("data-{name}-{i}"));
         items.push(json!({
             "apiVersion": "v1", "kind": "PersistentVolume",
-            "metadata": {"name": format!("pv-cache-{i}"), "labels": {keys::ZONE: zone}},
+            "metadata": {"name": pv, "labels": {keys::ZONE: zone}},
             "spec": {
-                "capacity": {"storage": "20Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "gp3",
-                "claimRef": {"namespace": "shop", "name": format!("data-cache-{i}")},
-                "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": format!("vol-{:017}", 1000 + i)},
+                "capacity": {"storage": storage}, "accessModes": ["ReadWriteOnce"], "storageClassName": "gp3",
+                "claimRef": {"namespace": ns, "name": pvc},
+                "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": (z.handle)(i)},
                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [req(keys::ZONE, "In", &[zone])]}]}}
             },
             "status": {"phase": "Bound"}
         }));
         items.push(json!({
             "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": format!("data-cache-{i}"), "namespace": "shop", "labels": {"app": "cache"}},
-            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp3", "volumeName": format!("pv-cache-{i}"), "resources": {"requests": {"storage": "20Gi"}}},
+            "metadata": {"name": pvc, "namespace": ns, "labels": {"app": name}},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp3", "volumeName": pv, "resources": {"requests": {"storage": storage}}},
             "status": {"phase": "Bound"}
         }));
     }
     items.push(json!({
         "apiVersion": "apps/v1", "kind": "StatefulSet",
-        "metadata": {"name": "cache", "namespace": "shop"},
+        "metadata": {"name": name, "namespace": ns},
         "spec": {
-            "replicas": cache, "serviceName": "cache",
-            "selector": {"matchLabels": {"app": "cache"}},
-            "template": {"metadata": {"labels": {"app": "cache"}}, "spec": {
-                "containers": container("1", "8Gi"),
-                "topologySpreadConstraints": [spread(keys::ZONE, 1, "cache")]
+            "replicas": z.replicas, "serviceName": name,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                "containers": container(z.cpu, z.memory),
+                "topologySpreadConstraints": [spread(keys::ZONE, 1, name)]
             }},
-            "volumeClaimTemplates": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "labels": {"app": "cache"}},
-                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp3", "resources": {"requests": {"storage": "20Gi"}}}}]
+            "volumeClaimTemplates": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "labels": {"app": name}},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "gp3", "resources": {"requests": {"storage": storage}}}}]
         }
     }));
     items
+}
+
+/// Volume zones: the StatefulSet `cache` (3·s) whose claims survived a scale-down and are bound to
+/// volumes in the three zones.
+fn cache(s: usize) -> Vec<Value> {
+    zonal_statefulset(&ZonalSet {
+        ns: "shop",
+        name: "cache",
+        replicas: 3 * s,
+        cpu: "1",
+        memory: "8Gi",
+        storage: "20Gi",
+        pv_name: &|i| format!("pv-cache-{i}"),
+        handle: &|i| format!("vol-{:017}", 1000 + i),
+    })
+}
+
+/// The gp3 StorageClass every generated workload's volumes use.
+pub(crate) fn gp3_storage_class() -> Value {
+    json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer",
+        "reclaimPolicy": "Delete", "parameters": {"type": "gp3"}
+    })
 }
 
 /// 10·s bare pods of five sizes.
