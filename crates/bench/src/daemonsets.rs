@@ -44,10 +44,6 @@ fn requests(cpu: &str, memory: Option<&str>) -> Value {
 
 /// One DaemonSet: its pod template's `spec` (containers, tolerations, affinity, selector).
 fn daemonset(namespace: &str, name: &str, spec: Value) -> Value {
-    let mut spec = spec;
-    if let Some(m) = spec.as_object_mut() {
-        m.entry("priorityClassName").or_insert(json!("system-node-critical"));
-    }
     json!({
         "apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/name": name}},
@@ -61,10 +57,20 @@ fn daemonset(namespace: &str, name: &str, spec: Value) -> Value {
 /// The five DaemonSets of the table above, in that order.
 pub fn eks() -> Vec<Value> {
     let all = json!([{"operator": "Exists"}]);
+    // The EKS add-ons run as system-node-critical; the two agents set no priority class.
+    let critical = "system-node-critical";
     let a1 = json!({"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": ["a1.medium", "a1.large", "a1.xlarge", "a1.2xlarge", "a1.4xlarge"]});
     vec![
-        daemonset("kube-system", "aws-node", json!({"containers": [{"name": "aws-node", "resources": requests("25m", None)}], "tolerations": all, "affinity": eks_affinity(&[])})),
-        daemonset("kube-system", "kube-proxy", json!({"containers": [{"name": "kube-proxy", "resources": requests("100m", None)}], "tolerations": all, "affinity": eks_affinity(&[])})),
+        daemonset(
+            "kube-system",
+            "aws-node",
+            json!({"containers": [{"name": "aws-node", "resources": requests("25m", None)}], "tolerations": all, "affinity": eks_affinity(&[]), "priorityClassName": critical}),
+        ),
+        daemonset(
+            "kube-system",
+            "kube-proxy",
+            json!({"containers": [{"name": "kube-proxy", "resources": requests("100m", None)}], "tolerations": all, "affinity": eks_affinity(&[]), "priorityClassName": critical}),
+        ),
         daemonset(
             "kube-system",
             "ebs-csi-node",
@@ -75,29 +81,17 @@ pub fn eks() -> Vec<Value> {
                     {"name": "liveness-probe", "resources": {}}
                 ],
                 "tolerations": all,
-                "affinity": eks_affinity(&[a1])
+                "affinity": eks_affinity(&[a1]),
+                "priorityClassName": critical
             }),
         ),
-        daemonset("amazon-cloudwatch", "aws-for-fluent-bit", json!({"containers": [{"name": "aws-for-fluent-bit", "resources": requests("50m", Some("50Mi"))}], "priorityClassName": ""})),
+        daemonset("amazon-cloudwatch", "aws-for-fluent-bit", json!({"containers": [{"name": "aws-for-fluent-bit", "resources": requests("50m", Some("50Mi"))}]})),
         daemonset(
             "amazon-cloudwatch",
             "cloudwatch-agent",
-            json!({"containers": [{"name": "cloudwatch-agent", "resources": requests("400m", Some("400Mi"))}], "nodeSelector": {"kubernetes.io/os": "linux"}, "priorityClassName": ""}),
+            json!({"containers": [{"name": "cloudwatch-agent", "resources": requests("400m", Some("400Mi"))}], "nodeSelector": {"kubernetes.io/os": "linux"}}),
         ),
     ]
-    .into_iter()
-    .map(strip_empty_priority)
-    .collect()
-}
-
-/// The agents set no priority class; `daemonset` gives one unless the spec says "" (dropped here).
-fn strip_empty_priority(mut ds: Value) -> Value {
-    if let Some(spec) = ds.pointer_mut("/spec/template/spec").and_then(Value::as_object_mut)
-        && spec.get("priorityClassName") == Some(&json!(""))
-    {
-        spec.remove("priorityClassName");
-    }
-    ds
 }
 
 /// The pods the DaemonSets run on an existing, untainted Linux amd64 node `node` (every one of
