@@ -403,6 +403,8 @@ fn peer_row(bin: &Path, e: &Entry, catalogs: &Catalogs, opts: &Options) -> Row {
     };
     let pods = w.cluster.pending().len();
     let runs = opts.peer_runs.max(1);
+    // The same for every run: the bound builds the whole problem.
+    let (bound, price_only) = (volume_bound(&w.cluster, &cat, &Weights::default()), price_only(&w.cluster, &Weights::default()));
     let mut rows: Vec<(u32, Row)> = Vec::new();
     for seed in 1..=runs {
         let mut args = e.peer_args.clone();
@@ -411,8 +413,8 @@ fn peer_row(bin: &Path, e: &Entry, catalogs: &Catalogs, opts: &Options) -> Row {
             Ok(run) => {
                 let r = check::check(&w.cluster, &cat, &run.plan);
                 let mut row = row_from_plan(e, pods, "karpenter", "-", &run.plan, &r);
-                row.bound_per_hour = volume_bound(&w.cluster, &cat, &Weights::default());
-                row.price_only = price_only(&w.cluster, &Weights::default());
+                row.bound_per_hour = bound;
+                row.price_only = price_only;
                 row.time_ms = Some(run.schedule_ms);
                 row.wall_ms = Some(run.wall_ms);
                 row.objective = Some(objective_of(&w.cluster, &run.plan, &Weights::default()));
