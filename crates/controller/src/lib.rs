@@ -330,6 +330,10 @@ pub struct Controller {
     work: Vec<JoinHandle<()>>,
     infra: Vec<JoinHandle<()>>,
     leader_task: Option<JoinHandle<()>>,
+    /// Without leader election this replica always leads: the sender of the leadership channel lives as
+    /// long as the controller, because a closed channel reads as "leadership lost" to its receivers
+    /// (the NodeClaim controller would stop as soon as it started).
+    _always_leader: Option<watch::Sender<bool>>,
     metrics: Metrics,
     metrics_addr: Option<SocketAddr>,
     grace: Duration,
@@ -388,7 +392,10 @@ impl Controller {
         infra.push(spawn_watch::<StorageClass, P>(&ctx, Api::all(client.clone()), &infra_rx));
         infra.push(spawn_watch::<DaemonSet, P>(&ctx, Api::all(client.clone()), &infra_rx));
         infra.push(spawn_watch::<Namespace, P>(&ctx, Api::all(client.clone()), &infra_rx));
-        let leader_task = config.leader.clone().map(|cfg| tokio::spawn(leader::run(client.clone(), cfg, leader_tx, infra_rx.clone(), metrics.clone())));
+        let (leader_task, always_leader) = match config.leader.clone() {
+            Some(cfg) => (Some(tokio::spawn(leader::run(client.clone(), cfg, leader_tx, infra_rx.clone(), metrics.clone()))), None),
+            None => (None, Some(leader_tx)),
+        };
         let mut work = vec![
             tokio::spawn(warm_up(ctx.clone(), work_rx.clone())),
             tokio::spawn(provisioning_loop(ctx.clone(), work_rx.clone())),
@@ -401,7 +408,7 @@ impl Controller {
             work.push(tokio::spawn(interruption::run(ctx.clone(), q, work_rx)));
         }
         tracing::info!(identity = %config.identity, leader_election = config.leader.is_some(), "controller started");
-        Ok(Controller { work_stop, infra_stop, work, infra, leader_task, metrics, metrics_addr, grace })
+        Ok(Controller { work_stop, infra_stop, work, infra, leader_task, _always_leader: always_leader, metrics, metrics_addr, grace })
     }
 
     pub fn metrics(&self) -> &Metrics {
