@@ -1,7 +1,7 @@
 //! The crate graph is the architecture (ARCHITECTURE.md, "Crates"). The compiler refuses a `use` of a
 //! crate that is not a dependency; this test pins the dependencies themselves, transitively, from
 //! `cargo metadata` and `cargo tree`: the core reaches no Kubernetes types, no client, no AWS SDK, no async runtime and
-//! no CLI parser; only the binary parses arguments; the e2e harness is a dev-dependency only; and the
+//! no CLI parser; only the binary parses arguments; the e2e harness and the lifetime benchmark are dev-dependencies only; and the
 //! arrows between stowage's own crates are the ones drawn in ARCHITECTURE.md.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,7 +18,8 @@ const ARROWS: &[(&str, &[&str])] = &[
     ("stowage-controller", &["stowage-core", "stowage-input", "stowage-decide"]),
     ("stowage-sim", &["stowage-core", "stowage-input", "stowage-decide"]),
     ("stowage-bench", &["stowage-core", "stowage-input"]),
-    ("stowage-e2e", &["stowage-input"]),
+    ("stowage-e2e", &["stowage-core", "stowage-input"]),
+    ("stowage-lifetime", &["stowage-core", "stowage-input", "stowage-decide", "stowage-controller", "stowage-bench", "stowage-e2e"]),
     ("stowage", &["stowage-core", "stowage-input", "stowage-decide", "stowage-aws", "stowage-controller", "stowage-sim", "stowage-bench"]),
 ];
 
@@ -35,6 +36,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("stowage-controller", &["aws-sdk-ec2", "aws-sdk-iam", "aws-sdk-eks", "aws-sdk-sqs", "aws-config", "clap"]),
     ("stowage-aws", &["kube-client", "kube-runtime", "clap"]),
     ("stowage-e2e", &["clap"]),
+    ("stowage-lifetime", &["clap"]),
 ];
 
 struct Graph {
@@ -118,10 +120,17 @@ fn the_core_and_the_pure_layers_reach_no_client_sdk_runtime_or_cli() {
     assert!(hits.is_empty(), "{hits:?}");
 }
 
+/// Crates that exist for tests and benchmarks only: the e2e harness and the lifetime benchmark built on
+/// it. The binary and the libraries it ships reach neither.
+const DEV_ONLY: &[&str] = &["stowage-e2e", "stowage-lifetime"];
+
 #[test]
 fn the_e2e_harness_is_a_dev_dependency_only() {
-    for (krate, _) in ARROWS {
-        assert!(!reach(krate).contains("stowage-e2e"), "{krate} depends on the e2e harness outside its tests");
+    for (krate, _) in ARROWS.iter().filter(|(k, _)| !DEV_ONLY.contains(k)) {
+        let reach = reach(krate);
+        for d in DEV_ONLY {
+            assert!(!reach.contains(*d), "{krate} depends on {d} outside its tests");
+        }
     }
 }
 

@@ -54,7 +54,13 @@ impl InstanceTypes {
     /// exactly what stowage's catalog says the type's allocatable is (cpu, memory, ephemeral-storage, pods;
     /// extended resources such as `vpc.amazonaws.com/pod-eni` are left out).
     pub fn from_default_catalog(names: &[&str]) -> Result<Self> {
-        let catalog = stowage_input::catalog::default_catalog();
+        Self::from_catalog(stowage_input::catalog::default_catalog(), names)
+    }
+
+    /// As [`InstanceTypes::from_default_catalog`], from any catalog (e.g. the default catalog as an
+    /// EC2NodeClass sees it, `stowage_core::catalog::for_nodeclass`, so that Karpenter's Nodes get the
+    /// allocatable stowage plans with).
+    pub fn from_catalog(catalog: &stowage_core::domain::catalog::Catalog, names: &[&str]) -> Result<Self> {
         let mut out = Vec::new();
         for t in catalog.types.iter().filter(|t| names.is_empty() || names.contains(&t.name.as_str())) {
             let a = t.allocatable();
