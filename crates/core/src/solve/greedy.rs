@@ -1,9 +1,12 @@
 //! The greedy planner: best-fit decreasing with a cost-aware choice of new nodes.
 //!
-//! 1. Pods are taken class by class in decreasing size (cpu, then memory, then input order), as
-//!    Karpenter does, but each class's pods stay together (`Order::Size`); or, by default, pods that
-//!    need a node each first, then by dominant size, which fills those nodes better (`Order::Packing`).
-//!    The MILP driver runs both orders when its budget allows.
+//! 1. Pods are taken by priority, highest first (kube-scheduler's queue order, so that the pods left
+//!    pending when not everything fits are the lowest-priority ones: `semantics::queue`); within a
+//!    priority class by class in decreasing size (cpu, then memory, then input order), as Karpenter
+//!    does, but each class's pods stay together (`Order::Size`); or, by default, pods that need a node
+//!    each first, then by dominant size, which fills those nodes better (`Order::Packing`). A class's
+//!    pods go in queue order, so its latest pods are the ones left pending. The MILP driver runs both
+//!    orders when its budget allows.
 //! 2. A pod goes to the open node (existing, or new in this plan) with the least free cpu that passes
 //!    every kube-scheduler filter and stowage's wider spread-domain rule; pods with spread constraints
 //!    prefer the domain with the fewest matching pods. Capacity that is already paid for is free.
@@ -123,7 +126,9 @@ fn settle(p: &Problem, mut o: Outcome, mut failures: Vec<(PodId, Reject)>) -> Ou
     o
 }
 
-/// Class order (see `Order`); ties by first appearance.
+/// Class order: higher priority first (kube-scheduler's queue, `semantics::queue`: when not everything
+/// fits, the lower priorities are left pending), then `Order` within a priority; ties by first
+/// appearance.
 pub(crate) fn class_order(p: &Problem, how: Order) -> Vec<usize> {
     let mut order: Vec<usize> = (0..p.classes.len()).collect();
     let packing = how == Order::Packing;
@@ -135,7 +140,13 @@ pub(crate) fn class_order(p: &Problem, how: Order) -> Vec<usize> {
     let dominant = |r: &Resources| -> i64 { if packing { r.cpu_m.max((r.memory as f64 / ratio) as i64) } else { r.cpu_m } };
     order.sort_by(|&a, &b| {
         let (ra, rb) = (&p.pod(p.classes[a].rep).requests, &p.pod(p.classes[b].rep).requests);
-        first(b).cmp(&first(a)).then(dominant(rb).cmp(&dominant(ra))).then(rb.cpu_m.cmp(&ra.cpu_m)).then(rb.memory.cmp(&ra.memory)).then(p.pod(p.classes[a].rep).seq.cmp(&p.pod(p.classes[b].rep).seq))
+        let (pa, pb) = (p.pod(p.classes[a].rep).priority, p.pod(p.classes[b].rep).priority);
+        pb.cmp(&pa)
+            .then(first(b).cmp(&first(a)))
+            .then(dominant(rb).cmp(&dominant(ra)))
+            .then(rb.cpu_m.cmp(&ra.cpu_m))
+            .then(rb.memory.cmp(&ra.memory))
+            .then(p.pod(p.classes[a].rep).seq.cmp(&p.pod(p.classes[b].rep).seq))
     });
     order
 }
