@@ -615,6 +615,11 @@ fn the_checker_reports_pods_left_pending_out_of_queue_order() {
     }
 }
 
+/// The pod documents with `metadata.creationTimestamp` set.
+fn created(docs: &str, at: &str) -> String {
+    docs.replace("metadata: {name: ", &format!("metadata: {{creationTimestamp: \"{at}\", name: "))
+}
+
 /// The plan was right before the planners' queue repair (`solve::driver`), which says in the report
 /// what it did.
 fn no_queue_repair(p: &stowage_core::plan::Plan, _: &stowage_input::Workload) -> Result<(), String> {
@@ -665,6 +670,17 @@ fn who_stays_pending_follows_the_scheduling_queue() {
             Exp::On("first", &[Is::New]),
             Exp::Unschedulable("big", "NodePool"),
         ]),
+        // The queue position is the creation time where the input has one, not the place in the file:
+        // the large pod comes first in the file but was created last.
+        case(
+            "equal priority: the earlier created pods are placed",
+            format!(
+                "{limited}{}{}",
+                created(&pod("big", "", "3000m", ""), "2026-01-01T00:00:10Z"),
+                created(&pods(1, "small", "", "1500m", ""), "2026-01-01T00:00:00Z") + &created(&pod("small-1", "", "1500m", ""), "2026-01-01T00:00:01Z")
+            ),
+        )
+        .expects([Exp::NewNodes(1), Exp::Together(&["small-0", "small-1"]), Exp::Unschedulable("big", "NodePool"), Exp::UnschedulableCount(1, "NodePool")]),
         // (c) Pods that do not compete for the same capacity: the low-priority pods go to another
         // NodePool, and everything is placed as before.
         case(

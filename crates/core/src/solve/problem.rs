@@ -296,6 +296,11 @@ fn batch_state(cluster: &Cluster, unschedulable_pod: f64) -> BatchState {
         classes[c].pods.push(id);
         class_of.insert(id, c);
     }
+    // Input order is queue order only where creation times are; the planners take a class's pods
+    // first to last, so its latest are the ones left pending.
+    for c in &mut classes {
+        queue::sort(&mut c.pods, PodId::ix, &cluster.pods);
+    }
     let existing: Vec<usize> = (0..cluster.nodes.len()).filter(|&i| !cluster.nodes[i].deleting).collect();
     let max_weight = cluster.nodepools.iter().map(|p| p.weight).max().unwrap_or(0);
     let mut usage = vec![PoolUsage::default(); cluster.nodepools.len()];
@@ -310,11 +315,11 @@ fn batch_state(cluster: &Cluster, unschedulable_pod: f64) -> BatchState {
 }
 
 /// Per class: `semantics::queue::pending_penalty` of its pods, its tier the rank of its priority among
-/// the batch's, its rank its place in queue order (by its first pod).
+/// the batch's, its rank its place in queue order (by its earliest pod).
 fn class_penalties(cluster: &Cluster, classes: &[Class], base: f64) -> Vec<f64> {
     let tiers = queue::tiers(classes.iter().map(|c| cluster.pod(c.rep).priority));
     let mut by_queue: Vec<usize> = (0..classes.len()).collect();
-    queue::sort(&mut by_queue, |c| classes[c].rep.ix(), &cluster.pods);
+    queue::sort(&mut by_queue, |c| classes[c].pods[0].ix(), &cluster.pods);
     let mut out = vec![0.0; classes.len()];
     for (rank, &c) in by_queue.iter().enumerate() {
         out[c] = queue::pending_penalty(base, tiers[&cluster.pod(classes[c].rep).priority], rank, classes.len());
