@@ -320,7 +320,13 @@ fn queue_repair<'a>(p: &Problem<'a>, mut o: Outcome, spent: super::Spent) -> (Ou
         // A pod with a spread over another key than the hostname is judged by stowage's wider domain
         // universe (NodePool domains count), more carefully than by kube-scheduler's: it is no
         // candidate here, where only kube-scheduler's filters are run.
-        let pending: Vec<usize> = o.unschedulable.iter().map(|(id, _)| id.ix()).filter(|&i| p.cluster.pods[i].spread.iter().all(|c| c.key == keys::HOSTNAME)).collect();
+        // One pod per class, its earliest: the others of its class are alike to every filter and
+        // come later, with more pods bound before them, so this bounds the scan by the classes with
+        // pods pending rather than by the pending pods.
+        let mut seen = std::collections::BTreeSet::new();
+        let mut pending: Vec<usize> = o.unschedulable.iter().map(|(id, _)| id.ix()).filter(|&i| p.cluster.pods[i].spread.iter().all(|c| c.key == keys::HOSTNAME)).collect();
+        crate::semantics::queue::sort(&mut pending, |i| i, &p.cluster.pods);
+        pending.retain(|&i| seen.insert(p.class_of.get(&crate::domain::pod::PodId(i as u32)).copied()));
         let existing = p.cluster.nodes.len();
         let usable = |n: usize| n >= existing || p.existing.contains(&n);
         let found = crate::semantics::queue::out_of_order(&p.cluster.pods, &mut fs, &placed, &pending, &usable);
