@@ -681,6 +681,24 @@ fn who_stays_pending_follows_the_scheduling_queue() {
             ),
         )
         .expects([Exp::NewNodes(1), Exp::Together(&["small-0", "small-1"]), Exp::Unschedulable("big", "NodePool"), Exp::UnschedulableCount(1, "NodePool")]),
+        // Many pods: 60 early 500m pods and 30 later 1500m pods under a 40-cpu limit. The size order
+        // alone would fill the limit with the large pods; the queue places every early pod and leaves
+        // only later pods pending, with no pod out of order (the harness asks the checker).
+        case(
+            "many pods: every earlier pod is placed",
+            format!(
+                "{}{}{}",
+                pool_full("od", OD, "", "", "limits: {cpu: \"40\"}"),
+                (0..60).map(|i| created(&pod(&format!("early-{i}"), "", "500m", ""), &format!("2026-01-01T00:00:{i:02}Z"))).collect::<String>(),
+                (0..30).map(|i| created(&pod(&format!("late-{i}"), "", "1500m", ""), &format!("2026-01-01T00:01:{i:02}Z"))).collect::<String>(),
+            ),
+        )
+        .expects([
+            Exp::PlacedWithPrefix("early-", 60),
+            Exp::Custom("some late pods pending", |p, _| {
+                if p.unschedulable.iter().all(|u| u.pod.starts_with("default/late-")) && !p.unschedulable.is_empty() { Ok(()) } else { Err(format!("{} pending", p.unschedulable.len())) }
+            }),
+        ]),
         // (c) Pods that do not compete for the same capacity: the low-priority pods go to another
         // NodePool, and everything is placed as before.
         case(

@@ -262,7 +262,7 @@ fn plan_since(p: &Problem, opts: DriverOptions, t0: Instant) -> (Outcome, Solver
             debug_replay_failures(p, &o, &ordered, &failures);
         }
         // The repair plans the batch greedily again: only while budget is left.
-        let fixed = if Instant::now() < deadline { repair(p, &o, &ordered, &|| Instant::now() >= deadline) } else { None };
+        let fixed = if Instant::now() < deadline { repair(p, &o, &ordered, greedy::Order::Packing, &|| Instant::now() >= deadline) } else { None };
         match fixed {
             Some(fixed) => {
                 repaired = format!("; {} pods did not replay (first {}: {r}) and were placed greedily", failures.len(), p.pod(*id).key());
@@ -302,8 +302,9 @@ const QUEUE_ROUNDS: usize = 16;
 /// Makes the pods left pending the ones kube-scheduler's queue would leave (`semantics::queue`):
 /// while some pending pod P would be bound at its turn (a node of the plan takes it with only the
 /// pods before it in the queue placed), the pods before P keep their places, P is bound to that node,
-/// and the pods after it are planned greedily on top ([`repair`]; the plan's nodes stay, more may
-/// open). The pods before P and their pending set are unchanged, so the next such pod comes later in
+/// and the pods after it are planned greedily on top, in queue order ([`repair`] with
+/// `greedy::Order::Queue`, so that one round usually leaves pending only the latest pods; the plan's
+/// nodes stay, more may open). The pods before P and their pending set are unchanged, so the next such pod comes later in
 /// the queue: the loop ends. Pods with a spread over another key than the hostname are left as the
 /// planner left them (its wider domain universe is the more careful rule; ARCHITECTURE.md, Spread
 /// domains). A round whose result does not replay is dropped (the plan as it was is
@@ -335,7 +336,7 @@ fn queue_repair<'a>(p: &Problem<'a>, mut o: Outcome, spent: super::Spent) -> (Ou
         let pod = crate::domain::pod::PodId(first.pod as u32);
         let key = crate::semantics::queue::key(p.pod(pod));
         let kept: Placements = o.placements.iter().filter(|(id, _)| crate::semantics::queue::key(p.pod(*id)) < key).copied().chain(std::iter::once((pod, target))).collect();
-        let Some(mut fixed) = repair(p, &o, &kept, spent) else { break };
+        let Some(mut fixed) = repair(p, &o, &kept, greedy::Order::Queue, spent) else { break };
         let before = fixed.clone();
         resize::downsize(p, &mut fixed);
         o = if verify(p, &fixed).is_empty() { fixed } else { before };
@@ -344,10 +345,10 @@ fn queue_repair<'a>(p: &Problem<'a>, mut o: Outcome, spent: super::Spent) -> (Ou
     (o, rounds)
 }
 
-/// Keeps the placements that replay (`ordered`) and places the other pods of the batch greedily on
-/// top of them: a snapshot in which the plan's new nodes exist and the kept pods are bound is planned
+/// Keeps the placements that replay (`ordered`) and places the other pods of the batch greedily (in
+/// `order`) on top of them: a snapshot in which the plan's new nodes exist and the kept pods are bound is planned
 /// again with the same configurations (under the same budget). Returns the merged outcome if it replays.
-fn repair(p: &Problem, o: &Outcome, ordered: &Placements, spent: super::Spent) -> Option<Outcome> {
+fn repair(p: &Problem, o: &Outcome, ordered: &Placements, order: greedy::Order, spent: super::Spent) -> Option<Outcome> {
     let mut cluster = p.cluster.clone();
     let base = cluster.nodes.len();
     for (k, &f) in o.new_nodes.iter().enumerate() {
@@ -381,7 +382,7 @@ fn repair(p: &Problem, o: &Outcome, ordered: &Placements, spent: super::Spent) -
         });
     }
     let p2 = p.rebase(&cluster);
-    let (g2, _) = greedy::plan_within(&p2, greedy::Order::Packing, spent);
+    let (g2, _) = greedy::plan_within(&p2, order, spent);
     let offset = o.new_nodes.len();
     let mut merged = Outcome { new_nodes: o.new_nodes.clone(), placements: ordered.clone(), unschedulable: g2.unschedulable };
     merged.new_nodes.extend(g2.new_nodes.iter().copied());

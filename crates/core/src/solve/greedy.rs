@@ -68,6 +68,10 @@ pub(crate) enum Order {
     /// more, so the driver runs both when its budget allows and keeps the cheaper plan.
     #[default]
     Packing,
+    /// kube-scheduler's queue order pod by pod (`semantics::queue`: priority, then queue position),
+    /// classes interleaved as their pods come; equal new-node choices as `Packing`. The queue repair
+    /// (`driver`) plans the pods after a repaired pod so, which leaves pending the latest ones.
+    Queue,
 }
 
 /// How many configurations per group are examined with the look-ahead, and how many following classes
@@ -128,9 +132,14 @@ fn settle(p: &Problem, mut o: Outcome, mut failures: Vec<(PodId, Reject)>) -> Ou
 
 /// Class order: higher priority first (kube-scheduler's queue, `semantics::queue`: when not everything
 /// fits, the lower priorities are left pending), then `Order` within a priority; ties by first
-/// appearance.
+/// appearance. Under `Order::Queue`, by each class's earliest pod.
 pub(crate) fn class_order(p: &Problem, how: Order) -> Vec<usize> {
     let mut order: Vec<usize> = (0..p.classes.len()).collect();
+    if how == Order::Queue {
+        // By each class's earliest pod (its first: a class's pods are in queue order).
+        order.sort_by(|&a, &b| crate::semantics::queue::key(p.pod(p.classes[a].pods[0])).cmp(&crate::semantics::queue::key(p.pod(p.classes[b].pods[0]))));
+        return order;
+    }
     let packing = how == Order::Packing;
     let first = |c: usize| -> bool {
         let pod = p.pod(p.classes[c].rep);
@@ -333,6 +342,9 @@ fn run(p: &Problem, opts: Options, spent: super::Spent) -> (Outcome, usize) {
     };
     let order = class_order(p, opts.order);
     let mut queue: VecDeque<(usize, PodId)> = order.iter().flat_map(|&c| p.classes[c].pods.iter().map(move |&id| (c, id))).collect();
+    if opts.order == Order::Queue {
+        queue.make_contiguous().sort_by(|a, b| crate::semantics::queue::key(p.pod(a.1)).cmp(&crate::semantics::queue::key(p.pod(b.1))));
+    }
     let mut unschedulable: Vec<(PodId, Reject)> = Vec::new();
     let mut fast = 0;
     loop {
@@ -777,7 +789,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
                 let n = self.lookahead(class, pod, own_cap, f, &next);
                 let score = p.configs[f].cost / n as f64 + soft;
                 let zone_load = match self.opts.order {
-                    Order::Packing => self.zone_nodes.get(&p.configs[f].zone).copied().unwrap_or(0),
+                    Order::Packing | Order::Queue => self.zone_nodes.get(&p.configs[f].zone).copied().unwrap_or(0),
                     Order::Size => 0,
                 };
                 // Equal cost per pod (the node tie-break in the cost aside): the node taking more pods,
