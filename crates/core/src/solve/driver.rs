@@ -308,10 +308,13 @@ const QUEUE_ROUNDS: usize = 16;
 /// the queue: the loop ends. Pods with a spread over another key than the hostname are left as the
 /// planner left them (its wider domain universe is the more careful rule; ARCHITECTURE.md, Spread
 /// domains). A round whose result does not replay is dropped (the plan as it was is
-/// kept), and so are rounds past [`QUEUE_ROUNDS`] or the budget. Returns the plan and the rounds done.
+/// kept), and so are rounds past [`QUEUE_ROUNDS`] and, but the first, past the budget. Returns the plan
+/// and the rounds done.
 fn queue_repair<'a>(p: &Problem<'a>, mut o: Outcome, spent: super::Spent) -> (Outcome, usize) {
     let mut rounds = 0;
-    while rounds < QUEUE_ROUNDS && !o.unschedulable.is_empty() && !spent() {
+    // The first round runs even when the budget is spent (its greedy pass is then the fast pass, bounded
+    // work per pod): who stays pending is a rule of the batch, not a matter of cost.
+    while rounds < QUEUE_ROUNDS && !o.unschedulable.is_empty() && (rounds == 0 || !spent()) {
         let (mut fs, ix) = super::scheduler_state(p, &o.new_nodes);
         let node_of = |t: Target| match t {
             Target::Existing(n) => n,
