@@ -304,12 +304,12 @@ const QUEUE_ROUNDS: usize = 16;
 /// pods before it in the queue placed), the pods before P keep their places, P is bound to that node,
 /// and the pods after it are planned greedily on top, in queue order ([`repair`] with
 /// `greedy::Order::Queue`, so that one round usually leaves pending only the latest pods; the plan's
-/// nodes stay, more may open). The pods before P and their pending set are unchanged, so the next such pod comes later in
-/// the queue: the loop ends. Pods with a spread over another key than the hostname are left as the
-/// planner left them (its wider domain universe is the more careful rule; ARCHITECTURE.md, Spread
-/// domains). A round whose result does not replay is dropped (the plan as it was is
-/// kept), and so are rounds past [`QUEUE_ROUNDS`] and, but the first, past the budget. Returns the plan
-/// and the rounds done.
+/// nodes stay, more may open). The pods before P and their pending set are unchanged, so the next
+/// such pod comes later in the queue: the loop ends. Pods with a spread over another key than the
+/// hostname are left as the planner left them (its wider domain universe is the more careful rule;
+/// ARCHITECTURE.md, Spread domains). A round whose result does not replay is dropped (the plan as it
+/// was is kept), and so are rounds past [`QUEUE_ROUNDS`] and, but the first, past the budget. Returns
+/// the plan and the rounds done.
 fn queue_repair<'a>(p: &Problem<'a>, mut o: Outcome, spent: super::Spent) -> (Outcome, usize) {
     let mut rounds = 0;
     // The first round runs even when the budget is spent (its greedy pass is then the fast pass, bounded
@@ -349,8 +349,9 @@ fn queue_repair<'a>(p: &Problem<'a>, mut o: Outcome, spent: super::Spent) -> (Ou
 }
 
 /// Keeps the placements that replay (`ordered`) and places the other pods of the batch greedily (in
-/// `order`) on top of them: a snapshot in which the plan's new nodes exist and the kept pods are bound is planned
-/// again with the same configurations (under the same budget). Returns the merged outcome if it replays.
+/// `order`) on top of them: a snapshot in which the plan's new nodes exist and the kept pods are bound
+/// is planned again with the same configurations (under the same budget). Returns the merged outcome
+/// if it replays.
 fn repair(p: &Problem, o: &Outcome, ordered: &Placements, order: greedy::Order, spent: super::Spent) -> Option<Outcome> {
     let mut cluster = p.cluster.clone();
     let base = cluster.nodes.len();
