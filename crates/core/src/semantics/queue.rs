@@ -130,6 +130,70 @@ mod tests {
         assert!(pending_penalty(base, 9, 0, 1) < 1e9 * 1.01);
     }
 
+    fn pod(name: &str, cpu_m: i64, priority: i32, seq: u32) -> Pod {
+        use crate::domain::labels::{Labels, NodeMatcher};
+        Pod {
+            namespace: "default".into(),
+            name: name.into(),
+            uid: name.into(),
+            labels: Labels::new(),
+            requests: crate::domain::resources::Resources::new(cpu_m, 0, 0, 1),
+            node_matcher: NodeMatcher::default(),
+            preferred_node: vec![],
+            tolerations: vec![],
+            spread: vec![],
+            affinity: vec![],
+            anti_affinity: vec![],
+            preferred_affinity: vec![],
+            preferred_anti_affinity: vec![],
+            host_ports: vec![],
+            volumes: Default::default(),
+            invalid: None,
+            node_name: None,
+            terminating: false,
+            phase: crate::domain::pod::PodPhase::Pending,
+            owner: None,
+            priority,
+            seq,
+        }
+    }
+
+    /// One 4-cpu node; `placed` go on it, `pending` are tried.
+    fn judge(pods: &[Pod], placed: &[usize], pending: &[usize]) -> Vec<OutOfOrder> {
+        let node = super::super::filter::SimNode::new("n", Default::default(), vec![], crate::domain::resources::Resources::new(4000, 1 << 34, 0, 110));
+        let mut fs = FilterState::new(vec![node]);
+        let placed: Vec<(usize, usize)> = placed.iter().map(|&p| (p, 0)).collect();
+        out_of_order(pods, &mut fs, &placed, pending, &|_| true)
+    }
+
+    #[test]
+    fn a_pod_pending_while_later_pods_hold_its_room_is_out_of_order() {
+        // big needs 3 cpu; two 1.5-cpu pods hold the node.
+        let later = [pod("big", 3000, 10, 5), pod("s0", 1500, 0, 0), pod("s1", 1500, 0, 1)];
+        assert_eq!(judge(&later, &[1, 2], &[0]), [OutOfOrder { pod: 0, node: 0 }], "a higher priority comes first");
+        let same = [pod("big", 3000, 0, 0), pod("s0", 1500, 0, 1), pod("s1", 1500, 0, 2)];
+        assert_eq!(judge(&same, &[1, 2], &[0]), [OutOfOrder { pod: 0, node: 0 }], "an earlier pod of equal priority comes first");
+        // The small pods come first (higher priority, or earlier): leaving big pending is the queue's answer.
+        let before = [pod("big", 3000, 0, 5), pod("s0", 1500, 10, 6), pod("s1", 1500, 10, 7)];
+        assert_eq!(judge(&before, &[1, 2], &[0]), []);
+        let earlier = [pod("big", 3000, 0, 2), pod("s0", 1500, 0, 0), pod("s1", 1500, 0, 1)];
+        assert_eq!(judge(&earlier, &[1, 2], &[0]), []);
+        // Too large for the node even empty: pending is right whatever the order.
+        let huge = [pod("huge", 5000, 10, 0), pod("s0", 1500, 0, 1)];
+        assert_eq!(judge(&huge, &[1], &[0]), []);
+        // Only the pods before it count: s0 (earlier) stays, s1 (later) is set aside, and 2.5 cpu is free.
+        let mixed = [pod("mid", 2500, 0, 1), pod("s0", 1500, 0, 0), pod("s1", 1500, 0, 2)];
+        assert_eq!(judge(&mixed, &[1, 2], &[0]), [OutOfOrder { pod: 0, node: 0 }]);
+    }
+
+    #[test]
+    fn the_queue_key_is_priority_then_seq_then_name() {
+        assert!(before(&pod("a", 1, 10, 9), &pod("b", 1, 0, 0)));
+        assert!(before(&pod("a", 1, 0, 0), &pod("b", 1, 0, 1)));
+        assert!(before(&pod("a", 1, 0, 0), &pod("b", 1, 0, 0)));
+        assert!(!before(&pod("b", 1, 0, 0), &pod("a", 1, 0, 0)));
+    }
+
     #[test]
     fn tiers_rank_distinct_priorities_from_the_lowest() {
         let t = tiers([1000, 0, -5, 0, 1000, 7, 8, 9, 10]);
