@@ -380,6 +380,9 @@ fn check(workload: &[PathBuf], plan_path: &std::path::Path, catalog: &Option<Pat
             for v in &report.violations {
                 outln!("violation: {v}")?;
             }
+            for q in &report.queue_order {
+                outln!("warning: {q}")?;
+            }
             let pr = &report.preferences;
             if *pr != Default::default() {
                 outln!(
@@ -408,6 +411,9 @@ fn check(workload: &[PathBuf], plan_path: &std::path::Path, catalog: &Option<Pat
                     "scheduleAnywayHostnameSpread": report.preferences.schedule_anyway_hostname_spread,
                 },
                 "notes": report.notes,
+                "queueOrder": report.queue_order.iter().map(|v| serde_json::json!({
+                    "pod": v.pod, "node": v.node, "message": v.message
+                })).collect::<Vec<_>>(),
                 "violations": report.violations.iter().map(|v| serde_json::json!({
                     "pod": v.pod, "node": v.node, "constraint": v.constraint, "message": v.message
                 })).collect::<Vec<_>>(),

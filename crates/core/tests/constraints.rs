@@ -589,6 +589,155 @@ fn nodepool_limits_and_weights() {
     }
 }
 
+/// The checker's queue-order finding (`check::Report::queue_order`): the plan of case (a) turned round,
+/// the two low-priority pods on the t.medium and the high-priority pod pending, still replays (no
+/// violation), but the checker names the pod kube-scheduler would have bound and the node it fits.
+#[test]
+fn the_checker_reports_pods_left_pending_out_of_queue_order() {
+    let c = case("turned round", format!("{}{}{}", pool_full("od", OD, "", "", "limits: {cpu: \"4\"}"), pods(2, "small", "", "1500m", "priority: 0"), pod("big", "", "3000m", "priority: 1000")));
+    let w = c.workload();
+    let cat = common::small_catalog();
+    for solver in common::planners() {
+        let plan = stowage_core::solve::plan_cluster(&w.cluster, cat, &stowage_core::weights::Weights::default(), solver).expect("plans");
+        let good = stowage_core::check::check(&w.cluster, cat, &plan);
+        assert!(good.valid() && good.queue_order.is_empty(), "{solver:?}: {:#?} {:#?}", good.violations, good.queue_order);
+        let mut bad = plan.clone();
+        let node = bad.new_nodes[0].name.clone();
+        bad.placements = ["default/small-0", "default/small-1"].iter().map(|p| stowage_core::plan::Placement { pod: p.to_string(), node: node.clone() }).collect();
+        let reason = bad.unschedulable[0].clone();
+        bad.unschedulable = vec![stowage_core::plan::Unschedulable { pod: "default/big".into(), ..reason }];
+        bad.finish();
+        let r = stowage_core::check::check(&w.cluster, cat, &bad);
+        assert!(r.valid(), "{solver:?}: the turned plan still replays: {:#?}", r.violations);
+        assert_eq!(r.queue_order.len(), 1, "{solver:?}: {:#?}", r.queue_order);
+        let q = &r.queue_order[0];
+        assert_eq!((q.pod.as_deref(), q.node.as_deref(), q.constraint.as_str()), (Some("default/big"), Some(node.as_str()), "QueueOrder"), "{q}");
+    }
+}
+
+/// The pod documents with `metadata.creationTimestamp` set.
+fn created(docs: &str, at: &str) -> String {
+    docs.replace("metadata: {name: ", &format!("metadata: {{creationTimestamp: \"{at}\", name: "))
+}
+
+/// The plan was right before the planners' queue repair (`solve::driver`), which says in the report
+/// what it did.
+fn no_queue_repair(p: &stowage_core::plan::Plan, _: &stowage_input::Workload) -> Result<(), String> {
+    if p.solver.phases.iter().any(|ph| ph.name == "queue-order") { Err(format!("the queue repair ran: {}", p.solver.detail)) } else { Ok(()) }
+}
+
+/// Who stays pending when not everything fits (issue 15, item 7; `semantics::queue`): the pods
+/// kube-scheduler's queue would leave, lowest priority first, then latest. A NodePool limited to 4 cpu
+/// of capacity holds one t.medium (3.9 cpu room): either a 3000m pod or two 1500m pods, never both.
+#[test]
+fn who_stays_pending_follows_the_scheduling_queue() {
+    let limited = pool_full("od", OD, "", "", "limits: {cpu: \"4\"}");
+    let smalls_pending: fn(&stowage_core::plan::Plan, &stowage_input::Workload) -> Result<(), String> = |p, _| {
+        let left: Vec<&str> = p.unschedulable.iter().map(|u| u.pod.as_str()).collect();
+        if left == ["default/small-0", "default/small-1"] || left == ["default/small-1", "default/small-0"] { Ok(()) } else { Err(format!("pending: {left:?}")) }
+    };
+    let cases = [
+        // (a) The high-priority pod comes later in the input, yet is placed; the two low-priority pods,
+        // which would be one pending pod fewer, are the ones left pending.
+        case("a higher priority is placed first", format!("{limited}{}{}", pods(2, "small", "", "1500m", "priority: 0"), pod("big", "", "3000m", "priority: 1000"))).expects([
+            Exp::NewNodes(1),
+            Exp::On("big", &[Is::New, Is::Type("t.medium")]),
+            Exp::UnschedulableCount(2, "NodePool"),
+            Exp::Custom("the small pods are pending", smalls_pending),
+            // The greedy order and the MILP's tiered penalty get it right by themselves.
+            Exp::Custom("no queue repair", no_queue_repair),
+        ]),
+        // ... and when the high-priority pods are the smaller ones (the size order alone would place the
+        // large pod first): the large low-priority pod, earlier in the input, is left pending.
+        case("a higher priority is placed first, even when smaller", format!("{limited}{}{}", pod("big", "", "3000m", "priority: 0"), pods(2, "small", "", "1500m", "priority: 1000"))).expects([
+            Exp::NewNodes(1),
+            Exp::Together(&["small-0", "small-1"]),
+            Exp::Unschedulable("big", "NodePool"),
+            Exp::UnschedulableCount(1, "NodePool"),
+            Exp::Custom("no queue repair", no_queue_repair),
+        ]),
+        // (b) Equal priority: the earlier pod is placed, not the two later, smaller ones.
+        case("equal priority: the earlier pod is placed", format!("{limited}{}{}", pod("first", "", "3000m", ""), pods(2, "small", "", "1500m", ""))).expects([
+            Exp::NewNodes(1),
+            Exp::On("first", &[Is::New, Is::Type("t.medium")]),
+            Exp::UnschedulableCount(2, "NodePool"),
+            Exp::Custom("the later pods are pending", smalls_pending),
+        ]),
+        // ... also when the earlier pod is the smaller one (the size order alone would place the later,
+        // larger pod first): kube-scheduler binds the earlier pod, and the larger one no longer fits.
+        case("equal priority: the earlier, smaller pod is placed", format!("{limited}{}{}", pod("first", "", "1500m", ""), pod("big", "", "3000m", ""))).expects([
+            Exp::NewNodes(1),
+            Exp::On("first", &[Is::New]),
+            Exp::Unschedulable("big", "NodePool"),
+        ]),
+        // The queue position is the creation time where the input has one, not the place in the file:
+        // the large pod comes first in the file but was created last.
+        case(
+            "equal priority: the earlier created pods are placed",
+            format!(
+                "{limited}{}{}",
+                created(&pod("big", "", "3000m", ""), "2026-01-01T00:00:10Z"),
+                created(&pods(1, "small", "", "1500m", ""), "2026-01-01T00:00:00Z") + &created(&pod("small-1", "", "1500m", ""), "2026-01-01T00:00:01Z")
+            ),
+        )
+        .expects([Exp::NewNodes(1), Exp::Together(&["small-0", "small-1"]), Exp::Unschedulable("big", "NodePool"), Exp::UnschedulableCount(1, "NodePool")]),
+        // Many pods: 60 early 500m pods and 30 later 1500m pods under a 40-cpu limit. The size order
+        // alone would fill the limit with the large pods; the queue places every early pod and leaves
+        // only later pods pending, with no pod out of order (the harness asks the checker).
+        case(
+            "many pods: every earlier pod is placed",
+            format!(
+                "{}{}{}",
+                pool_full("od", OD, "", "", "limits: {cpu: \"40\"}"),
+                (0..60).map(|i| created(&pod(&format!("early-{i}"), "", "500m", ""), &format!("2026-01-01T00:00:{i:02}Z"))).collect::<String>(),
+                (0..30).map(|i| created(&pod(&format!("late-{i}"), "", "1500m", ""), &format!("2026-01-01T00:01:{i:02}Z"))).collect::<String>(),
+            ),
+        )
+        .expects([
+            Exp::PlacedWithPrefix("early-", 60),
+            Exp::Custom("some late pods pending", |p, _| {
+                if p.unschedulable.iter().all(|u| u.pod.starts_with("default/late-")) && !p.unschedulable.is_empty() { Ok(()) } else { Err(format!("{} pending", p.unschedulable.len())) }
+            }),
+        ]),
+        // (c) Pods that do not compete for the same capacity: the low-priority pods go to another
+        // NodePool, and everything is placed as before.
+        case(
+            "no competition: both fit",
+            format!(
+                "{}{}{}{}",
+                pool_full(
+                    "a",
+                    "[{key: topology.kubernetes.io/zone, operator: In, values: [zone-a]}, {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]",
+                    "",
+                    "",
+                    "limits: {cpu: \"4\"}"
+                ),
+                pool("b", "[{key: topology.kubernetes.io/zone, operator: In, values: [zone-b]}, {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]"),
+                pods(2, "small", "", "1500m", "priority: 0, nodeSelector: {topology.kubernetes.io/zone: zone-b}"),
+                pod("big", "", "3000m", "priority: 1000, nodeSelector: {topology.kubernetes.io/zone: zone-a}"),
+            ),
+        )
+        .expects([
+            Exp::AllPlaced,
+            Exp::On("big", &[Is::Pool("a")]),
+            Exp::On("small-0", &[Is::Pool("b")]),
+            Exp::On("small-1", &[Is::Pool("b")]),
+            Exp::Custom("no queue repair", no_queue_repair),
+        ]),
+        // A higher-priority pod that fits nowhere (no type within the limit holds 5000m) holds no
+        // lower-priority pod back.
+        case("a high-priority pod that fits nowhere", format!("{limited}{}{}", pods(2, "small", "", "1500m", "priority: 0"), pod("big", "", "5000m", "priority: 1000"))).expects([
+            Exp::NewNodes(1),
+            Exp::On("small-0", &[Is::New]),
+            Exp::On("small-1", &[Is::New]),
+            Exp::Unschedulable("big", "NodePool"),
+        ]),
+    ];
+    for c in cases {
+        c.run();
+    }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Local improvement (solve::improve::shrink) on hand-made plans: a pod moves into room another node
 // already has when that lets its node step down to a cheaper type, and never when a topology rule

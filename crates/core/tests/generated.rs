@@ -384,6 +384,11 @@ proptest! {
         let r = check::check(&w.cluster, cat, &plan);
         prop_assert!(r.valid(), "the checker rejects the greedy plan: {:#?}\nplan:\n{}\nworkload:\n{}", r.violations, summary(&plan), text);
         prop_assert!(r.stated_order_ok, "the plan's bind order does not replay: {:?}\n{}\n{}", r.notes, summary(&plan), text);
+        // Who stays pending is kube-scheduler's queue's choice (`semantics::queue`), except for pods of a
+        // zone spread, which the planners judge by their wider domain universe.
+        let zone_spread = |key: &str| w.cluster.pods.iter().any(|p| p.key() == key && p.spread.iter().any(|c| c.key != "kubernetes.io/hostname"));
+        let out: Vec<String> = r.queue_order.iter().filter(|q| !q.pod.as_deref().is_some_and(zone_spread)).map(|q| q.to_string()).collect();
+        prop_assert!(out.is_empty(), "pods left pending out of queue order: {:#?}\nplan:\n{}\nworkload:\n{}", out, summary(&plan), text);
     }
 }
 

@@ -363,7 +363,8 @@ pub fn build_with(o: &Objects, selection: Selection) -> Result<Batch, Vec<InputE
     let storage = volumes::Storage::new(o);
     let nominated = pending::nominated_in_flight(o);
     let deleting: std::collections::BTreeSet<&str> = c.nodes.iter().filter(|n| n.deleting).map(|n| n.name.as_str()).collect();
-    for (seq, p) in o.pods.iter().enumerate() {
+    let queue_seq = queue_seq(&o.pods);
+    for (p, &seq) in o.pods.iter().zip(&queue_seq) {
         let ctx = convert::Ctx { source: &p.source, object: format!("Pod {}/{}", p.obj.metadata.namespace.as_deref().unwrap_or("default"), p.obj.metadata.name.as_deref().unwrap_or("")) };
         let node = pending::node_name(&p.obj);
         let alive = !pending::is_terminal(&p.obj) && p.obj.metadata.deletion_timestamp.is_none() && pending::owner_kind(&p.obj) != Some("DaemonSet");
@@ -378,14 +379,14 @@ pub fn build_with(o: &Objects, selection: Selection) -> Result<Batch, Vec<InputE
         // cluster in the dump.
         let (vols, problem) = if bound { (VolumeNeeds::default(), None) } else { volumes::needs(&ctx, &p.obj, &storage) };
         rejected.extend(problem);
-        match convert::pod(&ctx, &p.obj, seq as u32, vols.clone(), &namespaces) {
+        match convert::pod(&ctx, &p.obj, seq, vols.clone(), &namespaces) {
             Ok(mut x) => {
                 if replanned {
                     x.node_name = None;
                 }
                 c.pods.push(x)
             }
-            Err(e) => match convert::invalid_pod(&ctx, &p.obj, seq as u32, vols, &e) {
+            Err(e) => match convert::invalid_pod(&ctx, &p.obj, seq, vols, &e) {
                 Ok(mut x) => {
                     if replanned {
                         x.node_name = None;
@@ -419,4 +420,21 @@ pub fn build_with(o: &Objects, selection: Selection) -> Result<Batch, Vec<InputE
         errors.extend(rejected);
         Err(errors)
     }
+}
+
+/// Each pod's `seq`: its stand-in for kube-scheduler's queue timestamp (`stowage_core::semantics::queue`,
+/// which orders pods by priority, then by it). Pods by `metadata.creationTimestamp`; pods without one
+/// (a controller's pods expanded from a file, written pods that never met an API server) after them;
+/// ties in input order.
+fn queue_seq(pods: &[objects::Obj<k8s_openapi::api::core::v1::Pod>]) -> Vec<u32> {
+    let mut by_time: Vec<usize> = (0..pods.len()).collect();
+    by_time.sort_by_key(|&i| {
+        let t = pods[i].obj.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        (t.is_none(), t, i)
+    });
+    let mut seq = vec![0u32; pods.len()];
+    for (rank, i) in by_time.into_iter().enumerate() {
+        seq[i] = rank as u32;
+    }
+    seq
 }

@@ -43,13 +43,11 @@ pub struct Pass {
     pub deferred: Vec<PodId>,
 }
 
-/// kube-scheduler's active queue order: higher priority first, then older.
+/// kube-scheduler's active queue order: higher priority first, then older (`semantics::queue`, the
+/// order the planners leave pods pending by).
 pub fn queue(cluster: &Cluster) -> Vec<PodId> {
     let mut q = cluster.pending();
-    q.sort_by_key(|&id| {
-        let p = cluster.pod(id);
-        (std::cmp::Reverse(p.priority), p.seq)
-    });
+    stowage_core::semantics::queue::sort(&mut q, PodId::ix, &cluster.pods);
     q
 }
 

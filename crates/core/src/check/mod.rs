@@ -23,7 +23,9 @@
 //!    are exactly the ones the candidates need (BestEffort).
 //!
 //! It also reports the preferences the plan leaves unmet ([`Preferences`]), in the units the weights
-//! price; they never make a plan invalid.
+//! price, and the pods the plan leaves pending that kube-scheduler's queue would have bound
+//! ([`Report::queue_order`], `semantics::queue`); neither makes a plan invalid: kube-scheduler can
+//! carry the plan out, it would only leave other pods pending.
 
 pub mod order;
 
@@ -39,7 +41,7 @@ use crate::domain::taints::{Effect, Taint};
 use crate::plan::{NewNode, Plan};
 use crate::semantics::filter::{FilterState, SimNode};
 use crate::semantics::min_values::{self, LaunchTypes, Load, MinValuesPolicy, NodeLaunch};
-use crate::semantics::{daemonsets, limits, node_affinity, nodepool, spread, taints};
+use crate::semantics::{daemonsets, limits, node_affinity, nodepool, queue, spread, taints};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -80,6 +82,11 @@ pub struct Report {
     pub order_left: usize,
     pub pods_checked: usize,
     pub preferences: Preferences,
+    /// Pods the plan leaves pending that kube-scheduler would bind: at the pod's turn in the queue
+    /// (priority, then queue position), with only the pods before it placed, some node of the plan
+    /// takes it (`semantics::queue`). Constraint `QueueOrder`; the node is the first that takes it.
+    /// Not a violation: the plan replays, but its pending set is not kube-scheduler's.
+    pub queue_order: Vec<Violation>,
 }
 
 /// Preferences a plan leaves unmet, in the units the weights' `soft` section prices (the checker reads
@@ -135,6 +142,7 @@ pub fn check_with_budget(cluster: &Cluster, catalog: &Catalog, plan: &Plan, orde
     let pod_by_key: BTreeMap<String, usize> = cluster.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect();
     let listed = bookkeeping(cluster, plan, &pending, &pod_by_key, &mut r.violations);
     let (sims, launches) = new_nodes(cluster, catalog, plan, &mut r.violations);
+    r.queue_order = queue_order(cluster, plan, &pending, &pod_by_key, sims.clone());
     let mut fs = replay_state(cluster, sims);
     fs.set_hostname_spread(plan.hostname_spread);
     fs.set_min_values_policy(plan.min_values_policy);
@@ -414,6 +422,28 @@ fn replay_state<'a>(cluster: &'a Cluster, sims: Vec<SimNode<'a>>) -> FilterState
         fs.add_planned_node(s);
     }
     fs
+}
+
+/// The pods left pending out of kube-scheduler's queue order (`semantics::queue::out_of_order`), on the
+/// plan's nodes under the plan's settings.
+fn queue_order<'a>(cluster: &'a Cluster, plan: &Plan, pending: &BTreeSet<String>, pod_by_key: &BTreeMap<String, usize>, sims: Vec<SimNode<'a>>) -> Vec<Violation> {
+    let mut fs = replay_state(cluster, sims);
+    fs.set_hostname_spread(plan.hostname_spread);
+    fs.set_min_values_policy(plan.min_values_policy);
+    let placed: Vec<(usize, usize)> = plan.placements.iter().filter(|pl| pending.contains(&pl.pod)).filter_map(|pl| Some((*pod_by_key.get(&pl.pod)?, fs.node_index(&pl.node)?))).collect();
+    let left: Vec<usize> = plan.unschedulable.iter().filter(|u| pending.contains(&u.pod)).filter_map(|u| pod_by_key.get(&u.pod).copied()).collect();
+    queue::out_of_order(&cluster.pods, &mut fs, &placed, &left, &|_| true)
+        .into_iter()
+        .map(|x| {
+            let pod = &cluster.pods[x.pod];
+            v(
+                Some(&pod.key()),
+                Some(&fs.nodes()[x.node].name),
+                "QueueOrder",
+                format!("left pending, but kube-scheduler's queue (priority {}) reaches it before pods the plan places, and this node takes it then", pod.priority),
+            )
+        })
+        .collect()
 }
 
 /// Step 3: is there a bind order that places every placed pod ([`order::bind_all`])? Each pod left is

@@ -158,7 +158,9 @@ pub struct Pod {
     pub phase: PodPhase,
     pub owner: Option<Owner>,
     pub priority: i32,
-    /// Order of appearance in the input (a stand-in for creation time).
+    /// The pod's place in time, a stand-in for kube-scheduler's queue timestamp (`semantics::queue`):
+    /// the input ranks pods by creationTimestamp, then by their order in the input
+    /// (`stowage_input::build`).
     pub seq: u32,
 }
 

@@ -116,6 +116,21 @@ pub fn build_and_plan<'a>(cluster: &'a Cluster, catalog: &Catalog, weights: &'a 
         Solver::Milp => plan_since(&problem, planner.driver_options(), t0),
         Solver::Greedy => plan_greedy(&problem),
     };
+    let deadline = t0 + planner.time_budget;
+    let spent = || planner.solver == Solver::Milp && Instant::now() >= deadline;
+    let t = Instant::now();
+    let (o, rounds) = queue_repair(&problem, o, &spent);
+    if rounds > 0 {
+        let obj = objective(&problem, &o).total();
+        report.objective = Some(obj);
+        if report.lower_bound.is_some() {
+            report.gap = judge(obj, report.lower_bound, false, 0.0).0;
+        }
+        let sep = if report.detail.is_empty() { "" } else { "; " };
+        report.detail = format!("{}{sep}{rounds} pod(s) left pending out of kube-scheduler's queue order were bound and the pods after them replanned", report.detail);
+        report.phases.push(Phase { name: "queue-order".into(), time_ms: ms(t.elapsed()) });
+        report.time_ms += ms(t.elapsed());
+    }
     report.phases.insert(0, Phase { name: "problem".into(), time_ms: ms(build) });
     report.time_ms += ms(build);
     Ok((problem, o, report))
@@ -247,7 +262,7 @@ fn plan_since(p: &Problem, opts: DriverOptions, t0: Instant) -> (Outcome, Solver
             debug_replay_failures(p, &o, &ordered, &failures);
         }
         // The repair plans the batch greedily again: only while budget is left.
-        let fixed = if Instant::now() < deadline { repair(p, &o, &ordered, &|| Instant::now() >= deadline) } else { None };
+        let fixed = if Instant::now() < deadline { repair(p, &o, &ordered, greedy::Order::Packing, &|| Instant::now() >= deadline) } else { None };
         match fixed {
             Some(fixed) => {
                 repaired = format!("; {} pods did not replay (first {}: {r}) and were placed greedily", failures.len(), p.pod(*id).key());
@@ -280,10 +295,64 @@ fn plan_since(p: &Problem, opts: DriverOptions, t0: Instant) -> (Outcome, Solver
     (best, report(status, detail, obj, lb, phases))
 }
 
-/// Keeps the placements that replay (`ordered`) and places the other pods of the batch greedily on
-/// top of them: a snapshot in which the plan's new nodes exist and the kept pods are bound is planned
-/// again with the same configurations (under the same budget). Returns the merged outcome if it replays.
-fn repair(p: &Problem, o: &Outcome, ordered: &Placements, spent: super::Spent) -> Option<Outcome> {
+/// At most this many rounds of [`queue_repair`]: each round plans the pods after one pod greedily
+/// again, so the cap bounds the work on a batch where many pods are left pending out of order.
+const QUEUE_ROUNDS: usize = 16;
+
+/// Makes the pods left pending the ones kube-scheduler's queue would leave (`semantics::queue`):
+/// while some pending pod P would be bound at its turn (a node of the plan takes it with only the
+/// pods before it in the queue placed), the pods before P keep their places, P is bound to that node,
+/// and the pods after it are planned greedily on top, in queue order ([`repair`] with
+/// `greedy::Order::Queue`, so that one round usually leaves pending only the latest pods; the plan's
+/// nodes stay, more may open). The pods before P and their pending set are unchanged, so the next
+/// such pod comes later in the queue: the loop ends. Pods with a spread over another key than the
+/// hostname are left as the planner left them (its wider domain universe is the more careful rule;
+/// ARCHITECTURE.md, Spread domains). A round whose result does not replay is dropped (the plan as it
+/// was is kept), and so are rounds past [`QUEUE_ROUNDS`] and, but the first, past the budget. Returns
+/// the plan and the rounds done.
+fn queue_repair<'a>(p: &Problem<'a>, mut o: Outcome, spent: super::Spent) -> (Outcome, usize) {
+    let mut rounds = 0;
+    // The first round runs even when the budget is spent (its greedy pass is then the fast pass, bounded
+    // work per pod): who stays pending is a rule of the batch, not a matter of cost.
+    while rounds < QUEUE_ROUNDS && !o.unschedulable.is_empty() && (rounds == 0 || !spent()) {
+        let (mut fs, ix) = super::scheduler_state(p, &o.new_nodes);
+        let node_of = |t: Target| match t {
+            Target::Existing(n) => n,
+            Target::New(k) => ix[k],
+        };
+        let placed: Vec<(usize, usize)> = o.placements.iter().map(|&(id, t)| (id.ix(), node_of(t))).collect();
+        // A pod with a spread over another key than the hostname is judged by stowage's wider domain
+        // universe (NodePool domains count), more carefully than by kube-scheduler's: it is no
+        // candidate here, where only kube-scheduler's filters are run.
+        // One pod per class, its earliest: the others of its class are alike to every filter and
+        // come later, with more pods bound before them, so this bounds the scan by the classes with
+        // pods pending rather than by the pending pods.
+        let mut seen = std::collections::BTreeSet::new();
+        let mut pending: Vec<usize> = o.unschedulable.iter().map(|(id, _)| id.ix()).filter(|&i| p.cluster.pods[i].spread.iter().all(|c| c.key == keys::HOSTNAME)).collect();
+        crate::semantics::queue::sort(&mut pending, |i| i, &p.cluster.pods);
+        pending.retain(|&i| seen.insert(p.class_of.get(&crate::domain::pod::PodId(i as u32)).copied()));
+        let existing = p.cluster.nodes.len();
+        let usable = |n: usize| n >= existing || p.existing.contains(&n);
+        let found = crate::semantics::queue::out_of_order(&p.cluster.pods, &mut fs, &placed, &pending, &usable);
+        let Some(first) = found.first() else { break };
+        let target = if first.node < existing { Target::Existing(first.node) } else { Target::New(ix.iter().position(|&i| i == first.node).expect("a new node of the plan")) };
+        let pod = crate::domain::pod::PodId(first.pod as u32);
+        let key = crate::semantics::queue::key(p.pod(pod));
+        let kept: Placements = o.placements.iter().filter(|(id, _)| crate::semantics::queue::key(p.pod(*id)) < key).copied().chain(std::iter::once((pod, target))).collect();
+        let Some(mut fixed) = repair(p, &o, &kept, greedy::Order::Queue, spent) else { break };
+        let before = fixed.clone();
+        resize::downsize(p, &mut fixed);
+        o = if verify(p, &fixed).is_empty() { fixed } else { before };
+        rounds += 1;
+    }
+    (o, rounds)
+}
+
+/// Keeps the placements that replay (`ordered`) and places the other pods of the batch greedily (in
+/// `order`) on top of them: a snapshot in which the plan's new nodes exist and the kept pods are bound
+/// is planned again with the same configurations (under the same budget). Returns the merged outcome
+/// if it replays.
+fn repair(p: &Problem, o: &Outcome, ordered: &Placements, order: greedy::Order, spent: super::Spent) -> Option<Outcome> {
     let mut cluster = p.cluster.clone();
     let base = cluster.nodes.len();
     for (k, &f) in o.new_nodes.iter().enumerate() {
@@ -317,7 +386,7 @@ fn repair(p: &Problem, o: &Outcome, ordered: &Placements, spent: super::Spent) -
         });
     }
     let p2 = p.rebase(&cluster);
-    let (g2, _) = greedy::plan_within(&p2, greedy::Order::Packing, spent);
+    let (g2, _) = greedy::plan_within(&p2, order, spent);
     let offset = o.new_nodes.len();
     let mut merged = Outcome { new_nodes: o.new_nodes.clone(), placements: ordered.clone(), unschedulable: g2.unschedulable };
     merged.new_nodes.extend(g2.new_nodes.iter().copied());

@@ -1,9 +1,12 @@
 //! The greedy planner: best-fit decreasing with a cost-aware choice of new nodes.
 //!
-//! 1. Pods are taken class by class in decreasing size (cpu, then memory, then input order), as
-//!    Karpenter does, but each class's pods stay together (`Order::Size`); or, by default, pods that
-//!    need a node each first, then by dominant size, which fills those nodes better (`Order::Packing`).
-//!    The MILP driver runs both orders when its budget allows.
+//! 1. Pods are taken by priority, highest first (kube-scheduler's queue order, so that the pods left
+//!    pending when not everything fits are the lowest-priority ones: `semantics::queue`); within a
+//!    priority class by class in decreasing size (cpu, then memory, then input order), as Karpenter
+//!    does, but each class's pods stay together (`Order::Size`); or, by default, pods that need a node
+//!    each first, then by dominant size, which fills those nodes better (`Order::Packing`). A class's
+//!    pods go in queue order, so its latest pods are the ones left pending. The MILP driver runs both
+//!    orders when its budget allows.
 //! 2. A pod goes to the open node (existing, or new in this plan) with the least free cpu that passes
 //!    every kube-scheduler filter and stowage's wider spread-domain rule; pods with spread constraints
 //!    prefer the domain with the fewest matching pods. Capacity that is already paid for is free.
@@ -65,6 +68,10 @@ pub(crate) enum Order {
     /// more, so the driver runs both when its budget allows and keeps the cheaper plan.
     #[default]
     Packing,
+    /// kube-scheduler's queue order pod by pod (`semantics::queue`: priority, then queue position),
+    /// classes interleaved as their pods come; equal new-node choices as `Packing`. The queue repair
+    /// (`driver`) plans the pods after a repaired pod so, which leaves pending the latest ones.
+    Queue,
 }
 
 /// How many configurations per group are examined with the look-ahead, and how many following classes
@@ -123,9 +130,16 @@ fn settle(p: &Problem, mut o: Outcome, mut failures: Vec<(PodId, Reject)>) -> Ou
     o
 }
 
-/// Class order (see `Order`); ties by first appearance.
+/// Class order: higher priority first (kube-scheduler's queue, `semantics::queue`: when not everything
+/// fits, the lower priorities are left pending), then `Order` within a priority; ties by first
+/// appearance. Under `Order::Queue`, by each class's earliest pod.
 pub(crate) fn class_order(p: &Problem, how: Order) -> Vec<usize> {
     let mut order: Vec<usize> = (0..p.classes.len()).collect();
+    if how == Order::Queue {
+        // By each class's earliest pod (its first: a class's pods are in queue order).
+        order.sort_by(|&a, &b| crate::semantics::queue::key(p.pod(p.classes[a].pods[0])).cmp(&crate::semantics::queue::key(p.pod(p.classes[b].pods[0]))));
+        return order;
+    }
     let packing = how == Order::Packing;
     let first = |c: usize| -> bool {
         let pod = p.pod(p.classes[c].rep);
@@ -135,7 +149,13 @@ pub(crate) fn class_order(p: &Problem, how: Order) -> Vec<usize> {
     let dominant = |r: &Resources| -> i64 { if packing { r.cpu_m.max((r.memory as f64 / ratio) as i64) } else { r.cpu_m } };
     order.sort_by(|&a, &b| {
         let (ra, rb) = (&p.pod(p.classes[a].rep).requests, &p.pod(p.classes[b].rep).requests);
-        first(b).cmp(&first(a)).then(dominant(rb).cmp(&dominant(ra))).then(rb.cpu_m.cmp(&ra.cpu_m)).then(rb.memory.cmp(&ra.memory)).then(p.pod(p.classes[a].rep).seq.cmp(&p.pod(p.classes[b].rep).seq))
+        let (pa, pb) = (p.pod(p.classes[a].rep).priority, p.pod(p.classes[b].rep).priority);
+        pb.cmp(&pa)
+            .then(first(b).cmp(&first(a)))
+            .then(dominant(rb).cmp(&dominant(ra)))
+            .then(rb.cpu_m.cmp(&ra.cpu_m))
+            .then(rb.memory.cmp(&ra.memory))
+            .then(p.pod(p.classes[a].rep).seq.cmp(&p.pod(p.classes[b].rep).seq))
     });
     order
 }
@@ -322,6 +342,9 @@ fn run(p: &Problem, opts: Options, spent: super::Spent) -> (Outcome, usize) {
     };
     let order = class_order(p, opts.order);
     let mut queue: VecDeque<(usize, PodId)> = order.iter().flat_map(|&c| p.classes[c].pods.iter().map(move |&id| (c, id))).collect();
+    if opts.order == Order::Queue {
+        queue.make_contiguous().sort_by(|a, b| crate::semantics::queue::key(p.pod(a.1)).cmp(&crate::semantics::queue::key(p.pod(b.1))));
+    }
     let mut unschedulable: Vec<(PodId, Reject)> = Vec::new();
     let mut fast = 0;
     loop {
@@ -766,7 +789,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
                 let n = self.lookahead(class, pod, own_cap, f, &next);
                 let score = p.configs[f].cost / n as f64 + soft;
                 let zone_load = match self.opts.order {
-                    Order::Packing => self.zone_nodes.get(&p.configs[f].zone).copied().unwrap_or(0),
+                    Order::Packing | Order::Queue => self.zone_nodes.get(&p.configs[f].zone).copied().unwrap_or(0),
                     Order::Size => 0,
                 };
                 // Equal cost per pod (the node tie-break in the cost aside): the node taking more pods,

@@ -95,13 +95,15 @@ pub(crate) fn placement_soft(w: &Weights, pod: &Pod, labels: &Labels, name: Opti
     soft
 }
 
-/// Evaluates an outcome under the problem's weights. Soft terms counted here: `placement_soft` per pod
-/// (preferred node affinity, PreferNoSchedule taints) and, under `hostnameSpread: intent`, the
-/// ScheduleAnyway hostname spreads' pods beyond maxSkew on new nodes (`spread::intent_soft_units`).
+/// Evaluates an outcome under the problem's weights; a pending pod costs its class's penalty
+/// (`Problem::pending_penalty`: `unschedulablePod`, tiered by priority and queue position). Soft
+/// terms counted here: `placement_soft` per pod (preferred node affinity, PreferNoSchedule taints)
+/// and, under `hostnameSpread: intent`, the ScheduleAnyway hostname spreads' pods beyond maxSkew on
+/// new nodes (`spread::intent_soft_units`).
 pub fn objective(p: &Problem, o: &Outcome) -> Objective {
     let w = p.weights;
     let nodes: f64 = o.new_nodes.iter().map(|&f| p.configs[f].cost).sum();
-    let unschedulable = o.unschedulable.len() as f64 * w.unschedulable_pod;
+    let unschedulable = o.unschedulable.iter().map(|(id, _)| p.class_of.get(id).map_or(w.unschedulable_pod, |&c| p.pending_penalty[c])).sum();
     let mut soft = 0.0;
     for (pod, t) in &o.placements {
         let pod = p.pod(*pod);

@@ -20,7 +20,7 @@ use crate::domain::labels::{Labels, NodeMatcher, NodeOp, keys};
 use crate::domain::pod::{Pod, PodId};
 use crate::domain::resources::Resources;
 use crate::domain::taints::Taint;
-use crate::semantics::{Plugin, Reject, daemonsets, limits, node_affinity, nodepool, ports, spread, taints, volumes};
+use crate::semantics::{Plugin, Reject, daemonsets, limits, node_affinity, nodepool, ports, queue, spread, taints, volumes};
 use crate::weights::Weights;
 
 /// A configuration's labels restricted to the relevant keys.
@@ -88,6 +88,9 @@ pub struct Problem<'a> {
     pub batch: Vec<PodId>,
     pub classes: Vec<Class>,
     pub class_of: FxHashMap<PodId, usize>,
+    /// Per class: the objective's penalty for each of its pods left pending, tiered by priority and
+    /// queue position (`semantics::queue::pending_penalty`).
+    pub pending_penalty: Vec<f64>,
     /// Existing nodes usable as targets (indices into `Cluster::nodes`).
     pub existing: Vec<usize>,
     pub configs: Vec<Config>,
@@ -176,16 +179,17 @@ pub(crate) fn same_rules(a: &Pod, b: &Pod) -> bool {
         && a.invalid == b.invalid
 }
 
-/// A class is pods alike to the rules with equal requests.
+/// A class is pods alike to the rules with equal requests and priority.
 fn signature(p: &Pod) -> u64 {
     let mut h = rustc_hash::FxHasher::default();
     rule_signature(p).hash(&mut h);
     p.requests.hash(&mut h);
+    p.priority.hash(&mut h);
     h.finish()
 }
 
 fn same_class(a: &Pod, b: &Pod) -> bool {
-    a.requests == b.requests && same_rules(a, b)
+    a.requests == b.requests && a.priority == b.priority && same_rules(a, b)
 }
 
 fn matcher_keys(m: &NodeMatcher, out: &mut BTreeSet<String>) {
@@ -262,13 +266,16 @@ struct BatchState {
     batch: Vec<PodId>,
     classes: Vec<Class>,
     class_of: FxHashMap<PodId, usize>,
+    pending_penalty: Vec<f64>,
     existing: Vec<usize>,
     usage: Vec<PoolUsage>,
     max_weight: i32,
 }
 
-/// The pending pods grouped into classes, the usable existing nodes and the NodePools' usage.
-fn batch_state(cluster: &Cluster) -> BatchState {
+/// The pending pods grouped into classes (pods of a class share their priority, so that the pending
+/// penalty can follow kube-scheduler's queue; a class's pods are in queue order, so the pods a planner
+/// leaves pending are its latest), the usable existing nodes and the NodePools' usage.
+fn batch_state(cluster: &Cluster, unschedulable_pod: f64) -> BatchState {
     let batch = cluster.pending();
     let mut classes: Vec<Class> = Vec::new();
     let mut class_of = FxHashMap::default();
@@ -289,6 +296,11 @@ fn batch_state(cluster: &Cluster) -> BatchState {
         classes[c].pods.push(id);
         class_of.insert(id, c);
     }
+    // Input order is queue order only where creation times are; the planners take a class's pods
+    // first to last, so its latest are the ones left pending.
+    for c in &mut classes {
+        queue::sort(&mut c.pods, PodId::ix, &cluster.pods);
+    }
     let existing: Vec<usize> = (0..cluster.nodes.len()).filter(|&i| !cluster.nodes[i].deleting).collect();
     let max_weight = cluster.nodepools.iter().map(|p| p.weight).max().unwrap_or(0);
     let mut usage = vec![PoolUsage::default(); cluster.nodepools.len()];
@@ -298,7 +310,21 @@ fn batch_state(cluster: &Cluster) -> BatchState {
             usage[pi].nodes += 1;
         }
     }
-    BatchState { batch, classes, class_of, existing, usage, max_weight }
+    let pending_penalty = class_penalties(cluster, &classes, unschedulable_pod);
+    BatchState { batch, classes, class_of, pending_penalty, existing, usage, max_weight }
+}
+
+/// Per class: `semantics::queue::pending_penalty` of its pods, its tier the rank of its priority among
+/// the batch's, its rank its place in queue order (by its earliest pod).
+fn class_penalties(cluster: &Cluster, classes: &[Class], base: f64) -> Vec<f64> {
+    let tiers = queue::tiers(classes.iter().map(|c| cluster.pod(c.rep).priority));
+    let mut by_queue: Vec<usize> = (0..classes.len()).collect();
+    queue::sort(&mut by_queue, |c| classes[c].pods[0].ix(), &cluster.pods);
+    let mut out = vec![0.0; classes.len()];
+    for (rank, &c) in by_queue.iter().enumerate() {
+        out[c] = queue::pending_penalty(base, tiers[&cluster.pod(classes[c].rep).priority], rank, classes.len());
+    }
+    out
 }
 
 /// Values pods ask for on a key (In requirements and node selectors), for open NodePool keys.
@@ -453,7 +479,7 @@ fn prune_dominated(mut group: Vec<Config>, dims: &[String], limited: &[String]) 
 
 impl<'a> Problem<'a> {
     pub fn new(cluster: &'a Cluster, catalog: &Catalog, weights: &'a Weights) -> Result<Problem<'a>, ProblemError> {
-        let BatchState { batch, classes, class_of, existing, usage, max_weight } = batch_state(cluster);
+        let BatchState { batch, classes, class_of, pending_penalty, existing, usage, max_weight } = batch_state(cluster, weights.unschedulable_pod);
         let relevant = relevant_keys(cluster, &batch);
         let enumerate: BTreeSet<String> = relevant.union(&daemonset_keys(cluster)).cloned().collect();
         let dims = relevant_dims(cluster, &batch);
@@ -513,6 +539,7 @@ impl<'a> Problem<'a> {
             batch,
             classes,
             class_of,
+            pending_penalty,
             existing,
             configs,
             usage,
@@ -539,13 +566,14 @@ impl<'a> Problem<'a> {
     where
         'a: 'b,
     {
-        let BatchState { batch, classes, class_of, existing, usage, max_weight } = batch_state(cluster);
+        let BatchState { batch, classes, class_of, pending_penalty, existing, usage, max_weight } = batch_state(cluster, self.weights.unschedulable_pod);
         let mut problem = Problem {
             cluster,
             weights: self.weights,
             batch,
             classes,
             class_of,
+            pending_penalty,
             existing,
             configs: self.configs.clone(),
             usage,

@@ -235,9 +235,9 @@ impl Case {
         self
     }
 
-    /// Allows the checker's note that an unschedulable pod fits a planned node: stowage's wider spread
-    /// universe (NodePool domains) is stricter than kube-scheduler's, so such notes are expected where a
-    /// case documents that rule.
+    /// Allows the checker's note that an unschedulable pod fits a planned node, and its queue-order
+    /// findings (`Report::queue_order`): stowage's wider spread universe (NodePool domains) is stricter
+    /// than kube-scheduler's, so such notes are expected where a case documents that rule.
     pub fn fit_notes_allowed(mut self) -> Self {
         self.fit_notes_allowed = true;
         self
@@ -280,6 +280,7 @@ impl Case {
             if !self.fit_notes_allowed {
                 let fits: Vec<&String> = r.notes.iter().filter(|n| n.contains("listed unschedulable")).collect();
                 assert!(fits.is_empty(), "{ctx}: the checker finds room for pods the plan leaves pending: {fits:?}\n{}", dump());
+                assert!(r.queue_order.is_empty(), "{ctx}: the plan leaves pods pending out of kube-scheduler's queue order: {:#?}\n{}", r.queue_order, dump());
             }
             for (edits, plugin) in &self.broken {
                 let mut bad = plan.clone();

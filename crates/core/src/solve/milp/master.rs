@@ -105,8 +105,9 @@ impl<'p, 'a> Master<'p, 'a> {
         for f in fams.all_mut() {
             f.target_rows(&cx, &mut model);
         }
-        let penalty = p.weights.unschedulable_pod;
-        let pending_col: Vec<Col> = s.classes().map(|c| model.add_col(penalty, 0.0, s.n_of(c) as f64, true, vec![(fams.demand.row(c), 1.0)], ColKind::Pending(c))).collect();
+        // Tiered by priority and queue position (`semantics::queue`), not flat, so that the pods left
+        // pending are the ones kube-scheduler's queue would leave.
+        let pending_col: Vec<Col> = s.classes().map(|c| model.add_col(p.pending_penalty[c.ix()], 0.0, s.n_of(c) as f64, true, vec![(fams.demand.row(c), 1.0)], ColKind::Pending(c))).collect();
         for c in s.classes() {
             for &(t, cap) in &s.allowed[c.ix()] {
                 let mut e = unit_entries(&fams, &cx, c, Place::Target(t));
