@@ -55,10 +55,11 @@ struct Args {
     /// Hours of the batch history.
     #[arg(long, default_value_t = 3.0)]
     batch_hours: f64,
-    /// openb window: start and span (trace seconds).
-    #[arg(long, default_value_t = 10_800_000)]
+    /// openb window: start and span (trace seconds); the default is the 12 h with the most CPU-only rows
+    /// of the default pod list (65; the trace is mostly GPU pods, which the KWOK types cannot host).
+    #[arg(long, default_value_t = 10_767_600)]
     openb_start: u64,
-    #[arg(long, default_value_t = 21_600)]
+    #[arg(long, default_value_t = 43_200)]
     openb_span: u64,
     /// Cut every history to this many history seconds (a quick look).
     #[arg(long)]
@@ -78,7 +79,7 @@ fn histories(a: &Args) -> Result<Vec<History>, String> {
             Which::Batch => history::batch(a.seed, a.batch_hours),
             Which::Smoke => history::smoke(),
             Which::Openb => {
-                let path = stowage_e2e::repo_root().join("../shared/data/alibaba-openb/openb_pod_list_cpu100.csv");
+                let path = stowage_e2e::repo_root().join("../shared/data/alibaba-openb/openb_pod_list_default.csv");
                 let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
                 let trace = stowage_bench::openb::parse_trace(&text).map_err(|e| format!("{}: {e}", path.display()))?;
                 history::openb(&trace, a.openb_start, a.openb_span)
