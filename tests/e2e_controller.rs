@@ -140,13 +140,20 @@ impl World {
 
     /// Waits until `n` pods match `selector`, all Running and Ready and none pending.
     async fn wait_running(&self, selector: &str, n: usize) -> Vec<Pod> {
+        self.wait_replaced(selector, n, &[]).await
+    }
+
+    /// As [`World::wait_running`], counting only pods that are not among `old` (so a drain that has not
+    /// begun yet is not mistaken for pods running again).
+    async fn wait_replaced(&self, selector: &str, n: usize, old: &[Pod]) -> Vec<Pod> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), "default");
         let sel = selector.to_string();
+        let old: BTreeSet<Option<String>> = old.iter().map(|p| p.metadata.uid.clone()).collect();
         let r = poll_until(format!("{n} pods {selector} Running"), SETTLE, POLL, || {
-            let (api, sel) = (api.clone(), sel.clone());
+            let (api, sel, old) = (api.clone(), sel.clone(), old.clone());
             async move {
                 let pods = api.list(&ListParams::default().labels(&sel)).await.map_err(|e| Error::kube("listing pods", e))?.items;
-                let live: Vec<Pod> = pods.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
+                let live: Vec<Pod> = pods.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none() && !old.contains(&p.metadata.uid)).collect();
                 let running = live.iter().filter(|p| running_and_ready(p)).count();
                 Ok(if running == n && live.len() == n { Probe::Done(live) } else { Probe::Waiting(format!("{running}/{} running", live.len())) })
             }
@@ -847,7 +854,7 @@ async fn a_spot_interruption_through_sqs_drains_and_replaces_the_node() {
         w.fail("the interruption message", e).await;
     }
     let cordoned_in = t.elapsed();
-    let after = w.wait_running("app=web", 2).await;
+    let after = w.wait_replaced("app=web", 2, &before).await;
     let replaced_in = t.elapsed();
     let nodes = w.wait_nodes(1).await;
     let new_node = &nodes[0];
