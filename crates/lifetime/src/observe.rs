@@ -79,27 +79,8 @@ impl Recorder {
         let r = Recorder { t0, catalog: Arc::new(catalog), rec: Arc::default() };
         let pods: Api<Pod> = Api::namespaced(kube.clone(), NAMESPACE);
         let claims: Api<DynamicObject> = Api::all_with(kube.clone(), &nodeclaim_resource());
-        let (rp, rc) = (r.clone(), r.clone());
-        let h1 = tokio::spawn(async move {
-            let mut s = watcher(pods, watcher::Config::default()).boxed();
-            loop {
-                match s.try_next().await {
-                    Ok(Some(e)) => rp.pod_event(e),
-                    Ok(None) => break,
-                    Err(e) => rp.error(format!("pods: {e}")),
-                }
-            }
-        });
-        let h2 = tokio::spawn(async move {
-            let mut s = watcher(claims, watcher::Config::default()).boxed();
-            loop {
-                match s.try_next().await {
-                    Ok(Some(e)) => rc.claim_event(e),
-                    Ok(None) => break,
-                    Err(e) => rc.error(format!("nodeclaims: {e}")),
-                }
-            }
-        });
+        let h1 = spawn_watch(pods, "pods", r.clone(), Recorder::pod_event);
+        let h2 = spawn_watch(claims, "nodeclaims", r.clone(), Recorder::claim_event);
         (r, vec![h1, h2])
     }
 
@@ -139,11 +120,7 @@ impl Recorder {
 
     fn pod_event(&self, e: watcher::Event<Pod>) {
         let now = self.now_s();
-        let (pod, deleted) = match e {
-            watcher::Event::Apply(p) | watcher::Event::InitApply(p) => (p, false),
-            watcher::Event::Delete(p) => (p, true),
-            watcher::Event::Init | watcher::Event::InitDone => return,
-        };
+        let Some((pod, deleted)) = object_of(e) else { return };
         let Some(uid) = pod.metadata.uid.clone() else { return };
         let mut r = self.lock();
         let life = r.pods.entry(uid).or_insert_with(|| PodLife {
@@ -171,11 +148,7 @@ impl Recorder {
 
     fn claim_event(&self, e: watcher::Event<DynamicObject>) {
         let now = self.now_s();
-        let (obj, deleted) = match e {
-            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => (o, false),
-            watcher::Event::Delete(o) => (o, true),
-            watcher::Event::Init | watcher::Event::InitDone => return,
-        };
+        let Some((obj, deleted)) = object_of(e) else { return };
         let Some(name) = obj.metadata.name.clone() else { return };
         let mut r = self.lock();
         if let Some(c) = r.claims.get_mut(&name) {
@@ -208,4 +181,31 @@ impl Recorder {
             },
         );
     }
+}
+
+/// The object a watch event carries and whether it was deleted; `None` for the list markers.
+fn object_of<K>(e: watcher::Event<K>) -> Option<(K, bool)> {
+    match e {
+        watcher::Event::Apply(o) | watcher::Event::InitApply(o) => Some((o, false)),
+        watcher::Event::Delete(o) => Some((o, true)),
+        watcher::Event::Init | watcher::Event::InitDone => None,
+    }
+}
+
+/// Feeds every event of a watch on `api` to `on_event` until the watch ends; errors are recorded
+/// (the watcher re-lists by itself).
+fn spawn_watch<K>(api: Api<K>, what: &'static str, r: Recorder, on_event: fn(&Recorder, watcher::Event<K>)) -> tokio::task::JoinHandle<()>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut s = watcher(api, watcher::Config::default()).boxed();
+        loop {
+            match s.try_next().await {
+                Ok(Some(e)) => on_event(&r, e),
+                Ok(None) => break,
+                Err(e) => r.error(format!("{what}: {e}")),
+            }
+        }
+    })
 }
