@@ -43,6 +43,10 @@ struct Args {
     /// The NodePool's consolidateAfter, history seconds.
     #[arg(long, default_value_t = 300.0)]
     consolidate_after: f64,
+    /// Run both controllers' fixed disruption timers (polls, validation) at their real-time values
+    /// instead of compressing them with the history (the first, unfair measurements ran so).
+    #[arg(long)]
+    real_time_timers: bool,
     /// The NodePool's disruption budget (`nodes`).
     #[arg(long, default_value = "10%")]
     budget: String,
@@ -98,7 +102,7 @@ async fn main() -> std::process::ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("stowage_lifetime=info,warn"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let a = Args::parse();
-    let timing = Timing { compression: a.compression, boot_s: a.boot, consolidate_after_s: a.consolidate_after };
+    let timing = Timing { compression: a.compression, boot_s: a.boot, consolidate_after_s: a.consolidate_after, scale_timers: !a.real_time_timers };
     let contenders: Vec<Contender> = a
         .controllers
         .iter()

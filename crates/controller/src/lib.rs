@@ -109,7 +109,9 @@ pub struct Config {
     pub disruption_interval: Duration,
     /// Consolidation of underutilised nodes: how disruption is weighed against saving.
     pub consolidation: stowage_decide::consolidation::Settings,
-    /// How long a consolidation decision waits before it is validated (decided again) and acted on.
+    /// How long a consolidation decision waits before it is validated (decided again) and acted on;
+    /// an empty node likewise stays empty this long past `consolidateAfter` before it goes (Karpenter's
+    /// 15 s re-validation of both).
     pub consolidation_validation: Duration,
     /// How often EC2NodeClasses are resolved again and their `Ready` condition written (each batch
     /// resolves them too).
@@ -719,7 +721,7 @@ fn next_round(interval: Duration, backoff: &mut lifecycle::Backoff, ok: bool) ->
 /// Disruption is a whole-cluster decision (budgets count a pool's nodes; emptiness needs the pods of
 /// every node), so it runs as one periodic task over the state index rather than per NodeClaim.
 async fn disruption_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watch::Receiver<bool>) {
-    let d = tokio::sync::Mutex::new((Disruption::default(), consolidation::Consolidator::default()));
+    let d = tokio::sync::Mutex::new((Disruption::with_validation(ctx.config.consolidation_validation), consolidation::Consolidator::default()));
     periodic(ctx.config.disruption_interval, stop, || async {
         if !(ctx.is_leader() && lock(&ctx.state).synced()) {
             return true;
@@ -770,7 +772,7 @@ async fn disrupt<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &mut Disrupti
     let mut ok = true;
     for a in actions {
         let why = match &a.cause {
-            disruption::Cause::Empty { for_ } => format!("empty for {}s (consolidateAfter)", for_.as_secs()),
+            disruption::Cause::Empty { for_ } => format!("empty for {}s (consolidateAfter, then the validation wait)", for_.as_secs()),
             disruption::Cause::Expired { age } => format!("expired after {}s (expireAfter)", age.as_secs()),
         };
         let claim = lock(&ctx.state).nodeclaim(&a.nodeclaim).cloned();

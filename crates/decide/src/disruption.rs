@@ -3,7 +3,11 @@
 //!
 //! - **Empty**: an initialized node of a NodePool with no pod but DaemonSet and terminal pods, not
 //!   nominated by a recent plan, continuously so for the pool's `consolidateAfter` (`Never` disables it),
-//!   is removed by deleting its NodeClaim. The pool's disruption budgets (`spec.disruption.budgets[].nodes`,
+//!   and then still so for the `validation` wait ([`Disruption::with_validation`]; Karpenter computes an
+//!   Empty command once consolidateAfter has passed and carries it out only if the nodes are still empty
+//!   15 s later; requiring the node to stay empty throughout is the same or stricter), is removed by
+//!   deleting its NodeClaim. The controller validates with its `consolidation_validation` (15 s by
+//!   default, as Karpenter); the simulator does not (zero). The pool's disruption budgets (`spec.disruption.budgets[].nodes`,
 //!   a count or a percentage of the pool's nodes, rounded up as Karpenter does; default `10%`) bound how
 //!   many of its NodeClaims may be deleting at once; a budget with a `schedule` (cron, UTC) and a
 //!   `duration` applies only from each time the schedule fires for that long ([`budget_active`], as
@@ -187,11 +191,22 @@ pub fn allowed_disruptions(budgets: &[String], total: usize) -> usize {
 #[derive(Clone, Debug)]
 pub struct Disruption<T> {
     empty_since: BTreeMap<String, T>,
+    /// How long past `consolidateAfter` a node must stay empty before it goes.
+    validation: Duration,
 }
 
 impl<T> Default for Disruption<T> {
     fn default() -> Self {
-        Disruption { empty_since: BTreeMap::new() }
+        Disruption { empty_since: BTreeMap::new(), validation: Duration::ZERO }
+    }
+}
+
+impl<T> Disruption<T> {
+    /// Emptiness that waits `validation` past `consolidateAfter` (the node empty throughout) before it
+    /// removes a node: Karpenter's re-validation of an Empty command, so a pod bound to the node in the
+    /// meantime keeps it.
+    pub fn with_validation(validation: Duration) -> Self {
+        Disruption { empty_since: BTreeMap::new(), validation }
     }
 }
 
@@ -230,7 +245,7 @@ impl<T: Moment> Disruption<T> {
             let Some(policy) = pools.get(&c.nodepool) else { continue };
             let Some(after) = policy.consolidate_after else { continue };
             let for_ = now.since(since_empty);
-            if for_ < after {
+            if for_ < after + self.validation {
                 continue;
             }
             let allowed = allowed_disruptions(&policy.budgets, total.get(c.nodepool.as_str()).copied().unwrap_or(0));
@@ -251,7 +266,7 @@ impl<T: Moment> Disruption<T> {
             .filter_map(|c| {
                 let since = *self.empty_since.get(&c.nodeclaim)?;
                 let after = pools.get(&c.nodepool)?.consolidate_after?;
-                Some(since + after)
+                Some(since + after + self.validation)
             })
             .min()
     }
@@ -294,6 +309,24 @@ mod tests {
         assert!(d.decide(&cs, &p, t(129)).is_empty());
         let a = d.decide(&cs, &p, t(130));
         assert_eq!(a, vec![Action { nodeclaim: "a".into(), nodepool: "np".into(), cause: Cause::Empty { for_: Duration::from_secs(30) } }]);
+    }
+
+    #[test]
+    fn validation_waits_past_consolidate_after_and_a_pod_in_between_keeps_the_node() {
+        let mut d = Disruption::with_validation(t(15));
+        let p = pools(Some(30), &["100%"]);
+        let cs = vec![cand("a", "np", 0)];
+        assert!(d.decide(&cs, &p, t(0)).is_empty());
+        assert_eq!(d.next_due(&p, &cs), Some(t(45)));
+        assert!(d.decide(&cs, &p, t(30)).is_empty(), "consolidateAfter has passed, the validation has not");
+        assert_eq!(d.decide(&cs, &p, t(45)).len(), 1);
+        // A pod bound during the validation resets the node's timer: nothing goes at 45 s.
+        let mut d = Disruption::with_validation(t(15));
+        d.decide(&cs, &p, t(0));
+        d.decide(&cs, &p, t(30));
+        d.decide(&[cand("a", "np", 1)], &p, t(35));
+        assert!(d.decide(&cs, &p, t(45)).is_empty());
+        assert_eq!(d.next_due(&p, &cs), Some(t(45 + 45)));
     }
 
     #[test]

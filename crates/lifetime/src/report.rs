@@ -177,7 +177,7 @@ fn bound_of(demand: &BTreeMap<String, u32>, templates: &BTreeMap<String, Value>,
         }
     }
     let pods = json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
-    let pools: String = setup.stowage_objects(Timing { compression: 1.0, boot_s: 0.0, consolidate_after_s: 0.0 }).iter().map(|o| format!("---\n{}\n", o)).collect();
+    let pools: String = setup.stowage_objects(Timing { compression: 1.0, boot_s: 0.0, consolidate_after_s: 0.0, scale_timers: false }).iter().map(|o| format!("---\n{}\n", o)).collect();
     let w = stowage_input::load_texts([(std::path::Path::new("<lifetime nodepool>"), pools.as_str()), (std::path::Path::new("<lifetime demand>"), pods.as_str())]).map_err(|e| e.to_string())?;
     let planner = Planner { time_budget: std::time::Duration::from_secs(3), gap: 0.005, ..Planner::milp() };
     let plan = plan_cluster(&w.cluster, &setup.catalog, weights, planner).map_err(|e| e.to_string())?;
@@ -218,13 +218,14 @@ pub fn bound_curve(h: &History, setup: &Setup, step_s: f64) -> Result<(BoundCurv
 /// The side-by-side table (markdown).
 pub fn table(h: &History, timing: Timing, rows: &[Summary], bound_usd: f64) -> String {
     let mut s = format!(
-        "History `{}`: {} ({} h of history, compressed {}x; boot {} s, consolidateAfter {} s of history)\n\n",
+        "History `{}`: {} ({} h of history, compressed {}x; boot {} s, consolidateAfter {} s of history; the controllers' disruption timers {})\n\n",
         h.name,
         h.description,
         h.duration_s / HOUR,
         timing.compression,
         timing.boot_s,
-        timing.consolidate_after_s
+        timing.consolidate_after_s,
+        if timing.scale_timers { format!("compressed too (divided by {}, floor {} ms)", timing.timer_scale(), crate::setup::TIMER_FLOOR.as_millis()) } else { "at their real-time values".to_string() }
     );
     s.push_str("| controller | cost ($) | vs bound | node-hours | nodes launched | evictions | pod start p50 / p99 (history s) | p50 / p99 (wall s) | waited > 5 min | never ran |\n");
     s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -350,7 +351,7 @@ mod tests {
 
     #[test]
     fn summaries_integrate_cost_in_history_time_and_count_evictions_and_waits() {
-        let timing = Timing { compression: 60.0, boot_s: 60.0, consolidate_after_s: 60.0 };
+        let timing = Timing { compression: 60.0, boot_s: 60.0, consolidate_after_s: 60.0, scale_timers: true };
         let mut r = Recording { end_s: 120.0, ..Default::default() };
         // 1 $/h for 60 wall s = 1 history hour; the second claim is still up at the end (60 wall s).
         r.claims.insert("a".into(), ClaimLife { name: "a".into(), price: 1.0, launched_s: 0.0, gone_s: Some(60.0), ..Default::default() });

@@ -4,7 +4,10 @@
 //!
 //! Both controllers run at their own defaults (batch windows, disruption polling, validation); what the
 //! history defines (its events, task runtimes, `consolidateAfter`, the boot delay) is compressed by
-//! [`Timing::compression`]; see docs/lifetime.md for what cannot be compressed.
+//! [`Timing::compression`], and so, unless told otherwise ([`Timing::scale_timers`]), are both
+//! controllers' fixed disruption timers: stowage's poll and validation here, Karpenter's poll,
+//! validation and orchestration backoff through `STOWAGE_TIME_SCALE` (its one patch,
+//! peers/karpenter/timescale/). See docs/lifetime.md for what cannot be compressed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -107,7 +110,9 @@ pub async fn run(name: &str, contender: Contender, history: &History, setup: &Se
     match contender {
         Contender::Karpenter => {
             let types = InstanceTypes::from_catalog(&setup.catalog, &[]).map_err(|e| setup_err(name, "writing the instance types", e))?;
-            let op = KarpenterOperator::start(&cp, KarpenterConfig { instance_types: types, log_level: "debug".into(), ..Default::default() })
+            // The patched operator divides its disruption timers by this (peers/karpenter/timescale/).
+            let env = vec![("STOWAGE_TIME_SCALE".to_string(), timing.timer_scale().to_string())];
+            let op = KarpenterOperator::start(&cp, KarpenterConfig { instance_types: types, log_level: "debug".into(), env, ..Default::default() })
                 .await
                 .map_err(|e| setup_err(name, "starting Karpenter's operator", e))?;
             for o in setup.karpenter_objects(timing) {
@@ -120,7 +125,13 @@ pub async fn run(name: &str, contender: Contender, history: &History, setup: &Se
                 create(&client, &o).await.map_err(|e| setup_err(name, "creating stowage's NodePool", e))?;
             }
             let cloud = Arc::new(FakeCloud::new(client.clone(), setup.catalog.clone(), timing.boot_wall()));
-            let config = stowage_controller::Config { identity: "stowage-lifetime".into(), ..Default::default() };
+            let d = stowage_controller::Config::default();
+            let config = stowage_controller::Config {
+                identity: "stowage-lifetime".into(),
+                disruption_interval: timing.controller_timer(d.disruption_interval),
+                consolidation_validation: timing.controller_timer(d.consolidation_validation),
+                ..d
+            };
             let c = stowage_controller::Controller::start(client.clone(), cloud, config).await.map_err(|e| setup_err(name, "starting stowage's controller", e))?;
             stowage = Some(c);
         }

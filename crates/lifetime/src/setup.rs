@@ -120,7 +120,15 @@ pub struct Timing {
     pub boot_s: f64,
     /// The NodePool's `consolidateAfter`, history seconds.
     pub consolidate_after_s: f64,
+    /// Whether the controllers' own fixed wall-clock timers (disruption poll, command validation,
+    /// Karpenter's orchestration backoff) are compressed too ([`Timing::controller_timer`]); without
+    /// it they run at their real-time values, which at compression k makes each k times slower in
+    /// history time (and Karpenter's far more than stowage's: docs/lifetime.md §4).
+    pub scale_timers: bool,
 }
+
+/// The least a scaled controller timer becomes (Karpenter's side: peers/karpenter/timescale/).
+pub const TIMER_FLOOR: Duration = Duration::from_millis(100);
 
 impl Timing {
     pub fn wall(&self, history_s: f64) -> Duration {
@@ -131,6 +139,21 @@ impl Timing {
     /// no finer unit, and the fake cloud uses the same value.
     pub fn boot_wall(&self) -> Duration {
         Duration::from_secs(self.wall(self.boot_s).as_secs_f64().round() as u64)
+    }
+
+    /// What the controllers' fixed timers are divided by: the compression when they are scaled, else 1.
+    /// Karpenter's operator reads it as `STOWAGE_TIME_SCALE`.
+    pub fn timer_scale(&self) -> f64 {
+        if self.scale_timers { self.compression.max(1.0) } else { 1.0 }
+    }
+
+    /// A controller's fixed wall-clock timer `d` under this timing: `d / timer_scale`, not below
+    /// [`TIMER_FLOOR`], never above `d` (the formula of Karpenter's patched side).
+    pub fn controller_timer(&self, d: Duration) -> Duration {
+        if self.timer_scale() <= 1.0 {
+            return d;
+        }
+        d.min(d.div_f64(self.timer_scale()).max(TIMER_FLOOR))
     }
 }
 
@@ -160,7 +183,7 @@ mod tests {
     #[test]
     fn both_nodepools_say_the_same_but_the_node_class() {
         let s = Setup::default_setup();
-        let t = Timing { compression: 10.0, boot_s: 60.0, consolidate_after_s: 300.0 };
+        let t = Timing { compression: 10.0, boot_s: 60.0, consolidate_after_s: 300.0, scale_timers: true };
         let (k, st) = (s.karpenter_objects(t), s.stowage_objects(t));
         assert_eq!(k[0]["spec"]["nodeRegistrationDelay"], "6s");
         assert_eq!(st[0]["kind"], "EC2NodeClass");
@@ -176,5 +199,17 @@ mod tests {
     fn an_unknown_type_is_refused_by_name() {
         let e = Setup::new(&["c6i.large".into(), "z9.huge".into()], &["us-east-1a".into()], &["on-demand".into()], "10%").unwrap_err();
         assert!(e.contains("z9.huge"), "{e}");
+    }
+
+    #[test]
+    fn scaled_controller_timers_divide_by_the_compression_down_to_the_floor() {
+        let t = Timing { compression: 60.0, boot_s: 60.0, consolidate_after_s: 300.0, scale_timers: true };
+        assert_eq!(t.timer_scale(), 60.0);
+        assert_eq!(t.controller_timer(Duration::from_secs(15)), Duration::from_millis(250));
+        assert_eq!(t.controller_timer(Duration::from_secs(2)), TIMER_FLOOR, "2 s / 60 is below the floor");
+        assert_eq!(t.controller_timer(Duration::from_millis(50)), Duration::from_millis(50), "never above the timer itself");
+        let real = Timing { scale_timers: false, ..t };
+        assert_eq!(real.timer_scale(), 1.0);
+        assert_eq!(real.controller_timer(Duration::from_secs(15)), Duration::from_secs(15));
     }
 }
