@@ -107,6 +107,8 @@ pub struct Config {
     pub gc_interval: Duration,
     pub gc_grace: Duration,
     pub disruption_interval: Duration,
+    /// How soon termination looks again at a NodeClaim whose pods are draining or volumes detaching.
+    pub termination_retry: Duration,
     /// Consolidation of underutilised nodes: how disruption is weighed against saving.
     pub consolidation: stowage_decide::consolidation::Settings,
     /// How long a consolidation decision waits before it is validated (decided again) and acted on;
@@ -146,6 +148,7 @@ impl Default for Config {
             gc_interval: Duration::from_secs(10),
             gc_grace: Duration::from_secs(30),
             disruption_interval: Duration::from_secs(2),
+            termination_retry: Duration::from_secs(1),
             consolidation: stowage_decide::consolidation::Settings::default(),
             consolidation_validation: consolidation::VALIDATION,
             nodeclass_interval: Duration::from_secs(5),

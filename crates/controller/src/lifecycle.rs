@@ -254,8 +254,8 @@ async fn cleanup<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, obj: &NodeClaim)
     let name = obj.metadata.name.clone().unwrap_or_default();
     match termination::terminate(ctx, obj).await? {
         Progress::Done => Ok(Action::await_change()),
-        Progress::Draining { remaining } => Err(LifecycleError::Waiting { claim: name, what: format!("{remaining} pod(s) draining"), retry: Duration::from_secs(1) }),
-        Progress::Detaching { volumes } => Err(LifecycleError::Waiting { claim: name, what: format!("{volumes} volume(s) detaching"), retry: Duration::from_secs(1) }),
+        Progress::Draining { remaining } => Err(LifecycleError::Waiting { claim: name, what: format!("{remaining} pod(s) draining"), retry: ctx.config.termination_retry }),
+        Progress::Detaching { volumes } => Err(LifecycleError::Waiting { claim: name, what: format!("{volumes} volume(s) detaching"), retry: ctx.config.termination_retry }),
         Progress::AwaitLaunch => Err(LifecycleError::Waiting { claim: name, what: "its launch is running".into(), retry: Duration::from_secs(1) }),
     }
 }

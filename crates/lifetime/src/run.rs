@@ -130,6 +130,7 @@ pub async fn run(name: &str, contender: Contender, history: &History, setup: &Se
                 identity: "stowage-lifetime".into(),
                 disruption_interval: timing.controller_timer(d.disruption_interval),
                 consolidation_validation: timing.controller_timer(d.consolidation_validation),
+                termination_retry: timing.controller_timer(d.termination_retry),
                 ..d
             };
             let c = stowage_controller::Controller::start(client.clone(), cloud, config).await.map_err(|e| setup_err(name, "starting stowage's controller", e))?;
