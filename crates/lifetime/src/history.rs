@@ -179,6 +179,10 @@ fn job(j: &Job) -> Value {
         "metadata": {"name": j.name, "namespace": NAMESPACE},
         "spec": {
             "parallelism": j.count, "completions": j.count, "backoffLimit": 0,
+            // An evicted task (drain, consolidation) is run again and is no failure, as a batch user of
+            // either controller configures it; without this one eviction fails the whole Job and its
+            // other pods stop, which a controller's bill would count as a saving.
+            "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
             "ttlSecondsAfterFinished": 0,
             "template": {
                 "metadata": {"labels": {APP_LABEL: j.name}, "annotations": {RUNTIME_ANNOTATION: format!("{}", j.runtime_s)}},
@@ -350,6 +354,7 @@ mod tests {
         let j = objects_of(&Action::Job(Job { name: "j".into(), count: 4, cpu_m: 100, memory_mi: 64, runtime_s: 90.0 }));
         assert_eq!(j[0]["spec"]["template"]["metadata"]["annotations"][RUNTIME_ANNOTATION], "90");
         assert_eq!(j[0]["spec"]["parallelism"], 4);
+        assert_eq!(j[0]["spec"]["podFailurePolicy"]["rules"][0]["onPodConditions"][0]["type"], "DisruptionTarget", "an evicted task is run again");
     }
 
     #[test]

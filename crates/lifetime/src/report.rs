@@ -12,7 +12,7 @@
 //! MILP's proven lower bound is a lower bound on the $/h of any placement of that demand, so its
 //! integral bounds the cost of any controller that runs the history's demand (no pod pending).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use plotters::prelude::*;
 use serde::Serialize;
@@ -22,6 +22,7 @@ use stowage_core::solve::{Planner, plan_cluster};
 use stowage_core::weights::Weights;
 
 use crate::history::{Action, History, NAMESPACE, objects_of};
+use crate::observe::Recording;
 use crate::run::{Contender, RunOutput};
 use crate::setup::{Setup, Timing};
 
@@ -48,6 +49,9 @@ pub struct Summary {
     pub start_p99_wall_s: f64,
     /// Pods that waited more than [`LONG_WAIT_S`] of history time (or never ran and existed that long).
     pub waited_over_5min: usize,
+    /// Tasks the history asked for that neither ran their whole runtime nor were still running or
+    /// pending at the end: work the cluster lost (a failed Job), which must not pass for a saving.
+    pub tasks_lost: usize,
     /// $/h at each history minute.
     pub curve: Vec<(f64, f64)>,
 }
@@ -61,7 +65,30 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 }
 
 /// The numbers of one run.
-pub fn summarise(run: &RunOutput, timing: Timing) -> Summary {
+/// The tasks each Job of the history asks for (its name: its pod count).
+pub fn task_counts(h: &History) -> BTreeMap<String, usize> {
+    h.events.iter().filter_map(|e| if let Action::Job(j) = &e.action { Some((j.name.clone(), j.count as usize)) } else { None }).collect()
+}
+
+/// Tasks of `expected` (Job: pod count) that did not complete: a pod completed when it ran its runtime
+/// (1 % slack for the driver's tick), and one still running or pending when the run ended is not lost.
+fn tasks_lost(r: &Recording, k: f64, expected: &BTreeMap<String, usize>) -> usize {
+    let mut done: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in r.pods.values() {
+        let Some(runtime) = p.runtime_s else { continue };
+        let ok = match (p.running_s, p.ended_s) {
+            (_, None) => true,
+            (Some(run), Some(end)) => (end - run) * k >= runtime * 0.99,
+            (None, Some(_)) => false,
+        };
+        if ok {
+            *done.entry(p.app.as_str()).or_default() += 1;
+        }
+    }
+    expected.iter().map(|(job, n)| n.saturating_sub(done.get(job.as_str()).copied().unwrap_or(0))).sum()
+}
+
+pub fn summarise(run: &RunOutput, timing: Timing, expected_tasks: &BTreeMap<String, usize>) -> Summary {
     let r = &run.recording;
     let k = timing.compression;
     let end = r.end_s;
@@ -117,6 +144,7 @@ pub fn summarise(run: &RunOutput, timing: Timing) -> Summary {
         start_p50_wall_s: quantile(&starts, 0.5),
         start_p99_wall_s: quantile(&starts, 0.99),
         waited_over_5min: long,
+        tasks_lost: tasks_lost(r, k, expected_tasks),
         curve,
     }
 }
@@ -164,11 +192,26 @@ fn price_only() -> Weights {
 }
 
 /// A lower bound on the $/h of the demand (see the module docs), or `None` if the MILP proved none.
+/// The MILP's proven lower bound ($/h) on running `demand`. Pods the planner finds no place for at all
+/// (an openb row larger than any instance type) are left out and it plans again: both controllers
+/// leave those pending too, and the bound is of the demand that can run, without the pending penalty.
 fn bound_of(demand: &BTreeMap<String, u32>, templates: &BTreeMap<String, Value>, setup: &Setup, weights: &Weights) -> Result<Option<f64>, String> {
+    let mut left_out: BTreeSet<String> = BTreeSet::new();
+    loop {
+        let plan = plan_demand(demand, templates, setup, weights, &left_out)?;
+        let cannot: Vec<String> = plan.unschedulable.iter().map(|u| u.pod.rsplit('/').next().unwrap_or(&u.pod).to_string()).filter(|p| !left_out.contains(p)).collect();
+        if cannot.is_empty() {
+            return Ok(plan.solver.lower_bound);
+        }
+        left_out.extend(cannot);
+    }
+}
+
+fn plan_demand(demand: &BTreeMap<String, u32>, templates: &BTreeMap<String, Value>, setup: &Setup, weights: &Weights, left_out: &BTreeSet<String>) -> Result<stowage_core::plan::Plan, String> {
     let mut items = Vec::new();
     for (app, n) in demand {
         let t = templates.get(app).ok_or_else(|| format!("no template for {app}"))?;
-        for i in 0..*n {
+        for i in (0..*n).filter(|i| !left_out.contains(&format!("{app}-{i}"))) {
             let mut labels = t["metadata"]["labels"].clone();
             if labels.is_null() {
                 labels = json!({});
@@ -180,8 +223,7 @@ fn bound_of(demand: &BTreeMap<String, u32>, templates: &BTreeMap<String, Value>,
     let pools: String = setup.stowage_objects(Timing { compression: 1.0, boot_s: 0.0, consolidate_after_s: 0.0, scale_timers: false }).iter().map(|o| format!("---\n{}\n", o)).collect();
     let w = stowage_input::load_texts([(std::path::Path::new("<lifetime nodepool>"), pools.as_str()), (std::path::Path::new("<lifetime demand>"), pods.as_str())]).map_err(|e| e.to_string())?;
     let planner = Planner { time_budget: std::time::Duration::from_secs(3), gap: 0.005, ..Planner::milp() };
-    let plan = plan_cluster(&w.cluster, &setup.catalog, weights, planner).map_err(|e| e.to_string())?;
-    Ok(plan.solver.lower_bound)
+    plan_cluster(&w.cluster, &setup.catalog, weights, planner).map_err(|e| e.to_string())
 }
 
 /// $/h bound at history hours; `None` where the MILP proved no bound.
@@ -227,16 +269,28 @@ pub fn table(h: &History, timing: Timing, rows: &[Summary], bound_usd: f64) -> S
         timing.consolidate_after_s,
         if timing.scale_timers { format!("compressed too (divided by {}, floor {} ms)", timing.timer_scale(), crate::setup::TIMER_FLOOR.as_millis()) } else { "at their real-time values".to_string() }
     );
-    s.push_str("| controller | cost ($) | vs bound | node-hours | nodes launched | evictions | pod start p50 / p99 (history s) | p50 / p99 (wall s) | waited > 5 min | never ran |\n");
-    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str("| controller | cost ($) | vs bound | node-hours | nodes launched | evictions | pod start p50 / p99 (history s) | p50 / p99 (wall s) | waited > 5 min | never ran | tasks lost |\n");
+    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in rows {
         let vs = if bound_usd > 0.0 { format!("{:.2}", r.cost_usd / bound_usd) } else { "-".into() };
         s.push_str(&format!(
-            "| {} | {:.2} | {} | {:.1} | {} | {} | {:.0} / {:.0} | {:.1} / {:.1} | {} | {} |\n",
-            r.contender, r.cost_usd, vs, r.node_hours, r.nodes_launched, r.evictions, r.start_p50_s, r.start_p99_s, r.start_p50_wall_s, r.start_p99_wall_s, r.waited_over_5min, r.never_ran
+            "| {} | {:.2} | {} | {:.1} | {} | {} | {:.0} / {:.0} | {:.1} / {:.1} | {} | {} | {} |\n",
+            r.contender,
+            r.cost_usd,
+            vs,
+            r.node_hours,
+            r.nodes_launched,
+            r.evictions,
+            r.start_p50_s,
+            r.start_p99_s,
+            r.start_p50_wall_s,
+            r.start_p99_wall_s,
+            r.waited_over_5min,
+            r.never_ran,
+            r.tasks_lost
         ));
     }
-    s.push_str(&format!("| lower bound of the demand | {bound_usd:.2} | 1.00 | | | | | | | |\n"));
+    s.push_str(&format!("| lower bound of the demand | {bound_usd:.2} | 1.00 | | | | | | | | |\n"));
     s
 }
 
@@ -309,7 +363,7 @@ pub struct RunMeta {
 mod tests {
     use super::*;
     use crate::history::{App, Job, Spread};
-    use crate::observe::{ClaimLife, PodLife, Recording};
+    use crate::observe::{ClaimLife, PodLife};
 
     fn history() -> History {
         let app = App { name: "a".into(), replicas: 4, cpu_m: 1000, memory_mi: 1024, spread: Spread::Zone, max_unavailable: 1 };
@@ -360,7 +414,7 @@ mod tests {
         r.pods.insert("2".into(), PodLife { created_s: 0.0, running_s: Some(10.0), ..Default::default() });
         r.pods.insert("3".into(), PodLife { created_s: 100.0, ..Default::default() });
         let run = RunOutput { contender: Contender::Stowage, recording: r, dir: Default::default(), stand_in_errors: vec![], driver_errors: vec![] };
-        let s = summarise(&run, timing);
+        let s = summarise(&run, timing, &BTreeMap::new());
         assert!((s.cost_usd - 3.0).abs() < 1e-9, "{}", s.cost_usd);
         assert!((s.node_hours - 2.0).abs() < 1e-9);
         assert_eq!((s.nodes_launched, s.evictions, s.never_ran), (2, 1, 1));
@@ -369,5 +423,21 @@ mod tests {
         assert_eq!(s.waited_over_5min, 2);
         assert_eq!(s.curve[30].1, 1.0);
         assert_eq!(s.curve[90].1, 2.0);
+    }
+
+    #[test]
+    fn a_task_cut_short_and_not_run_again_is_lost_and_one_run_again_is_not() {
+        let task = |app: &str, running: Option<f64>, ended: Option<f64>| PodLife { app: app.into(), created_s: 0.0, running_s: running, ended_s: ended, runtime_s: Some(600.0), ..Default::default() };
+        let mut r = Recording { end_s: 100.0, ..Default::default() };
+        // k = 60: a 600 s task needs 10 wall s. Job a: one pod cut at 3 s, its replacement ran 10 s.
+        r.pods.insert("a1".into(), task("a", Some(1.0), Some(4.0)));
+        r.pods.insert("a2".into(), task("a", Some(5.0), Some(15.0)));
+        // Job b (2 tasks): one cut short and never run again, one still running at the end.
+        r.pods.insert("b1".into(), task("b", Some(1.0), Some(2.0)));
+        r.pods.insert("b2".into(), task("b", Some(95.0), None));
+        // Job c: pending at the end (never ran; counted there, not here).
+        r.pods.insert("c1".into(), task("c", None, None));
+        let expected: BTreeMap<String, usize> = [("a".to_string(), 1), ("b".to_string(), 2), ("c".to_string(), 1)].into();
+        assert_eq!(tasks_lost(&r, 60.0, &expected), 1);
     }
 }
