@@ -1,8 +1,8 @@
 //! The lifetime benchmark's smoke test (issue 19; docs/lifetime.md): Karpenter's own operator and
 //! stowage's controller each run the one-hour smoke history (compressed 40x) on a real control plane
-//! with the same NodePool, catalog and boot delay. Both must run every pod the history asks for,
-//! consolidate after the scale-down, write the benchmark's files, and cost no less than the lower bound
-//! of the demand allows (with slack for the time pods wait for their nodes, when nothing is billed).
+//! with the same NodePool, catalog and boot delay. Both must run every pod the history asks for, lose
+//! no task, consolidate after the scale-down, write the benchmark's files, and cost no less than the
+//! lower bound of the demand allows (with slack for the time pods wait for their nodes, when nothing is billed).
 //!
 //! Needs Go (the first run builds the control plane and Karpenter's operator, minutes).
 
@@ -30,6 +30,7 @@ async fn both_controllers_run_the_smoke_history_and_consolidate() {
         assert!(run.stand_in_errors.is_empty(), "{who}: the kubelet stand-in recorded errors: {:?}", run.stand_in_errors);
         assert!(s.nodes_launched > 0 && s.cost_usd > 0.0, "{who} launched nodes: {s:?}");
         assert_eq!(s.never_ran, 0, "{who}: every pod the history asks for ran");
+        assert_eq!(s.tasks_lost, 0, "{who}: every task ran its whole runtime (an evicted one runs again)");
         // 2 apps at 12 replicas and the Job's pods, each of a pod that actually ran.
         assert!(s.pods >= 6 + 6 + 8, "{who}: pods seen {}", s.pods);
         let peak = s.curve.iter().map(|p| p.1).fold(0.0, f64::max);
