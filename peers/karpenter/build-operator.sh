@@ -34,7 +34,10 @@ PY
 
 steps() {
   local tmp=$1 outdir=$2 moddir work
+  # On a fresh machine the module may not be in the cache yet: fetch it before asking for its folder.
+  (cd "$here" && go mod download sigs.k8s.io/karpenter) >&2
   moddir="$(cd "$here" && go list -mod=readonly -m -f '{{.Dir}}' sigs.k8s.io/karpenter)"
+  [[ -n "$moddir" && -d "$moddir" ]] || { echo "build-operator.sh: sigs.k8s.io/karpenter has no module folder" >&2; exit 1; }
   # The one change to Karpenter: its disruption and termination timers read STOWAGE_TIME_SCALE (timescale/; without it
   # they are Karpenter's own). A copy of the module is patched and replaces it through a copy of go.mod.
   work="$(mktemp -d)"
