@@ -43,7 +43,7 @@ struct Args {
     /// The NodePool's consolidateAfter, history seconds.
     #[arg(long, default_value_t = 300.0)]
     consolidate_after: f64,
-    /// Run both controllers' fixed disruption timers (polls, validation) at their real-time values
+    /// Run both controllers' fixed disruption and termination timers at their real-time values
     /// instead of compressing them with the history (the first, unfair measurements ran so).
     #[arg(long)]
     real_time_timers: bool,

@@ -197,7 +197,7 @@ pub struct Disruption<T> {
 
 impl<T> Default for Disruption<T> {
     fn default() -> Self {
-        Disruption { empty_since: BTreeMap::new(), validation: Duration::ZERO }
+        Disruption::with_validation(Duration::ZERO)
     }
 }
 

@@ -38,11 +38,12 @@ pub async fn compare(tag: &str, history: &History, setup: &Setup, timing: Timing
     std::fs::create_dir_all(out).map_err(|e| format!("creating {}: {e}", out.display()))?;
     let mut summaries = Vec::new();
     let mut runs = Vec::new();
+    let tasks = report::task_counts(history);
     for &c in contenders {
         let name = format!("{tag}-{}-{}", history.name, c.name());
         tracing::info!(run = %name, "lifetime: starting");
         let r = run::run(&name, c, history, setup, timing).await.map_err(|e| e.to_string())?;
-        let s = report::summarise(&r, timing, &report::task_counts(history));
+        let s = report::summarise(&r, timing, &tasks);
         tracing::info!(run = %name, cost = s.cost_usd, nodes = s.nodes_launched, evictions = s.evictions, "lifetime: done");
         run::write_json(&r.dir, "recording.json", &r.recording).map_err(|e| format!("writing the recording: {e}"))?;
         runs.push(RunMeta { contender: c, dir: rel(&r.dir), stand_in_errors: r.stand_in_errors.clone(), driver_errors: r.driver_errors.clone(), watch_errors: r.recording.watch_errors.clone() });

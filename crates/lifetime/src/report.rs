@@ -64,7 +64,6 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-/// The numbers of one run.
 /// The tasks each Job of the history asks for (its name: its pod count).
 pub fn task_counts(h: &History) -> BTreeMap<String, usize> {
     h.events.iter().filter_map(|e| if let Action::Job(j) = &e.action { Some((j.name.clone(), j.count as usize)) } else { None }).collect()
@@ -88,6 +87,7 @@ fn tasks_lost(r: &Recording, k: f64, expected: &BTreeMap<String, usize>) -> usiz
     expected.iter().map(|(job, n)| n.saturating_sub(done.get(job.as_str()).copied().unwrap_or(0))).sum()
 }
 
+/// The numbers of one run; `expected_tasks` is [`task_counts`] of its history.
 pub fn summarise(run: &RunOutput, timing: Timing, expected_tasks: &BTreeMap<String, usize>) -> Summary {
     let r = &run.recording;
     let k = timing.compression;
@@ -191,8 +191,8 @@ fn price_only() -> Weights {
     Weights { per_node: 0.0, spot, node_pool_weight: 0.0, tie_break: 0.0, soft, hostname_spread: HostnameSpread::Exact, ..d }
 }
 
-/// A lower bound on the $/h of the demand (see the module docs), or `None` if the MILP proved none.
-/// The MILP's proven lower bound ($/h) on running `demand`. Pods the planner finds no place for at all
+/// The MILP's proven lower bound ($/h) on running `demand` (see the module docs), or `None` if it
+/// proved none. Pods the planner finds no place for at all
 /// (an openb row larger than any instance type) are left out and it plans again: both controllers
 /// leave those pending too, and the bound is of the demand that can run, without the pending penalty.
 fn bound_of(demand: &BTreeMap<String, u32>, templates: &BTreeMap<String, Value>, setup: &Setup, weights: &Weights) -> Result<Option<f64>, String> {

@@ -5,9 +5,9 @@
 //! Both controllers run at their own defaults (batch windows, disruption polling, validation); what the
 //! history defines (its events, task runtimes, `consolidateAfter`, the boot delay) is compressed by
 //! [`Timing::compression`], and so, unless told otherwise ([`Timing::scale_timers`]), are both
-//! controllers' fixed disruption timers: stowage's poll and validation here, Karpenter's poll,
-//! validation and orchestration backoff through `STOWAGE_TIME_SCALE` (its one patch,
-//! peers/karpenter/timescale/). See docs/lifetime.md for what cannot be compressed.
+//! controllers' fixed disruption and termination timers: stowage's poll, validation and termination
+//! retry here, Karpenter's poll, validation, orchestration backoff, minimum drain and termination
+//! requeues through `STOWAGE_TIME_SCALE` (its one patch, peers/karpenter/timescale/). See docs/lifetime.md for what cannot be compressed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -110,7 +110,7 @@ pub async fn run(name: &str, contender: Contender, history: &History, setup: &Se
     match contender {
         Contender::Karpenter => {
             let types = InstanceTypes::from_catalog(&setup.catalog, &[]).map_err(|e| setup_err(name, "writing the instance types", e))?;
-            // The patched operator divides its disruption timers by this (peers/karpenter/timescale/).
+            // The patched operator divides its disruption and termination timers by this (peers/karpenter/timescale/).
             let env = vec![("STOWAGE_TIME_SCALE".to_string(), timing.timer_scale().to_string())];
             let op = KarpenterOperator::start(&cp, KarpenterConfig { instance_types: types, log_level: "debug".into(), env, ..Default::default() })
                 .await

@@ -121,7 +121,7 @@ pub struct Timing {
     /// The NodePool's `consolidateAfter`, history seconds.
     pub consolidate_after_s: f64,
     /// Whether the controllers' own fixed wall-clock timers (disruption poll, command validation,
-    /// Karpenter's orchestration backoff) are compressed too ([`Timing::controller_timer`]); without
+    /// termination retries, Karpenter's orchestration backoff and minimum drain) are compressed too ([`Timing::controller_timer`]); without
     /// it they run at their real-time values, which at compression k makes each k times slower in
     /// history time (and Karpenter's far more than stowage's: docs/lifetime.md §4).
     pub scale_timers: bool,
