@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::semantics::min_values::MinValuesPolicy;
+pub use crate::semantics::preferences::PreferencePolicy;
 pub use crate::semantics::spread::HostnameSpread;
 
 pub const SCHEMA: &str = "stowage.dev/weights/v1";
@@ -53,6 +54,11 @@ pub struct Weights {
     /// planning setting the plan file records (`semantics::min_values`).
     #[serde(default)]
     pub min_values_policy: MinValuesPolicy,
+    /// Karpenter's `preferencePolicy` (`Respect`, the default, or `Ignore`) or `Priced` (the `soft`
+    /// terms above); not a cost, but a planning setting the plan file records
+    /// (`semantics::preferences`). The `soft` weights count only under `Priced`.
+    #[serde(default)]
+    pub preference_policy: PreferencePolicy,
     /// Where the weights came from, for reports.
     #[serde(skip)]
     pub source: String,
@@ -140,6 +146,13 @@ impl Weights {
         }
         w.source = file.to_string();
         Ok(w)
+    }
+
+    /// These weights with every `soft` term zero: what `Respect` and `Ignore` plan with (a preference is
+    /// kept as a requirement or dropped, never priced).
+    pub fn without_preference_prices(&self) -> Weights {
+        let soft = Soft { preferred_node_affinity: 0.0, preferred_pod_affinity: 0.0, preferred_pod_anti_affinity: 0.0, schedule_anyway_spread: 0.0, prefer_no_schedule: 0.0 };
+        Weights { soft, ..self.clone() }
     }
 
     /// The objective cost of one new node: weighted price, per-node terms and the NodePool-weight term.

@@ -55,7 +55,7 @@ fn by_hand(w: &Workload, nodes: &[&str]) -> Plan {
     plan.placements.clear();
     plan.existing_nodes.clear();
     for (i, n) in nodes.iter().enumerate() {
-        plan.placements.push(stowage_core::plan::Placement { pod: format!("default/p{i}"), node: n.to_string() });
+        plan.placements.push(stowage_core::plan::Placement { pod: format!("default/p{i}"), node: n.to_string(), relaxed: vec![] });
         match plan.existing_nodes.iter_mut().find(|e| e.name == *n) {
             Some(e) => e.pods.push(format!("default/p{i}")),
             None => plan.existing_nodes.push(ExistingNode { name: n.to_string(), pods: vec![format!("default/p{i}")] }),

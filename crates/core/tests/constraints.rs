@@ -444,8 +444,9 @@ fn daemonset_keys_do_not_split_configuration_groups() {
     assert!(selective <= 2 * plain, "{selective} groups with the DaemonSet against {plain} without");
 }
 
-/// PreferNoSchedule taints (issue 15, behaviour 10) cost soft.preferNoSchedule per pod and untolerated
-/// taint, in both planners; the checker reports them.
+/// PreferNoSchedule taints (issue 15, behaviour 10) under `preferencePolicy: Priced` cost
+/// soft.preferNoSchedule per pod and untolerated taint, in both planners; the checker reports them.
+/// (Under Respect they filter until relaxed: constraints_preferences.rs.)
 #[test]
 fn prefer_no_schedule_is_a_priced_preference() {
     let cases = [
@@ -490,7 +491,7 @@ fn prefer_no_schedule_is_a_priced_preference() {
         ]),
     ];
     for c in cases {
-        c.run();
+        c.weights(common::priced()).run();
     }
 }
 
@@ -603,7 +604,7 @@ fn the_checker_reports_pods_left_pending_out_of_queue_order() {
         assert!(good.valid() && good.queue_order.is_empty(), "{solver:?}: {:#?} {:#?}", good.violations, good.queue_order);
         let mut bad = plan.clone();
         let node = bad.new_nodes[0].name.clone();
-        bad.placements = ["default/small-0", "default/small-1"].iter().map(|p| stowage_core::plan::Placement { pod: p.to_string(), node: node.clone() }).collect();
+        bad.placements = ["default/small-0", "default/small-1"].iter().map(|p| stowage_core::plan::Placement { pod: p.to_string(), node: node.clone(), relaxed: vec![] }).collect();
         let reason = bad.unschedulable[0].clone();
         bad.unschedulable = vec![stowage_core::plan::Unschedulable { pod: "default/big".into(), ..reason }];
         bad.finish();

@@ -119,7 +119,8 @@ fn inter_pod_affinity() {
             format!("{}{}{}", node("n-a", "zone-a", "4", "", ""), bound("clingy", "{app: clingy}", "100m", "n-a", &affinity("podAffinity", "db", &[HOST], "")), pod("p", "{app: web}", "100m", "")),
         )
         .expects([Exp::NewNodes(0), Exp::On("p", &[Is::Existing("n-a")])]),
-        // Preferred terms only score.
+        // Preferred terms only score (to kube-scheduler, and so under Priced; Respect:
+        // constraints_preferences.rs).
         case(
             "preferred anti-affinity never filters",
             format!(
@@ -129,6 +130,7 @@ fn inter_pod_affinity() {
                 pod("p", "", "100m", "affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 100, podAffinityTerm: {labelSelector: {matchLabels: {app: x}}, topologyKey: kubernetes.io/hostname}}]}}"),
             ),
         )
+        .weights(common::priced())
         .expects([Exp::NewNodes(0), Exp::On("p", &[Is::Existing("n-a")])]),
     ];
     for c in cases {

@@ -258,11 +258,13 @@ fn topology_spread() {
             pods(3, "web", WEB, "100m", &format!("topologySpreadConstraints: [{{maxSkew: 1, topologyKey: {ZONE}, whenUnsatisfiable: DoNotSchedule, labelSelector: {{}}, matchLabelKeys: [app]}}]")),
         )
         .expects([Exp::NewNodes(3), Exp::ZoneCounts("web-", &[1, 1, 1])]),
-        // ScheduleAnyway only scores.
+        // ScheduleAnyway only scores (to kube-scheduler, and so under Priced, where a zone spread is
+        // not priced yet; Respect: constraints_preferences.rs).
         case(
             "ScheduleAnyway is soft",
             pods(3, "web", WEB, "100m", &format!("topologySpreadConstraints: [{{maxSkew: 1, topologyKey: {ZONE}, whenUnsatisfiable: ScheduleAnyway, labelSelector: {{matchLabels: {{app: web}}}}}}]")),
         )
+        .weights(common::priced())
         .expects([Exp::NewNodes(1), Exp::Together(&["web-0", "web-1", "web-2"])]),
         // A node without the topology key cannot take the pod (UnschedulableAndUnresolvable).
         case("a node without the key is unresolvable", format!("{}{}", node("n-a", "zone-a", "4", "", ""), pod("p", WEB, "100m", &spreads(&[tsc("rack", 1, "")]))))
@@ -505,7 +507,8 @@ fn hostname_spread_intent() {
     }
 }
 
-/// ScheduleAnyway hostname spreads under intent: the same bound as a preference, each replica beyond
+/// ScheduleAnyway hostname spreads under intent and `preferencePolicy: Priced`: the same bound as a
+/// preference, each replica beyond
 /// maxSkew on a new node costing soft.scheduleAnywaySpread. At the default ($0.001 per replica) four
 /// replicas still share one node (three nodes more would cost far more) and the checker reports the
 /// three replicas beyond maxSkew; priced above a node, the MILP spreads them (greedy does not price this
@@ -517,6 +520,7 @@ fn schedule_anyway_hostname_spread_is_a_preference_under_intent() {
         stowage_core::check::check(&w.cluster, common::small_catalog(), p).preferences.schedule_anyway_hostname_spread
     }
     case("ScheduleAnyway hostname, default price", pods(4, "web", WEB, "100m", soft))
+        .weights(common::priced())
         .expects([
             Exp::NewNodes(1),
             Exp::Custom("three beyond maxSkew", |p, w| match units(p, w) {
@@ -527,7 +531,7 @@ fn schedule_anyway_hostname_spread_is_a_preference_under_intent() {
         .run();
     let c = case("ScheduleAnyway hostname, priced above a node", pods(4, "web", WEB, "100m", soft));
     let w = c.workload();
-    let mut dear = Weights::default();
+    let mut dear = common::priced();
     dear.soft.schedule_anyway_spread = 1.0;
     let plan = stowage_core::solve::plan_cluster(&w.cluster, common::small_catalog(), &dear, stowage_core::solve::Solver::Milp).expect("plans");
     assert_eq!(plan.new_nodes.len(), 4, "{}", common::summary(&plan));

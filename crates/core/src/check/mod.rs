@@ -41,6 +41,7 @@ use crate::domain::taints::{Effect, Taint};
 use crate::plan::{NewNode, Plan};
 use crate::semantics::filter::{FilterState, SimNode};
 use crate::semantics::min_values::{self, LaunchTypes, Load, MinValuesPolicy, NodeLaunch};
+use crate::semantics::preferences::{self as prefs, PreferencePolicy};
 use crate::semantics::{daemonsets, limits, node_affinity, nodepool, queue, spread, taints};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -138,6 +139,16 @@ pub fn check(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Report {
 /// [`check`] with the bind-order search capped at `order_budget` filter checks.
 pub fn check_with_budget(cluster: &Cluster, catalog: &Catalog, plan: &Plan, order_budget: usize) -> Report {
     let mut r = Report::default();
+    // Under Respect, placed pods are judged with the preferences they kept as requirements; the
+    // preferences report still counts what the user's own pods asked for.
+    let original = cluster;
+    let hardened;
+    let cluster = if plan.preference_policy == PreferencePolicy::Respect {
+        hardened = respected(cluster, plan, &mut r.violations);
+        &hardened
+    } else {
+        cluster
+    };
     let pending: BTreeSet<String> = cluster.pending().into_iter().map(|id| cluster.pod(id).key()).collect();
     let pod_by_key: BTreeMap<String, usize> = cluster.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect();
     let listed = bookkeeping(cluster, plan, &pending, &pod_by_key, &mut r.violations);
@@ -153,7 +164,7 @@ pub fn check_with_budget(cluster: &Cluster, catalog: &Catalog, plan: &Plan, orde
     }
     replay(cluster, plan, &pending, &pod_by_key, &mut fs, order_budget, &mut r);
     launch_check(cluster, plan, &pod_by_key, &launches, &mut r.violations);
-    r.preferences = preferences(cluster, plan, &pod_by_key, &fs);
+    r.preferences = preferences(original, plan, &pod_by_key, &fs);
     // Unschedulable pods that would fit somewhere in the final state.
     for u in &plan.unschedulable {
         if let Some(&pi) = pod_by_key.get(&u.pod) {
@@ -164,6 +175,30 @@ pub fn check_with_budget(cluster: &Cluster, catalog: &Catalog, plan: &Plan, orde
         }
     }
     r
+}
+
+/// Under `preferencePolicy: Respect`: the cluster with every placed pod hardened after the relaxation
+/// steps its placement records (`semantics::preferences`). A recorded list that is not the pod's own
+/// steps in Karpenter's order is a violation (the pod is then judged with nothing relaxed).
+fn respected(cluster: &Cluster, plan: &Plan, out: &mut Vec<Violation>) -> Cluster {
+    let all = prefs::all_relaxations(cluster);
+    let mut steps = BTreeMap::new();
+    let mut relaxed = BTreeMap::new();
+    for pl in &plan.placements {
+        let Some(id) = cluster.find_pod(&pl.pod) else { continue };
+        let own = all.get(&id).map(Vec::as_slice).unwrap_or(&[]);
+        let expected: Vec<String> = own.iter().take(pl.relaxed.len()).map(|s| s.to_string()).collect();
+        if pl.relaxed.len() > own.len() || expected != pl.relaxed {
+            let want = own.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ");
+            out.push(v(Some(&pl.pod), Some(&pl.node), "Plan", format!("relaxed {:?} is not a prefix of the pod's relaxation steps [{want}]", pl.relaxed)));
+        } else {
+            relaxed.insert(id, pl.relaxed.len());
+        }
+        if !own.is_empty() {
+            steps.insert(id, own.to_vec());
+        }
+    }
+    prefs::harden_cluster(cluster, &steps, &relaxed)
 }
 
 /// Step 1: every pending pod exactly once, known pods and nodes, per-node pod lists that agree with the

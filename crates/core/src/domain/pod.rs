@@ -131,6 +131,18 @@ pub struct Owner {
     pub name: String,
 }
 
+/// The parts of a pod's preferences that `preferencePolicy: Respect` plans as requirements and that
+/// the pod's spec fields cannot say (`semantics::preferences::harden`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Hardened {
+    /// PreferNoSchedule taints the pod does not tolerate filter like NoSchedule.
+    pub prefer_no_schedule: bool,
+    /// The last this many `anti_affinity` terms are preferred terms held as requirements: they keep
+    /// the pod out of domains holding pods they select, but, unlike required terms, do not keep later
+    /// pods out of the pod's own domain (Karpenter does not track preferred terms inversely).
+    pub one_way_anti_affinity: usize,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Pod {
     pub namespace: String,
@@ -149,6 +161,9 @@ pub struct Pod {
     pub preferred_anti_affinity: Vec<WeightedAffinityTerm>,
     pub host_ports: Vec<HostPort>,
     pub volumes: VolumeNeeds,
+    /// What `preferencePolicy: Respect` made of the pod's preferences (`semantics::preferences`); the
+    /// default (nothing) for every pod the input reads.
+    pub hardened: Hardened,
     /// Set when the spec could not be read: the pod is never placed (its other constraint fields are
     /// then empty, its requests what could be read).
     pub invalid: Option<InvalidSpec>,
@@ -165,6 +180,41 @@ pub struct Pod {
 }
 
 impl Pod {
+    /// A pending pod with these requests and no constraints (tests and synthetic workloads build on it).
+    pub fn new(namespace: &str, name: &str, requests: Resources) -> Pod {
+        Pod {
+            namespace: namespace.into(),
+            name: name.into(),
+            uid: format!("{namespace}/{name}"),
+            labels: Labels::new(),
+            requests,
+            node_matcher: NodeMatcher::default(),
+            preferred_node: vec![],
+            tolerations: vec![],
+            spread: vec![],
+            affinity: vec![],
+            anti_affinity: vec![],
+            preferred_affinity: vec![],
+            preferred_anti_affinity: vec![],
+            host_ports: vec![],
+            volumes: VolumeNeeds::default(),
+            hardened: Hardened::default(),
+            invalid: None,
+            node_name: None,
+            terminating: false,
+            phase: PodPhase::Pending,
+            owner: None,
+            priority: 0,
+            seq: 0,
+        }
+    }
+
+    /// The required anti-affinity terms that also repel later pods (kube-scheduler's symmetry): all but
+    /// the hardened preferred ones.
+    pub fn symmetric_anti_affinity(&self) -> &[PodAffinityTerm] {
+        &self.anti_affinity[..self.anti_affinity.len().saturating_sub(self.hardened.one_way_anti_affinity)]
+    }
+
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }

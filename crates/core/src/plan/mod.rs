@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::semantics::min_values::{MinValuesPolicy, Shortfall};
+use crate::semantics::preferences::PreferencePolicy;
 use crate::semantics::spread::HostnameSpread;
 
 pub const SCHEMA: &str = "stowage.dev/plan/v1";
@@ -121,6 +122,10 @@ pub struct ExistingNode {
 pub struct Placement {
     pub pod: String,
     pub node: String,
+    /// Under `preferencePolicy: Respect`: the preferences the pod gave up, in the order it gave them up
+    /// (`semantics::preferences`); the checker holds it to the rest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relaxed: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,6 +172,15 @@ pub struct Plan {
     /// judges the plan by it. Plans without it: Karpenter's default, `Strict`.
     #[serde(default)]
     pub min_values_policy: MinValuesPolicy,
+    /// The preference policy the plan was made under (the weights' `preferencePolicy`). Under `Respect`
+    /// the checker judges each placed pod with the preferences it did not relax as requirements. Plans
+    /// without it (peers, older files) are judged by kube-scheduler's rules alone: `Priced`.
+    #[serde(default = "priced")]
+    pub preference_policy: PreferencePolicy,
+}
+
+fn priced() -> PreferencePolicy {
+    PreferencePolicy::Priced
 }
 
 fn exact() -> HostnameSpread {

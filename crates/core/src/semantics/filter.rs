@@ -311,7 +311,7 @@ impl<'a> FilterState<'a> {
                 }
             }
         }
-        for t in &pod.anti_affinity {
+        for t in pod.symmetric_anti_affinity() {
             if let Some(v) = n.labels.get(&t.key) {
                 let ix = match self.symmetric_ix.get(t) {
                     Some(&i) => i,
@@ -365,7 +365,7 @@ impl<'a> FilterState<'a> {
                 }
             }
         }
-        for t in &p.anti_affinity {
+        for t in p.symmetric_anti_affinity() {
             if let (Some(v), Some(&ix)) = (n.labels.get(&t.key), self.symmetric_ix.get(t)) {
                 drop_one(&mut self.symmetric[ix].counts, v);
             }
@@ -494,7 +494,7 @@ impl<'a> FilterState<'a> {
     fn filter_node(&self, prep: &Prepared, pod: &Pod, n: &SimNode<'_>, planned: bool, in_state: bool) -> Result<(), Reject> {
         let intent = planned && self.hostname == HostnameSpread::Intent;
         super::invalid_spec(pod)?;
-        taints::filter(&n.taints, n.unschedulable, &pod.tolerations)?;
+        taints::filter(&n.taints, n.unschedulable, &pod.tolerations, pod.hardened.prefer_no_schedule)?;
         node_affinity::filter(&pod.node_matcher, &n.labels, Some(&n.name))?;
         ports::filter(&n.ports, &pod.host_ports)?;
         resources::fit(&pod.requests, &n.free())?;
@@ -564,7 +564,7 @@ impl<'a> FilterState<'a> {
         if !in_state {
             // Pods already on the new node with required anti-affinity that repel this pod.
             for q in &n.pods {
-                for t in &q.anti_affinity {
+                for t in q.symmetric_anti_affinity() {
                     if n.labels.contains_key(&t.key) && interpod::term_matches(t, pod) {
                         return Err(interpod::reject_existing_anti_affinity());
                     }

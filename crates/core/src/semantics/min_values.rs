@@ -269,30 +269,7 @@ mod tests {
     }
 
     fn pod(cpu_m: i64) -> Pod {
-        Pod {
-            namespace: "default".into(),
-            name: "p".into(),
-            uid: "u".into(),
-            labels: Labels::new(),
-            requests: Resources::new(cpu_m, 0, 0, 1),
-            node_matcher: NodeMatcher::default(),
-            preferred_node: vec![],
-            tolerations: vec![],
-            spread: vec![],
-            affinity: vec![],
-            anti_affinity: vec![],
-            preferred_affinity: vec![],
-            preferred_anti_affinity: vec![],
-            host_ports: vec![],
-            volumes: Default::default(),
-            invalid: None,
-            node_name: None,
-            terminating: false,
-            phase: crate::domain::pod::PodPhase::Pending,
-            owner: None,
-            priority: 0,
-            seq: 0,
-        }
+        Pod::new("default", "p", Resources::new(cpu_m, 0, 0, 1))
     }
 
     fn node_labels() -> Labels {

@@ -10,6 +10,7 @@ pub mod min_values;
 pub mod node_affinity;
 pub mod nodepool;
 pub mod ports;
+pub mod preferences;
 pub mod queue;
 pub mod resources;
 pub mod selectors;

@@ -131,31 +131,7 @@ mod tests {
     }
 
     fn pod(name: &str, cpu_m: i64, priority: i32, seq: u32) -> Pod {
-        use crate::domain::labels::{Labels, NodeMatcher};
-        Pod {
-            namespace: "default".into(),
-            name: name.into(),
-            uid: name.into(),
-            labels: Labels::new(),
-            requests: crate::domain::resources::Resources::new(cpu_m, 0, 0, 1),
-            node_matcher: NodeMatcher::default(),
-            preferred_node: vec![],
-            tolerations: vec![],
-            spread: vec![],
-            affinity: vec![],
-            anti_affinity: vec![],
-            preferred_affinity: vec![],
-            preferred_anti_affinity: vec![],
-            host_ports: vec![],
-            volumes: Default::default(),
-            invalid: None,
-            node_name: None,
-            terminating: false,
-            phase: crate::domain::pod::PodPhase::Pending,
-            owner: None,
-            priority,
-            seq,
-        }
+        Pod { priority, seq, ..Pod::new("default", name, crate::domain::resources::Resources::new(cpu_m, 0, 0, 1)) }
     }
 
     /// One 4-cpu node; `placed` go on it, `pending` are tried.

@@ -43,8 +43,10 @@ pub fn untolerated_prefer_no_schedule(taints: &[Taint], tols: &[Toleration]) -> 
     taints.iter().filter(|t| t.effect == Effect::PreferNoSchedule && !tolerated(tols, t)).count()
 }
 
-/// TaintToleration filter (and NodeUnschedulable for cordoned nodes).
-pub fn filter(taints: &[Taint], unschedulable: bool, tols: &[Toleration]) -> Result<(), Reject> {
+/// TaintToleration filter (and NodeUnschedulable for cordoned nodes). `prefer_no_schedule_filters`:
+/// untolerated PreferNoSchedule taints filter too (a pod under `preferencePolicy: Respect` that has not
+/// relaxed them, `semantics::preferences`; never kube-scheduler's own rule).
+pub fn filter(taints: &[Taint], unschedulable: bool, tols: &[Toleration], prefer_no_schedule_filters: bool) -> Result<(), Reject> {
     if unschedulable {
         let t = Taint::new(well_known::UNSCHEDULABLE, "", Effect::NoSchedule);
         if !tolerated(tols, &t) {
@@ -52,8 +54,12 @@ pub fn filter(taints: &[Taint], unschedulable: bool, tols: &[Toleration]) -> Res
         }
     }
     match first_untolerated(taints, tols) {
-        None => Ok(()),
         Some(t) => Err(Reject::unresolvable(Plugin::TaintToleration, format!("node(s) had untolerated taint {{{}: {}}}", t.key, t.value))),
+        None if prefer_no_schedule_filters => match taints.iter().find(|t| t.effect == Effect::PreferNoSchedule && !tolerated(tols, t)) {
+            Some(t) => Err(Reject::unresolvable(Plugin::TaintToleration, format!("node(s) had untolerated PreferNoSchedule taint {{{}: {}}} (preferencePolicy Respect)", t.key, t.value))),
+            None => Ok(()),
+        },
+        None => Ok(()),
     }
 }
 
@@ -100,17 +106,25 @@ mod tests {
     #[test]
     fn prefer_no_schedule_never_filters() {
         let taints = [Taint::new("soft", "", Effect::PreferNoSchedule)];
-        assert!(filter(&taints, false, &[]).is_ok());
+        assert!(filter(&taints, false, &[], false).is_ok());
         let hard = [Taint::new("hard", "x", Effect::NoExecute)];
-        let e = filter(&hard, false, &[]).unwrap_err();
+        let e = filter(&hard, false, &[], false).unwrap_err();
         assert_eq!(e.plugin, Plugin::TaintToleration);
         assert_eq!(e.reason, "node(s) had untolerated taint {hard: x}");
     }
 
     #[test]
+    fn a_respected_prefer_no_schedule_filters_unless_tolerated() {
+        let taints = [Taint::new("soft", "", Effect::PreferNoSchedule)];
+        assert_eq!(filter(&taints, false, &[], true).unwrap_err().plugin, Plugin::TaintToleration);
+        assert!(filter(&taints, false, &[Toleration::exists("soft", Some(Effect::PreferNoSchedule))], true).is_ok());
+        assert!(filter(&taints, false, &[Toleration::exists("soft", Some(Effect::NoSchedule))], true).is_err(), "a toleration of another effect does not count");
+    }
+
+    #[test]
     fn cordoned_nodes() {
-        assert_eq!(filter(&[], true, &[]).unwrap_err().plugin, Plugin::NodeUnschedulable);
+        assert_eq!(filter(&[], true, &[], false).unwrap_err().plugin, Plugin::NodeUnschedulable);
         let tol = Toleration::exists(well_known::UNSCHEDULABLE, Some(Effect::NoSchedule));
-        assert!(filter(&[], true, &[tol]).is_ok());
+        assert!(filter(&[], true, &[tol], false).is_ok());
     }
 }

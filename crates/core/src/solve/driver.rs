@@ -98,10 +98,10 @@ impl From<Solver> for Planner {
     }
 }
 
-/// Plans a cluster snapshot: [`build_and_plan`] and the plan file, as `stowage plan` writes it.
+/// Plans a cluster snapshot under the weights' preference policy (`relax`): [`build_and_plan`] once, or
+/// in relaxation rounds under `Respect`, and the plan file, as `stowage plan` writes it.
 pub fn plan_cluster(cluster: &Cluster, catalog: &Catalog, weights: &Weights, planner: impl Into<Planner>) -> Result<Plan, ProblemError> {
-    let (problem, outcome, report) = build_and_plan(cluster, catalog, weights, planner.into())?;
-    Ok(super::to_plan(&problem, &outcome, report))
+    super::relax::plan(cluster, catalog, weights, planner.into())
 }
 
 /// Builds a snapshot's problem and plans it: what `stowage plan`, the simulator and the controller

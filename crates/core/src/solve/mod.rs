@@ -15,6 +15,7 @@ pub mod improve;
 mod launch;
 pub mod milp;
 pub mod problem;
+mod relax;
 mod resize;
 
 use std::collections::BTreeMap;
@@ -245,6 +246,7 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
                 Target::Existing(n) => p.cluster.nodes[n].name.clone(),
                 Target::New(k) => new_node_name(p, k),
             },
+            relaxed: Vec::new(),
         })
         .collect();
     let unschedulable = o.unschedulable.iter().map(|(pod, r)| Unschedulable { pod: p.pod(*pod).key(), plugin: r.plugin.as_str().into(), reason: r.reason.clone() }).collect();
@@ -260,6 +262,7 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
         totals: Default::default(),
         hostname_spread: p.weights.hostname_spread,
         min_values_policy: p.weights.min_values_policy,
+        preference_policy: p.weights.preference_policy,
     };
     plan.finish();
     plan

@@ -154,6 +154,7 @@ pub(crate) fn rule_signature(p: &Pod) -> u64 {
     p.volumes.selected_node.hash(&mut h);
     p.volumes.blocked.hash(&mut h);
     p.invalid.hash(&mut h);
+    p.hardened.hash(&mut h);
     h.finish()
 }
 
@@ -177,6 +178,7 @@ pub(crate) fn same_rules(a: &Pod, b: &Pod) -> bool {
         && a.volumes.selected_node == b.volumes.selected_node
         && a.volumes.blocked == b.volumes.blocked
         && a.invalid == b.invalid
+        && a.hardened == b.hardened
 }
 
 /// A class is pods alike to the rules with equal requests and priority.
@@ -703,7 +705,7 @@ pub fn static_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject
 /// [`static_check`] without resources: the same for every configuration of a group.
 pub(crate) fn group_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), Reject> {
     crate::semantics::invalid_spec(p)?;
-    taints::filter(&f.taints, false, &p.tolerations)?;
+    taints::filter(&f.taints, false, &p.tolerations, p.hardened.prefer_no_schedule)?;
     node_affinity::filter(&p.node_matcher, &f.labels, None)?;
     volumes::filter(&p.volumes, &f.labels, None)?;
     let ds_ports: Vec<_> = f.daemonsets.iter().flat_map(|&d| cluster.daemonsets[d].template.host_ports.iter().cloned()).collect();

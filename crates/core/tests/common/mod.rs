@@ -32,6 +32,12 @@ pub fn small_catalog() -> &'static Catalog {
     })
 }
 
+/// The default weights under `preferencePolicy: Priced`: preferences traded against price by the `soft`
+/// weights (kube-scheduler's own view: they only score), for cases about pricing.
+pub fn priced() -> Weights {
+    Weights { preference_policy: stowage_core::weights::PreferencePolicy::Priced, ..Weights::default() }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Workload helpers: each returns one or more YAML documents (each starting with `---`).
 
@@ -266,6 +272,7 @@ impl Case {
             let again = plan_cluster(&w.cluster, self.catalog, &self.weights, solver).unwrap_or_else(|e| panic!("{ctx}: planning failed: {e}"));
             assert_eq!(plan.hostname_spread, self.weights.hostname_spread, "{ctx}: the plan records another hostnameSpread");
             assert_eq!(plan.min_values_policy, self.weights.min_values_policy, "{ctx}: the plan records another minValuesPolicy");
+            assert_eq!(plan.preference_policy, self.weights.preference_policy, "{ctx}: the plan records another preferencePolicy");
             assert_eq!(strip_times(&plan), strip_times(&again), "{ctx}: planning is not deterministic");
             let dump = || format!("plan:\n{}", summary(&plan));
             assert!(plan.cost_per_hour >= 0.0 && plan.cost_per_hour.is_sign_positive(), "{ctx}: costPerHour {}", plan.cost_per_hour);
@@ -502,7 +509,7 @@ pub fn apply(e: &Edit, p: &mut Plan, w: &Workload, cat: &Catalog) -> Result<(), 
             p.unschedulable.retain(|u| u.pod != k);
             match p.placements.iter_mut().find(|pl| pl.pod == k) {
                 Some(pl) => pl.node = target,
-                None => p.placements.push(Placement { pod: k, node: target }),
+                None => p.placements.push(Placement { pod: k, node: target, relaxed: vec![] }),
             }
             Ok(())
         }
