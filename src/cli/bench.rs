@@ -32,6 +32,10 @@ pub struct BenchArgs {
     /// Weights profiles to compare side by side (repeat the flag); default the built-in weights.
     #[arg(long = "weights")]
     pub weights: Vec<PathBuf>,
+    /// Run every weights profile under each of these preference policies side by side (repeat the
+    /// flag: Respect, Ignore, Priced); default: each profile's own.
+    #[arg(long = "preference-policy", value_parser = super::parse_preference_policy)]
+    pub preference_policies: Vec<stowage_core::weights::PreferencePolicy>,
     /// Also run this peer on every workload and judge its plans with the same checker.
     #[arg(long, value_enum)]
     pub peer: Option<PeerName>,
@@ -200,6 +204,9 @@ pub fn bench(a: BenchArgs) -> ExitCode {
     }
     if profiles.is_empty() {
         profiles.push(Profile::default_profile());
+    }
+    if !a.preference_policies.is_empty() {
+        profiles = profiles.iter().flat_map(|p| a.preference_policies.iter().map(move |&pp| p.under(pp))).collect();
     }
     let peer = match a.peer {
         Some(PeerName::Karpenter) => match stowage_bench::peer::build(&root) {

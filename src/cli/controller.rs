@@ -17,7 +17,7 @@ use stowage_decide::batch::BatchConfig;
 use super::{SolveArgs, parse_duration};
 use stowage_aws::cluster::ClusterFlags;
 use stowage_aws::{AwsOptions, AwsProvider};
-use stowage_core::weights::{MinValuesPolicy, Weights};
+use stowage_core::weights::{MinValuesPolicy, PreferencePolicy, Weights};
 use stowage_decide::cloud::CloudProvider;
 
 /// How to reach the cluster and the cloud (shared by both commands).
@@ -72,6 +72,11 @@ pub struct ControllerArgs {
     /// $MIN_VALUES_POLICY, else the weights file's `minValuesPolicy` (Strict).
     #[arg(long, value_parser = parse_min_values_policy)]
     pub min_values_policy: Option<MinValuesPolicy>,
+    /// Karpenter's preferencePolicy: Respect (preferences planned as requirements, relaxed in
+    /// Karpenter's order only while a pod cannot be placed), Ignore, or stowage's Priced (the weights'
+    /// soft terms). Default: $PREFERENCE_POLICY, else the weights file's `preferencePolicy` (Respect).
+    #[arg(long, value_parser = super::parse_preference_policy)]
+    pub preference_policy: Option<PreferencePolicy>,
     /// Most instance types one NodeClaim allows (the plan's choice and fallbacks for capacity errors).
     #[arg(long, default_value_t = 20)]
     pub max_instance_types: usize,
@@ -212,6 +217,10 @@ pub fn config(a: &ControllerArgs) -> Result<Config, String> {
     let from_env = env("MIN_VALUES_POLICY").map(|v| parse_min_values_policy(&v).map_err(|e| format!("MIN_VALUES_POLICY: {e}"))).transpose()?;
     if let Some(p) = a.min_values_policy.or(from_env) {
         weights.min_values_policy = p;
+    }
+    let from_env = env("PREFERENCE_POLICY").map(|v| super::parse_preference_policy(&v).map_err(|e| format!("PREFERENCE_POLICY: {e}"))).transpose()?;
+    if let Some(p) = a.preference_policy.or(from_env) {
+        weights.preference_policy = p;
     }
     let identity = a.identity.clone().or_else(|| env("POD_NAME")).or_else(|| env("HOSTNAME")).unwrap_or_else(|| format!("stowage-{}", std::process::id()));
     let namespace = a.leader_election_namespace.clone().or_else(|| env("POD_NAMESPACE")).unwrap_or_else(|| "kube-system".into());

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use stowage_core::domain::catalog::Catalog;
 use stowage_core::plan;
 use stowage_core::solve::{self, Planner, Solver};
-use stowage_core::weights::Weights;
+use stowage_core::weights::{PreferencePolicy, Weights};
 use stowage_input as input;
 use stowage_input::catalog;
 
@@ -156,6 +156,11 @@ pub enum Command {
         weights: Option<PathBuf>,
         #[command(flatten)]
         solve: SolveArgs,
+        /// What pods' preferences mean to the plan: Respect (Karpenter's default: requirements, relaxed
+        /// in Karpenter's order only while a pod cannot be placed), Ignore, or Priced (the weights'
+        /// soft terms). Default: the weights file's `preferencePolicy` (Respect).
+        #[arg(long, value_parser = parse_preference_policy)]
+        preference_policy: Option<PreferencePolicy>,
         #[command(flatten)]
         limits: LimitArgs,
         /// Fail (exit 2) when a pod cannot be scheduled as written (a missing or invalid claim,
@@ -294,6 +299,11 @@ fn load_catalog(path: &Option<PathBuf>) -> Result<Catalog, String> {
     }
 }
 
+/// `--preference-policy`: spelled as Karpenter spells it (Respect, Ignore), or Priced.
+pub(crate) fn parse_preference_policy(s: &str) -> Result<PreferencePolicy, String> {
+    PreferencePolicy::parse(s).ok_or_else(|| format!("{s:?}: expected Respect, Ignore or Priced"))
+}
+
 fn load_weights(path: &Option<PathBuf>) -> Result<Weights, String> {
     match path {
         Some(p) => stowage_input::weights::load(p).map_err(|e| e.to_string()),
@@ -309,7 +319,9 @@ fn print_yaml<T: serde::Serialize>(v: &T) -> Result<(), String> {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Plan { workload, catalog, weights, solve, limits, strict, all_unbound, output } => done(plan(&workload, &catalog, &weights, &solve, &limits, Batch { strict, all_unbound }, output)),
+        Command::Plan { workload, catalog, weights, solve, preference_policy, limits, strict, all_unbound, output } => {
+            done(plan(&workload, &catalog, &weights, preference_policy, &solve, &limits, Batch { strict, all_unbound }, output))
+        }
         Command::Check { workload, plan: plan_path, catalog, limits, all_unbound, output } => match check(&workload, &plan_path, &catalog, &limits, all_unbound, output) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::from(1),
@@ -341,7 +353,17 @@ fn select(w: input::Workload, all_unbound: bool) -> Result<input::Workload, Stri
     if all_unbound { w.reselect(input::Selection::AllUnbound).map_err(|e| e.to_string()) } else { Ok(w) }
 }
 
-fn plan(workload: &[PathBuf], catalog: &Option<PathBuf>, weights: &Option<PathBuf>, solve: &SolveArgs, limits: &LimitArgs, batch: Batch, output: Output) -> Result<(), String> {
+#[allow(clippy::too_many_arguments)]
+fn plan(
+    workload: &[PathBuf],
+    catalog: &Option<PathBuf>,
+    weights: &Option<PathBuf>,
+    preference_policy: Option<PreferencePolicy>,
+    solve: &SolveArgs,
+    limits: &LimitArgs,
+    batch: Batch,
+    output: Output,
+) -> Result<(), String> {
     let w = select(load_workload(workload, limits)?, batch.all_unbound)?;
     let w = if batch.strict {
         w.strict().map_err(|e| e.to_string())?
@@ -356,7 +378,10 @@ fn plan(workload: &[PathBuf], catalog: &Option<PathBuf>, weights: &Option<PathBu
         eprintln!("note: {} unbound pod(s) left out: kube-scheduler has not given up on them (--all-unbound plans them): {}{more}", w.skipped.len(), w.skipped[..w.skipped.len().min(10)].join(", "));
     }
     let c = load_catalog(catalog)?;
-    let wt = load_weights(weights)?;
+    let mut wt = load_weights(weights)?;
+    if let Some(pp) = preference_policy {
+        wt.preference_policy = pp;
+    }
     let p = solve::plan_cluster(&w.cluster, &c, &wt, solve.planner()).map_err(|e| e.to_string())?;
     match output {
         Output::Table => out!("{}", plan::render::table(&p)),

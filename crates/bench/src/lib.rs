@@ -52,6 +52,14 @@ impl Profile {
         Profile { name: "default".into(), weights: Weights::default() }
     }
 
+    /// This profile under another preference policy, named `<name>-<policy>` (`respect`, `ignore`,
+    /// `priced`); the default profile is named by the policy alone.
+    pub fn under(&self, policy: stowage_core::weights::PreferencePolicy) -> Profile {
+        let tag = policy.as_str().to_lowercase();
+        let name = if self.name == "default" { tag } else { format!("{}-{tag}", self.name) };
+        Profile { name, weights: Weights { preference_policy: policy, ..self.weights.clone() } }
+    }
+
     /// A profile from a weights file, named by the file's stem.
     pub fn load(path: &Path) -> Result<Profile, String> {
         let weights = stowage_input::weights::load(path).map_err(|e| e.to_string())?;

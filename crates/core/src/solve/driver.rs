@@ -19,7 +19,7 @@ use crate::domain::Cluster;
 use crate::domain::catalog::Catalog;
 use crate::domain::labels::keys;
 use crate::domain::node::Node;
-use crate::plan::{Phase, Plan, SolverReport, Status};
+use crate::plan::{Phase, SolverReport, Status};
 use crate::weights::Weights;
 
 #[derive(Clone, Copy, Debug)]
@@ -96,12 +96,6 @@ impl From<Solver> for Planner {
     fn from(solver: Solver) -> Self {
         Planner { solver, ..Planner::default() }
     }
-}
-
-/// Plans a cluster snapshot under the weights' preference policy (`relax`): [`build_and_plan`] once, or
-/// in relaxation rounds under `Respect`, and the plan file, as `stowage plan` writes it.
-pub fn plan_cluster(cluster: &Cluster, catalog: &Catalog, weights: &Weights, planner: impl Into<Planner>) -> Result<Plan, ProblemError> {
-    super::relax::plan(cluster, catalog, weights, planner.into())
 }
 
 /// Builds a snapshot's problem and plans it: what `stowage plan`, the simulator and the controller

@@ -29,8 +29,9 @@ use crate::semantics::spread::HostnameSpread;
 use crate::semantics::{Reject, node_affinity, spread, taints};
 use crate::weights::Weights;
 
-pub use driver::{Planner, Solver, plan_cluster};
+pub use driver::{Planner, Solver};
 pub use problem::Problem;
+pub use relax::plan_cluster;
 
 /// Whether the planner's time budget is spent: phases that may stop early (the local improvement, the
 /// steps after the MILP) ask it between units of work. Only the driver reads the clock; a closure keeps

@@ -22,9 +22,11 @@ use crate::plan::{Phase, Plan};
 use crate::semantics::preferences::{self, PreferencePolicy};
 use crate::weights::Weights;
 
-/// Plans a cluster snapshot under the weights' preference policy: what `stowage plan`, the simulator
-/// and the controller share ([`super::plan_cluster`]).
-pub(crate) fn plan(cluster: &Cluster, catalog: &Catalog, weights: &Weights, planner: Planner) -> Result<Plan, ProblemError> {
+/// Plans a cluster snapshot under the weights' preference policy: [`build_and_plan`] once, or in
+/// relaxation rounds under `Respect`, and the plan file, as `stowage plan` writes it. What `stowage
+/// plan`, the simulator, the benchmark and the controller share.
+pub fn plan_cluster(cluster: &Cluster, catalog: &Catalog, weights: &Weights, planner: impl Into<Planner>) -> Result<Plan, ProblemError> {
+    let planner = planner.into();
     let unpriced = weights.without_preference_prices();
     match weights.preference_policy {
         PreferencePolicy::Priced => plan_once(cluster, catalog, weights, planner),
