@@ -411,11 +411,14 @@ fn check(workload: &[PathBuf], plan_path: &std::path::Path, catalog: &Option<Pat
             let pr = &report.preferences;
             if *pr != Default::default() {
                 outln!(
-                    "preferences unmet: preferredNodeAffinity {}, preferNoSchedule {}, scheduleAnywayHostnameSpread {} (hostnameSpread: {})",
+                    "preferences unmet: preferredNodeAffinity {}, preferredPodAffinity {}, preferredPodAntiAffinity {}, preferNoSchedule {}, scheduleAnywayHostnameSpread {} (hostnameSpread: {}, preferencePolicy: {})",
                     pr.preferred_node_affinity,
+                    pr.preferred_pod_affinity,
+                    pr.preferred_pod_anti_affinity,
                     pr.prefer_no_schedule,
                     pr.schedule_anyway_hostname_spread,
-                    p.hostname_spread.as_str()
+                    p.hostname_spread.as_str(),
+                    p.preference_policy.as_str()
                 )?;
             }
             outln!("{}: {} placement(s) checked, {} violation(s)", report.verdict().as_str().to_uppercase(), report.pods_checked, report.violations.len())?;
@@ -430,8 +433,11 @@ fn check(workload: &[PathBuf], plan_path: &std::path::Path, catalog: &Option<Pat
                 "bindOrderSearchChecks": report.order_search_checks,
                 "hostnameSpread": p.hostname_spread,
                 "minValuesPolicy": p.min_values_policy,
+                "preferencePolicy": p.preference_policy,
                 "preferences": {
                     "preferredNodeAffinity": report.preferences.preferred_node_affinity,
+                    "preferredPodAffinity": report.preferences.preferred_pod_affinity,
+                    "preferredPodAntiAffinity": report.preferences.preferred_pod_anti_affinity,
                     "preferNoSchedule": report.preferences.prefer_no_schedule,
                     "scheduleAnywayHostnameSpread": report.preferences.schedule_anyway_hostname_spread,
                 },

@@ -166,3 +166,35 @@ fn plans_record_the_policy_and_read_back() {
     let r = stowage_core::check::check(&w.cluster, cat, &peer);
     assert!(r.valid(), "{:?}", r.violations);
 }
+
+/// The checker's unmet preferred pod-anti-affinity weight for the plan.
+fn anti_units(p: &Plan, w: &Workload) -> i64 {
+    stowage_core::check::check(&w.cluster, common::small_catalog(), p).preferences.preferred_pod_anti_affinity
+}
+
+/// Under Priced, a preferred hostname anti-affinity costs `soft.preferredPodAntiAffinity` per unit of
+/// weight per pod that shares its node with a pod the term selects: at the default ($0.0001) four
+/// replicas share a node and the checker counts 4 × 100 unmet units; priced above a node, the MILP
+/// spreads them (the greedy planner prices it only in its objective, so that case is the MILP's).
+#[test]
+fn priced_hostname_anti_affinity_is_traded_against_nodes() {
+    let c = case("cheap preference", pods(4, "web", WEB, "100m", &anti("kubernetes.io/hostname", "web")))
+        .weights(common::priced())
+        .expects([Exp::NewNodes(1), Exp::Custom("400 units unmet", |p, w| if anti_units(p, w) == 400 { Ok(()) } else { Err(format!("{} units", anti_units(p, w))) })]);
+    let w = c.workload();
+    c.run();
+    let mut dear = common::priced();
+    dear.soft.preferred_pod_anti_affinity = 1.0;
+    let plan = stowage_core::solve::plan_cluster(&w.cluster, common::small_catalog(), &dear, stowage_core::solve::Solver::Milp).expect("plans");
+    assert_eq!(plan.new_nodes.len(), 4, "{}", common::summary(&plan));
+    let r = stowage_core::check::check(&w.cluster, common::small_catalog(), &plan);
+    assert!(r.valid(), "{:?}", r.violations);
+    assert_eq!(r.preferences.preferred_pod_anti_affinity, 0);
+    // The same plan with one replica moved beside another: two pods now share a node, 200 units.
+    let mut moved = plan.clone();
+    let to = moved.placements[0].node.clone();
+    moved.placements[1].node = to;
+    moved.new_nodes.retain(|n| n.name != plan.placements[1].node);
+    moved.finish();
+    assert_eq!(anti_units(&moved, &w), 200);
+}

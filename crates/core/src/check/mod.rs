@@ -42,7 +42,7 @@ use crate::plan::{NewNode, Plan};
 use crate::semantics::filter::{FilterState, SimNode};
 use crate::semantics::min_values::{self, LaunchTypes, Load, MinValuesPolicy, NodeLaunch};
 use crate::semantics::preferences::{self as prefs, PreferencePolicy};
-use crate::semantics::{daemonsets, limits, node_affinity, nodepool, queue, spread, taints};
+use crate::semantics::{daemonsets, interpod, limits, node_affinity, nodepool, queue, spread, taints};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -101,6 +101,11 @@ pub struct Preferences {
     /// Under `hostnameSpread: intent`: pods of ScheduleAnyway hostname spreads beyond maxSkew on new
     /// nodes (`soft.scheduleAnywaySpread`, `semantics::spread::intent_soft_units`).
     pub schedule_anyway_hostname_spread: i64,
+    /// Preferred pod-affinity weight not satisfied in the plan's final state, summed over placed pods
+    /// (`soft.preferredPodAffinity`, `semantics::interpod::preferred_shortfall`).
+    pub preferred_pod_affinity: i64,
+    /// Preferred pod-anti-affinity weight not satisfied, likewise (`soft.preferredPodAntiAffinity`).
+    pub preferred_pod_anti_affinity: i64,
 }
 
 impl Report {
@@ -446,6 +451,9 @@ fn preferences(cluster: &Cluster, plan: &Plan, pod_by_key: &BTreeMap<String, usi
     if plan.hostname_spread == spread::HostnameSpread::Intent {
         out.schedule_anyway_hostname_spread = on_new.values().map(|pods| spread::intent_soft_units(pods)).sum();
     }
+    let nodes: Vec<(&Labels, Vec<&crate::domain::pod::Pod>)> = fs.nodes().iter().map(|n| (&n.labels, n.pods.clone())).collect();
+    let placed = plan.placements.iter().filter_map(|pl| Some((&cluster.pods[*pod_by_key.get(&pl.pod)?], fs.node_index(&pl.node)?)));
+    (out.preferred_pod_affinity, out.preferred_pod_anti_affinity) = interpod::preferred_shortfall_in(&nodes, placed);
     out
 }
 

@@ -31,7 +31,8 @@
 //!   checker judges each placed pod as `hard(pod, k)`.
 //! * `Ignore` (`--preference-policy=Ignore`): preferences are not planned at all.
 //! * `Priced`: preferences cost the weights' `soft` terms per unit left unmet, and the planners trade
-//!   them against price (what the objective of every planner counts: `solve::objective`).
+//!   them against price (what the objective of every planner counts: `solve::objective`; ScheduleAnyway
+//!   spreads over keys other than the hostname are not priced).
 //!
 //! Defaulted spread constraints (a cluster's default constraints, not the pod's own) are never hardened:
 //! they are kube-scheduler's scoring, not the user's intent.

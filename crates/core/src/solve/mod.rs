@@ -26,7 +26,7 @@ use crate::domain::taints::Taint;
 use crate::plan::{self, NewNode, Placement, Plan, PlanTaint, SolverReport, Unschedulable};
 use crate::semantics::filter::{FilterState, Prepared, SimNode};
 use crate::semantics::spread::HostnameSpread;
-use crate::semantics::{Reject, node_affinity, spread, taints};
+use crate::semantics::{Reject, interpod, node_affinity, spread, taints};
 use crate::weights::Weights;
 
 pub use driver::{Planner, Solver};
@@ -99,9 +99,10 @@ pub(crate) fn placement_soft(w: &Weights, pod: &Pod, labels: &Labels, name: Opti
 
 /// Evaluates an outcome under the problem's weights; a pending pod costs its class's penalty
 /// (`Problem::pending_penalty`: `unschedulablePod`, tiered by priority and queue position). Soft
-/// terms counted here: `placement_soft` per pod (preferred node affinity, PreferNoSchedule taints)
-/// and, under `hostnameSpread: intent`, the ScheduleAnyway hostname spreads' pods beyond maxSkew on
-/// new nodes (`spread::intent_soft_units`).
+/// terms counted here: `placement_soft` per pod (preferred node affinity, PreferNoSchedule taints),
+/// preferred pod (anti-)affinity in the final state (`interpod_soft`) and, under `hostnameSpread:
+/// intent`, the ScheduleAnyway hostname spreads' pods beyond maxSkew on new nodes
+/// (`spread::intent_soft_units`). Under `Respect` and `Ignore` the soft weights are zero.
 pub fn objective(p: &Problem, o: &Outcome) -> Objective {
     let w = p.weights;
     let nodes: f64 = o.new_nodes.iter().map(|&f| p.configs[f].cost).sum();
@@ -120,6 +121,7 @@ pub fn objective(p: &Problem, o: &Outcome) -> Objective {
             }
         };
     }
+    soft += interpod_soft(p, o);
     if w.hostname_spread == HostnameSpread::Intent && w.soft.schedule_anyway_spread > 0.0 {
         let mut on_new: Vec<Vec<&Pod>> = vec![Vec::new(); o.new_nodes.len()];
         for &(id, t) in &o.placements {
@@ -130,6 +132,44 @@ pub fn objective(p: &Problem, o: &Outcome) -> Objective {
         soft += w.soft.schedule_anyway_spread * on_new.iter().map(|pods| spread::intent_soft_units(pods)).sum::<i64>() as f64;
     }
     Objective { nodes, unschedulable, soft }
+}
+
+/// Preferred pod (anti-)affinity left unmet by the placed pods in the outcome's final state
+/// (`interpod::preferred_shortfall_in`: existing nodes with their bound pods, new nodes, the batch),
+/// weighted. DaemonSet pods the new nodes will get are not counted.
+fn interpod_soft(p: &Problem, o: &Outcome) -> f64 {
+    let w = &p.weights.soft;
+    if (w.preferred_pod_affinity <= 0.0 && w.preferred_pod_anti_affinity <= 0.0)
+        || !o.placements.iter().any(|(id, _)| !p.pod(*id).preferred_affinity.is_empty() || !p.pod(*id).preferred_anti_affinity.is_empty())
+    {
+        return 0.0;
+    }
+    let cluster = p.cluster;
+    let ix: BTreeMap<&str, usize> = cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+    let new_labels: Vec<Labels> = (0..o.new_nodes.len())
+        .map(|k| {
+            let mut l = p.configs[o.new_nodes[k]].labels.clone();
+            l.insert(keys::HOSTNAME.into(), new_node_name(p, k));
+            l
+        })
+        .collect();
+    let mut nodes: Vec<(&Labels, Vec<&Pod>)> = cluster.nodes.iter().map(|n| (&n.labels, Vec::new())).chain(new_labels.iter().map(|l| (l, Vec::new()))).collect();
+    for q in &cluster.pods {
+        if let Some(&i) = q.node_name.as_deref().and_then(|n| ix.get(n))
+            && !q.is_terminal()
+        {
+            nodes[i].1.push(q);
+        }
+    }
+    let at = |t: Target| match t {
+        Target::Existing(n) => n,
+        Target::New(k) => cluster.nodes.len() + k,
+    };
+    for &(id, t) in &o.placements {
+        nodes[at(t)].1.push(p.pod(id));
+    }
+    let (aff, anti) = interpod::preferred_shortfall_in(&nodes, o.placements.iter().map(|&(id, t)| (p.pod(id), at(t))));
+    w.preferred_pod_affinity * aff as f64 + w.preferred_pod_anti_affinity * anti as f64
 }
 
 /// The state kube-scheduler starts from: every node of the snapshot with its bound pods and the

@@ -10,7 +10,7 @@
 //!
 //! The registration order fixes the row and column indices HiGHS sees (HiGHS's path depends on them):
 //! demand, node conflicts, capacity, pool limits, spread, hostname spread, anti-affinity, affinity,
-//! minValues.
+//! minValues, preferred pod (anti-)affinity.
 
 pub mod affinity;
 pub mod anti_affinity;
@@ -20,6 +20,7 @@ pub mod host_spread;
 pub mod min_values;
 pub mod node_conflicts;
 pub mod pool_limits;
+pub mod preferred_interpod;
 pub mod spread;
 
 use rustc_hash::FxHashMap;
@@ -148,16 +149,17 @@ pub struct Families {
     pub anti_affinity: anti_affinity::AntiAffinity,
     pub affinity: affinity::Affinity,
     pub min_values: min_values::MinValues,
+    pub preferred_interpod: preferred_interpod::PreferredInterPod,
 }
 
 impl Families {
     /// The families in registration order.
-    pub fn all(&self) -> [&dyn Family; 9] {
-        [&self.demand, &self.node_conflicts, &self.capacity, &self.pool_limits, &self.spread, &self.host_spread, &self.anti_affinity, &self.affinity, &self.min_values]
+    pub fn all(&self) -> [&dyn Family; 10] {
+        [&self.demand, &self.node_conflicts, &self.capacity, &self.pool_limits, &self.spread, &self.host_spread, &self.anti_affinity, &self.affinity, &self.min_values, &self.preferred_interpod]
     }
 
     /// The families in registration order, to add rows and columns.
-    pub fn all_mut(&mut self) -> [&mut dyn Family; 9] {
+    pub fn all_mut(&mut self) -> [&mut dyn Family; 10] {
         [
             &mut self.demand,
             &mut self.node_conflicts,
@@ -168,6 +170,7 @@ impl Families {
             &mut self.anti_affinity,
             &mut self.affinity,
             &mut self.min_values,
+            &mut self.preferred_interpod,
         ]
     }
 }
@@ -182,6 +185,7 @@ pub fn build(p: &Problem) -> (Structure, Families) {
     let node_conflicts = node_conflicts::NodeConflicts::derive(&cx, &mut s);
     let anti_affinity = anti_affinity::AntiAffinity::derive(&cx, &fs, &mut s);
     let affinity = affinity::Affinity::derive(&cx, &mut fs, &mut s);
+    let preferred_interpod = preferred_interpod::PreferredInterPod::derive(&cx);
     s.finish(&cx, &fs);
     let mut fams = Families {
         demand: demand::Demand::default(),
@@ -193,6 +197,7 @@ pub fn build(p: &Problem) -> (Structure, Families) {
         anti_affinity,
         affinity,
         min_values: min_values::MinValues,
+        preferred_interpod,
     };
     let mut exact = vec![false; s.n.len()];
     for f in fams.all() {
