@@ -138,6 +138,16 @@ pub fn check(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Report {
 /// [`check`] with the bind-order search capped at `order_budget` filter checks.
 pub fn check_with_budget(cluster: &Cluster, catalog: &Catalog, plan: &Plan, order_budget: usize) -> Report {
     let mut r = Report::default();
+    // The pods' defaulted spread constraints come from the setting the workload was built under; a plan
+    // made under another was made for other pods (`semantics::spread_defaults`).
+    if plan.topology_spread_defaults != cluster.spread_defaults {
+        let msg = format!(
+            "the plan was made under topologySpreadDefaults {}, the workload was built under {}: build the workload with the plan's setting",
+            serde_json::to_string(&plan.topology_spread_defaults).unwrap_or_default(),
+            serde_json::to_string(&cluster.spread_defaults).unwrap_or_default()
+        );
+        r.violations.push(v(None, None, "Plan", msg));
+    }
     let pending: BTreeSet<String> = cluster.pending().into_iter().map(|id| cluster.pod(id).key()).collect();
     let pod_by_key: BTreeMap<String, usize> = cluster.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect();
     let listed = bookkeeping(cluster, plan, &pending, &pod_by_key, &mut r.violations);

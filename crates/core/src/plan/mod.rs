@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::semantics::min_values::{MinValuesPolicy, Shortfall};
 use crate::semantics::spread::HostnameSpread;
+use crate::semantics::spread_defaults::SpreadDefaults;
 
 pub const SCHEMA: &str = "stowage.dev/plan/v1";
 
@@ -167,6 +168,11 @@ pub struct Plan {
     /// judges the plan by it. Plans without it: Karpenter's default, `Strict`.
     #[serde(default)]
     pub min_values_policy: MinValuesPolicy,
+    /// The cluster-default topology spread the workload's pods were built under (the weights'
+    /// `topologySpreadDefaults`); `stowage check` builds the workload the same way. Plans without it:
+    /// kube-scheduler's default, `System` (whose defaults never filter).
+    #[serde(default)]
+    pub topology_spread_defaults: SpreadDefaults,
 }
 
 fn exact() -> HostnameSpread {

@@ -260,6 +260,7 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
         totals: Default::default(),
         hostname_spread: p.weights.hostname_spread,
         min_values_policy: p.weights.min_values_policy,
+        topology_spread_defaults: p.cluster.spread_defaults.clone(),
     };
     plan.finish();
     plan
