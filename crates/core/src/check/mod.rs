@@ -4,7 +4,9 @@
 //! the semantic primitives (`semantics`). It checks
 //!
 //! 1. the plan's bookkeeping: every pending pod exactly once (placed or unschedulable), known nodes,
-//!    per-node pod lists agreeing with the placements;
+//!    per-node pod lists agreeing with the placements, and the workload built under the cluster-default
+//!    topology spread the plan records (`topologySpreadDefaults`, `semantics::spread_defaults`: the pods'
+//!    defaulted constraints come from it, so a plan made under another was made for other pods);
 //! 2. every new node against its NodePool and instance type: the type and offering exist and are
 //!    available, the price is the catalog's, the labels are what the NodePool, type and offering give
 //!    (open keys satisfy the NodePool's requirements), the taints are the NodePool's, and the NodePool
