@@ -382,6 +382,7 @@ fn plan(
     if let Some(pp) = preference_policy {
         wt.preference_policy = pp;
     }
+    let w = w.with_spread_defaults(&wt.topology_spread_defaults).map_err(|e| e.to_string())?;
     let p = solve::plan_cluster(&w.cluster, &c, &wt, solve.planner()).map_err(|e| e.to_string())?;
     match output {
         Output::Table => out!("{}", plan::render::table(&p)),
@@ -396,6 +397,8 @@ fn check(workload: &[PathBuf], plan_path: &std::path::Path, catalog: &Option<Pat
     let c = load_catalog(catalog)?;
     let text = input::read::read_text_limited(plan_path, limits.max_input_bytes).map_err(|e| e.to_string())?;
     let p = plan::Plan::from_json(&text).map_err(|e| format!("{}: {e}", plan_path.display()))?;
+    // The pods as the plan's planner saw them: its cluster-default topology spread.
+    let w = w.with_spread_defaults(&p.topology_spread_defaults).map_err(|e| e.to_string())?;
     let report = stowage_core::check::check(&w.cluster, &c, &p);
     match output {
         Output::Table => {

@@ -136,7 +136,7 @@ fn run_inner(r: &Replay, cat: &Catalog, weights: &Weights, args: &Planner, plann
         if !waiting.is_empty() {
             out.batches += 1;
             let cluster = snapshot(&base.cluster, &nodes, &bound, &waiting);
-            let w = Workload { cluster, objects: Default::default(), warnings: Vec::new(), rejected: Vec::new(), invalid_templates: Vec::new(), skipped: Vec::new() };
+            let w = Workload { cluster, objects: Default::default(), warnings: Vec::new(), rejected: Vec::new(), invalid_templates: Vec::new(), skipped: Vec::new(), selection: Default::default() };
             let t0 = Instant::now();
             let plan = plan_cluster(&w.cluster, cat, weights, *args).map_err(|e| format!("window {k} (t = {t}): {e}"))?;
             out.plan_ms += t0.elapsed().as_secs_f64() * 1000.0;
@@ -225,6 +225,7 @@ fn snapshot(base: &Cluster, nodes: &[Live], bound: &BTreeMap<usize, String>, wai
         nodeclasses: base.nodeclasses.clone(),
         daemonsets: base.daemonsets.clone(),
         namespaces: base.namespaces.clone(),
+        spread_defaults: base.spread_defaults.clone(),
     };
     // In trace order, bound or not, so that `seq` (creation order) keeps its meaning.
     let all: BTreeSet<usize> = bound.keys().chain(waiting.iter()).copied().collect();

@@ -266,7 +266,7 @@ async fn snapshot<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>) -> Result<(Snap
         u.expire(t);
         u.view(&catalog, t)
     };
-    let snapshot = lock(&ctx.state).snapshot(&view)?;
+    let snapshot = lock(&ctx.state).snapshot_under(&view, &ctx.config.weights.topology_spread_defaults)?;
     Ok((snapshot, view))
 }
 

@@ -64,8 +64,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -397,6 +397,10 @@ impl Controller {
         infra.push(spawn_watch::<StorageClass, P>(&ctx, Api::all(client.clone()), &infra_rx));
         infra.push(spawn_watch::<DaemonSet, P>(&ctx, Api::all(client.clone()), &infra_rx));
         infra.push(spawn_watch::<Namespace, P>(&ctx, Api::all(client.clone()), &infra_rx));
+        infra.push(spawn_watch::<Service, P>(&ctx, Api::all(client.clone()), &infra_rx));
+        infra.push(spawn_watch::<ReplicationController, P>(&ctx, Api::all(client.clone()), &infra_rx));
+        infra.push(spawn_watch::<ReplicaSet, P>(&ctx, Api::all(client.clone()), &infra_rx));
+        infra.push(spawn_watch::<StatefulSet, P>(&ctx, Api::all(client.clone()), &infra_rx));
         let (leader_task, always_leader) = match config.leader.clone() {
             Some(cfg) => (Some(tokio::spawn(leader::run(client.clone(), cfg, leader_tx, infra_rx.clone(), metrics.clone()))), None),
             None => (None, Some(leader_tx)),
@@ -581,7 +585,7 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
     };
     let snapshot = {
         let s = lock(&ctx.state);
-        s.snapshot(&view)
+        s.snapshot_under(&view, &ctx.config.weights.topology_spread_defaults)
     };
     let snapshot = snapshot.inspect_err(|_| ctx.metrics.error(Stage::Snapshot))?;
     for x in &snapshot.excluded {

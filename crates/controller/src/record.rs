@@ -9,8 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, ListParams};
 use serde::de::DeserializeOwned;
@@ -67,6 +67,10 @@ pub async fn cluster_state(client: &kube::Client) -> Result<ClusterState, Record
     list_into::<StorageClass>(client, &mut s).await?;
     list_into::<DaemonSet>(client, &mut s).await?;
     list_into::<Namespace>(client, &mut s).await?;
+    list_into::<Service>(client, &mut s).await?;
+    list_into::<ReplicationController>(client, &mut s).await?;
+    list_into::<ReplicaSet>(client, &mut s).await?;
+    list_into::<StatefulSet>(client, &mut s).await?;
     Ok(s)
 }
 

@@ -36,8 +36,8 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Resource;
@@ -47,6 +47,7 @@ use stowage_core::domain::Cluster;
 use stowage_core::domain::catalog::Catalog;
 use stowage_core::domain::labels::{Labels, keys};
 use stowage_core::domain::resources::Resources;
+use stowage_core::semantics::spread_defaults::SpreadDefaults;
 use stowage_input::api::{EC2NodeClass, NodeClaim, NodePool};
 use stowage_input::objects::{Obj, Objects};
 use stowage_input::{self, InputError, Selection, Source, quantity};
@@ -73,11 +74,31 @@ pub enum Kind {
     StorageClass,
     DaemonSet,
     Namespace,
+    /// Services, ReplicationControllers, ReplicaSets and StatefulSets: read only for the selector of the
+    /// cluster-default topology spread (`stowage_input::spread_defaults`).
+    Service,
+    ReplicationController,
+    ReplicaSet,
+    StatefulSet,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] =
-        [Kind::Pod, Kind::Node, Kind::NodePool, Kind::NodeClaim, Kind::EC2NodeClass, Kind::PersistentVolumeClaim, Kind::PersistentVolume, Kind::StorageClass, Kind::DaemonSet, Kind::Namespace];
+    pub const ALL: [Kind; 14] = [
+        Kind::Pod,
+        Kind::Node,
+        Kind::NodePool,
+        Kind::NodeClaim,
+        Kind::EC2NodeClass,
+        Kind::PersistentVolumeClaim,
+        Kind::PersistentVolume,
+        Kind::StorageClass,
+        Kind::DaemonSet,
+        Kind::Namespace,
+        Kind::Service,
+        Kind::ReplicationController,
+        Kind::ReplicaSet,
+        Kind::StatefulSet,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -91,6 +112,10 @@ impl Kind {
             Kind::StorageClass => "StorageClass",
             Kind::DaemonSet => "DaemonSet",
             Kind::Namespace => "Namespace",
+            Kind::Service => "Service",
+            Kind::ReplicationController => "ReplicationController",
+            Kind::ReplicaSet => "ReplicaSet",
+            Kind::StatefulSet => "StatefulSet",
         }
     }
 }
@@ -198,6 +223,10 @@ state_object!(PersistentVolume, Kind::PersistentVolume, pvs);
 state_object!(StorageClass, Kind::StorageClass, storageclasses);
 state_object!(DaemonSet, Kind::DaemonSet, daemonsets);
 state_object!(Namespace, Kind::Namespace, namespaces);
+state_object!(Service, Kind::Service, services);
+state_object!(ReplicationController, Kind::ReplicationController, replicationcontrollers);
+state_object!(ReplicaSet, Kind::ReplicaSet, replicasets);
+state_object!(StatefulSet, Kind::StatefulSet, statefulsets);
 
 /// Every watched object. Fields change only through [`ClusterState::apply`], [`ClusterState::delete`] and
 /// the re-list methods.
@@ -213,6 +242,10 @@ pub struct ClusterState {
     pub storageclasses: Index<StorageClass>,
     pub daemonsets: Index<DaemonSet>,
     pub namespaces: Index<Namespace>,
+    pub services: Index<Service>,
+    pub replicationcontrollers: Index<ReplicationController>,
+    pub replicasets: Index<ReplicaSet>,
+    pub statefulsets: Index<StatefulSet>,
 }
 
 /// An object the snapshot had to leave out because stowage cannot read it, and why.
@@ -359,6 +392,10 @@ impl ClusterState {
             Kind::StorageClass => self.storageclasses.synced(),
             Kind::DaemonSet => self.daemonsets.synced(),
             Kind::Namespace => self.namespaces.synced(),
+            Kind::Service => self.services.synced(),
+            Kind::ReplicationController => self.replicationcontrollers.synced(),
+            Kind::ReplicaSet => self.replicasets.synced(),
+            Kind::StatefulSet => self.statefulsets.synced(),
         }
     }
 
@@ -455,6 +492,12 @@ impl ClusterState {
             nodes: self.nodes.iter().map(|n| self.planning_node(n)).map(live).collect(),
             nodeclaims,
             pods,
+            // For the cluster-default spread's selector only: stowage never expands these here (every
+            // pod they own is in `pods` already, as the API server has it).
+            services: self.services.iter().cloned().map(live).collect(),
+            replicationcontrollers: self.replicationcontrollers.iter().cloned().map(live).collect(),
+            replicasets: self.replicasets.iter().cloned().map(live).collect(),
+            statefulsets: self.statefulsets.iter().cloned().map(live).collect(),
             ..Default::default()
         }
     }
@@ -475,15 +518,22 @@ impl ClusterState {
         stowage_input::karpenter::planning_node(n, self.nodeclaim_of(n), pool).0
     }
 
-    /// The planning snapshot. Objects `input` cannot read are left out (and reported) so that one invalid
-    /// pod never blocks a batch; an error that names no single object fails the snapshot.
+    /// [`ClusterState::snapshot_under`] kube-scheduler's default cluster-default spread (`System`).
     pub fn snapshot(&self, catalog: &Catalog) -> Result<Snapshot, StateError> {
+        self.snapshot_under(catalog, &SpreadDefaults::default())
+    }
+
+    /// The planning snapshot, its pods given the cluster-default topology spread `defaults` (the
+    /// weights' `topologySpreadDefaults`). Objects `input` cannot read are left out (and reported) so
+    /// that one invalid pod never blocks a batch; an error that names no single object fails the
+    /// snapshot.
+    pub fn snapshot_under(&self, catalog: &Catalog, defaults: &SpreadDefaults) -> Result<Snapshot, StateError> {
         let mut objects = self.planning_objects(catalog);
         let mut excluded = Vec::new();
         // Each round removes at least one object; a handful of rounds covers errors that only show once
         // another object is gone (a NodePool whose node class was invalid, ...).
         for _ in 0..8 {
-            match stowage_input::build(&objects) {
+            match stowage_input::build_spread(&objects, defaults) {
                 Ok(cluster) => return Ok(Snapshot { objects, cluster, excluded }),
                 Err(errors) => {
                     let mut progress = false;
@@ -541,6 +591,10 @@ fn remove_object(o: &mut Objects, e: &InputError) -> bool {
         "PersistentVolume" => drop_named(&mut o.pvs, ns, name),
         "StorageClass" => drop_named(&mut o.storageclasses, ns, name),
         "Namespace" => drop_named(&mut o.namespaces, ns, name),
+        "Service" => drop_named(&mut o.services, ns, name),
+        "ReplicationController" => drop_named(&mut o.replicationcontrollers, ns, name),
+        "ReplicaSet" => drop_named(&mut o.replicasets, ns, name),
+        "StatefulSet" => drop_named(&mut o.statefulsets, ns, name),
         _ => false,
     }
 }
@@ -678,7 +732,7 @@ mod tests {
         macro_rules! list {
             ($($t:ty),*) => {$( s.init::<$t>(); s.init_done::<$t>(); )*};
         }
-        list!(Pod, Node, NodePool, NodeClaim, EC2NodeClass, PersistentVolumeClaim, PersistentVolume, StorageClass, DaemonSet, Namespace);
+        list!(Pod, Node, NodePool, NodeClaim, EC2NodeClass, PersistentVolumeClaim, PersistentVolume, StorageClass, DaemonSet, Namespace, Service, ReplicationController, ReplicaSet, StatefulSet);
         s
     }
 
@@ -793,6 +847,60 @@ mod tests {
         s.apply(c);
         let planned: Vec<String> = s.planning_objects(stowage_input::catalog::default_catalog()).pods.iter().map(|p| p.obj.metadata.name.clone().unwrap()).collect();
         assert_eq!(planned, vec!["bound", "ds", "untried", "waiting"]);
+    }
+
+    /// The cluster-default topology spread in the controller's snapshot: the selector comes from the
+    /// watched Services and the pod's ReplicaSet, and the weights' setting decides what applies.
+    #[test]
+    fn the_snapshot_applies_the_cluster_default_spread_from_watched_services_and_owners() {
+        use k8s_openapi::api::apps::v1::ReplicaSetSpec;
+        use k8s_openapi::api::core::v1::ServiceSpec;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+        use stowage_core::semantics::spread_defaults::{Action, DefaultConstraint};
+        let mut s = synced_state();
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> { pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() };
+        let mut svc = Service { metadata: meta("web", Some("default"), "uid-svc", "1"), ..Default::default() };
+        svc.spec = Some(ServiceSpec { selector: Some(labels(&[("app", "web")])), ..Default::default() });
+        s.apply(svc);
+        let mut rs = ReplicaSet { metadata: meta("web-abc", Some("default"), "uid-rs", "1"), ..Default::default() };
+        rs.spec = Some(ReplicaSetSpec { selector: LabelSelector { match_labels: Some(labels(&[("app", "web"), ("pod-template-hash", "abc")])), ..Default::default() }, ..Default::default() });
+        s.apply(rs);
+        let mut p = pod("web-abc-1", None, true);
+        p.metadata.labels = Some(labels(&[("app", "web"), ("pod-template-hash", "abc")]));
+        p.metadata.owner_references =
+            Some(vec![OwnerReference { api_version: "apps/v1".into(), kind: "ReplicaSet".into(), name: "web-abc".into(), uid: "uid-rs".into(), controller: Some(true), ..Default::default() }]);
+        s.apply(p);
+        let mut lonely = pod("lonely", None, true);
+        lonely.metadata.labels = Some(labels(&[("app", "other")]));
+        s.apply(lonely);
+        let cat = stowage_input::catalog::default_catalog();
+        let zone = DefaultConstraint {
+            max_skew: 1,
+            topology_key: keys::ZONE.into(),
+            when_unsatisfiable: Action::DoNotSchedule,
+            min_domains: None,
+            node_affinity_policy: None,
+            node_taints_policy: None,
+            match_label_keys: Vec::new(),
+            label_selector: None,
+        };
+        let list = SpreadDefaults::list(vec![zone]);
+        let snap = s.snapshot_under(cat, &list).unwrap();
+        assert_eq!(snap.cluster.spread_defaults, list);
+        let web = snap.cluster.pods.iter().find(|p| p.name == "web-abc-1").unwrap();
+        assert_eq!(web.spread.len(), 1, "{:?}", web.spread);
+        assert!(web.spread[0].defaulted && web.spread[0].key == keys::ZONE);
+        let sel = web.spread[0].selector.as_ref().unwrap();
+        assert_eq!(sel.requirements.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(), vec!["app", "pod-template-hash"]);
+        assert!(snap.cluster.pods.iter().find(|p| p.name == "lonely").unwrap().spread.is_empty(), "nothing selects it");
+        // kube-scheduler's System defaults never filter: no constraint is kept.
+        let system = s.snapshot(cat).unwrap();
+        assert!(system.cluster.pods.iter().all(|p| p.spread.is_empty()));
+        // A ReplicaSet missing from the watch: only the Service's selector.
+        s.delete(&ReplicaSet { metadata: meta("web-abc", Some("default"), "uid-rs", "2"), ..Default::default() });
+        let snap = s.snapshot_under(cat, &list).unwrap();
+        let web = snap.cluster.pods.iter().find(|p| p.name == "web-abc-1").unwrap();
+        assert_eq!(web.spread[0].selector.as_ref().unwrap().requirements.len(), 1);
     }
 
     #[test]

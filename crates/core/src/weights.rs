@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::semantics::min_values::MinValuesPolicy;
 pub use crate::semantics::preferences::PreferencePolicy;
 pub use crate::semantics::spread::HostnameSpread;
+pub use crate::semantics::spread_defaults::SpreadDefaults;
 
 pub const SCHEMA: &str = "stowage.dev/weights/v1";
 pub const DEFAULT_YAML: &str = include_str!("../../../models/weights/default.yaml");
@@ -59,6 +60,11 @@ pub struct Weights {
     /// (`semantics::preferences`). The `soft` weights count only under `Priced`.
     #[serde(default)]
     pub preference_policy: PreferencePolicy,
+    /// kube-scheduler's PodTopologySpread `defaultingType` and `defaultConstraints` (default System);
+    /// not a cost, but how the workload's pods get cluster-default spread constraints
+    /// (`semantics::spread_defaults`). Applied when the workload is built; plans record it.
+    #[serde(default)]
+    pub topology_spread_defaults: SpreadDefaults,
     /// Where the weights came from, for reports.
     #[serde(skip)]
     pub source: String,
@@ -144,6 +150,7 @@ impl Weights {
         if w.tie_break > 0.01 {
             return Err(err(format!("tieBreak: {} is not a tie-breaker; keep it at most 0.01", w.tie_break)));
         }
+        w.topology_spread_defaults.validate("topologySpreadDefaults").map_err(err)?;
         w.source = file.to_string();
         Ok(w)
     }

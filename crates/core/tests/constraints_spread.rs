@@ -592,3 +592,174 @@ fn hostname_spread_counts_existing_nodes_with_zero_pods() {
         .broken([Edit::AllTo("web-0")], "PodTopologySpread")
         .run();
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Cluster-default topology spread (issue 15, behaviour 6): kube-scheduler's PodTopologySpread
+// `defaultConstraints`, for pods without constraints of their own, with the selector deduced from the
+// Services and controllers that select the pod (`semantics::spread_defaults`).
+
+/// `defaultingType: List` with these constraints (`key`, maxSkew, whenUnsatisfiable).
+fn list_defaults(cs: &[(&str, i32, &str)]) -> Weights {
+    use stowage_core::semantics::spread_defaults::{Action, DefaultConstraint, SpreadDefaults};
+    let cs = cs
+        .iter()
+        .map(|&(key, max_skew, when)| DefaultConstraint {
+            max_skew,
+            topology_key: key.into(),
+            when_unsatisfiable: if when == "DoNotSchedule" { Action::DoNotSchedule } else { Action::ScheduleAnyway },
+            min_domains: None,
+            node_affinity_policy: None,
+            node_taints_policy: None,
+            match_label_keys: Vec::new(),
+            label_selector: None,
+        })
+        .collect();
+    Weights { topology_spread_defaults: SpreadDefaults::list(cs), ..Weights::default() }
+}
+
+/// Zone DoNotSchedule maxSkew 1, as a cluster's KubeSchedulerConfiguration would give it.
+fn zone_default() -> Weights {
+    list_defaults(&[(ZONE, 1, "DoNotSchedule")])
+}
+
+const WEB_SERVICE: &str = "---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec: {selector: {app: web}}
+";
+
+/// A Deployment `web` of `n` replicas (100m each, `app: web`).
+fn web_deployment(n: usize) -> String {
+    format!(
+        "---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: default}}
+spec:
+  replicas: {n}
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec: {{containers: [{{name: c, image: pause, resources: {{requests: {{cpu: 100m}}}}}}]}}
+"
+    )
+}
+
+/// A ReplicaSet `web` of `n` replicas and its `n` pods `web-0` … listed pending (so the cases can name
+/// them), `spec` extra entries of each pod's spec.
+fn web_replicaset(n: usize, spec: &str) -> String {
+    let mut s = format!(
+        "---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {{name: web, namespace: default, uid: rs-web}}
+spec:
+  replicas: {n}
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec: {{containers: [{{name: c, image: pause}}]}}
+"
+    );
+    let spec = if spec.is_empty() { String::new() } else { format!(", {spec}") };
+    for i in 0..n {
+        s += &format!(
+            "---
+apiVersion: v1
+kind: Pod
+metadata: {{name: web-{i}, namespace: default, labels: {{app: web}}, ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: web, uid: rs-web, controller: true}}]}}
+spec: {{containers: [{{name: c, image: pause, resources: {{requests: {{cpu: 100m}}}}}}]{spec}}}
+"
+        );
+    }
+    s
+}
+
+/// The acceptance table: a List default that filters spreads the pods it applies to exactly as
+/// kube-scheduler requires; it never applies to pods with constraints of their own or that nothing
+/// selects; System defaults only score. Both planners and the checker run every case.
+// Long because it is one table of cases, each self-contained and read top to bottom.
+#[test]
+fn cluster_default_topology_spread() {
+    let cases = [
+        // A Deployment selected by a Service: six replicas over the pool's three zones, two each (in an
+        // empty pool every zone NodePools can create is a domain for the planners; the checker judges
+        // with the nodes the plan launches).
+        case("List zone default: a Deployment behind a Service spreads over zones", format!("{WEB_SERVICE}{}", web_deployment(6)))
+            .weights(zone_default())
+            .expects([Exp::AllPlaced, Exp::ZoneCounts("web-", &[2, 2, 2])]),
+        // Existing nodes: n-a holds two pods the deduced selector counts (Service app=web and the
+        // ReplicaSet's app=web); four more go to zones b and c, and moving one to n-a breaks the
+        // default, which the checker reports as PodTopologySpread.
+        case("List zone default counts existing pods", format!("{WEB_SERVICE}{}{}", three_zones(2, 0, 0), web_replicaset(4, "")))
+            .weights(zone_default())
+            .expects([Exp::NewNodes(0), Exp::AllPlaced, Exp::ZoneCounts("web-", &[2, 2]), Exp::On("web-0", &[Is::NotZone("zone-a")])])
+            .broken([Edit::Move("web-0", "n-a")], "PodTopologySpread"),
+        // Only the ReplicaSet selects the pods (no Service): its selector alone is the default's.
+        case("List zone default: the owner alone selects", format!("{}{}", three_zones(2, 0, 0), web_replicaset(4, "")))
+            .weights(zone_default())
+            .expects([Exp::NewNodes(0), Exp::ZoneCounts("web-", &[2, 2])])
+            .broken([Edit::Move("web-1", "n-a")], "PodTopologySpread"),
+        // Constraints of their own (a hostname ScheduleAnyway that never binds): no default, so the
+        // pods pack wherever is cheapest, n-a included.
+        case(
+            "List zone default: pods with their own constraints keep them",
+            format!(
+                "{WEB_SERVICE}{}{}",
+                three_zones(2, 0, 0),
+                web_replicaset(4, "topologySpreadConstraints: [{maxSkew: 10, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}]")
+            ),
+        )
+        .weights(zone_default())
+        .expects([
+            Exp::NewNodes(0),
+            Exp::AllPlaced,
+            Exp::Custom("own constraints only", |_, w| {
+                let own = w.cluster.pods.iter().filter(|p| p.owner.is_some()).all(|p| p.spread.len() == 1 && !p.spread[0].defaulted);
+                if own { Ok(()) } else { Err("a default was applied to a pod with constraints of its own".into()) }
+            }),
+        ]),
+        // Nothing selects the pods (no Service, no owner): no default, one node for all six.
+        case("List zone default: nothing selects the pods", pods(6, "web", WEB, "100m", "")).weights(zone_default()).expects([Exp::NewNodes(1), Exp::ZoneCounts("web-", &[6])]),
+        // A defaulted hostname DoNotSchedule is a cluster default, not the user's intent: kube-scheduler's
+        // rule alone (hostnameSpread: intent does not apply), so four replicas share one new node where
+        // their own constraint would take four.
+        case("List hostname default: kube-scheduler's rule, no intent", format!("{WEB_SERVICE}{}", web_replicaset(4, "")))
+            .weights(list_defaults(&[(HOST, 1, "DoNotSchedule")]))
+            .expects([Exp::NewNodes(1), Exp::Together(&["web-0", "web-1", "web-2", "web-3"])]),
+        // A List with only a ScheduleAnyway default: it only scores; nothing changes.
+        case("List ScheduleAnyway default only scores", format!("{WEB_SERVICE}{}", web_deployment(6)))
+            .weights(list_defaults(&[(ZONE, 1, "ScheduleAnyway")]))
+            .expects([Exp::NewNodes(1), Exp::ZoneCounts("web-", &[6])]),
+        // kube-scheduler's System defaults (ScheduleAnyway) never filter: the Deployment packs.
+        case("System defaults only score", format!("{WEB_SERVICE}{}", web_deployment(6))).expects([Exp::NewNodes(1), Exp::ZoneCounts("web-", &[6])]),
+    ];
+    for c in cases {
+        c.run();
+    }
+}
+
+/// System defaults leave every plan as it is without any default (`defaultingType: List` with no
+/// constraints turns defaulting off), for both planners, and the plan records the setting the checker
+/// compares with the workload's.
+#[test]
+fn system_defaults_plan_as_no_defaults() {
+    use stowage_core::semantics::spread_defaults::SpreadDefaults;
+    let docs = format!("{WEB_SERVICE}{}{}", three_zones(1, 0, 0), web_deployment(6));
+    let system = case("system", docs.clone());
+    let off = case("off", docs).weights(list_defaults(&[]));
+    let (ws, wo) = (system.workload(), off.workload());
+    assert_eq!(ws.cluster.pods, wo.cluster.pods, "System defaults keep no constraint on any pod");
+    let cat = common::small_catalog();
+    for solver in common::planners() {
+        let a = stowage_core::solve::plan_cluster(&ws.cluster, cat, &Weights::default(), solver).expect("plans");
+        let b = stowage_core::solve::plan_cluster(&wo.cluster, cat, &list_defaults(&[]), solver).expect("plans");
+        assert_eq!((&a.new_nodes, &a.placements, &a.unschedulable), (&b.new_nodes, &b.placements, &b.unschedulable), "{solver:?}");
+        assert_eq!(a.topology_spread_defaults, SpreadDefaults::default());
+        assert!(stowage_core::check::check(&ws.cluster, cat, &a).valid());
+        // A plan made under other defaults than the workload was built with is for other pods.
+        let r = stowage_core::check::check(&ws.cluster, cat, &b);
+        assert!(!r.valid() && r.violations.iter().any(|v| v.constraint == "Plan" && v.message.contains("topologySpreadDefaults")), "{solver:?}: {:#?}", r.violations);
+    }
+}

@@ -250,6 +250,7 @@ fn spread_constraint(ctx: &Ctx, field: &str, c: &core::TopologySpreadConstraint,
         min_domains: c.min_domains.unwrap_or(1),
         node_affinity_policy: policy(ctx, &format!("{field}.nodeAffinityPolicy"), c.node_affinity_policy.as_deref(), InclusionPolicy::Honor)?,
         node_taints_policy: policy(ctx, &format!("{field}.nodeTaintsPolicy"), c.node_taints_policy.as_deref(), InclusionPolicy::Ignore)?,
+        defaulted: false,
     })
 }
 

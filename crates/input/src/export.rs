@@ -24,6 +24,10 @@ pub fn to_list(o: &Objects) -> Value {
     items.extend(o.pvs.iter().map(|x| with_kind("v1", "PersistentVolume", &x.obj)));
     items.extend(o.pvcs.iter().map(|x| with_kind("v1", "PersistentVolumeClaim", &x.obj)));
     items.extend(o.daemonsets.iter().map(|x| with_kind("apps/v1", "DaemonSet", &x.obj)));
+    // For the cluster-default spread's selector (ReplicaSets and StatefulSets are not written: loading
+    // them again would expand them into pods).
+    items.extend(o.services.iter().map(|x| with_kind("v1", "Service", &x.obj)));
+    items.extend(o.replicationcontrollers.iter().map(|x| with_kind("v1", "ReplicationController", &x.obj)));
     items.extend(o.pods.iter().map(|x| with_kind("v1", "Pod", &x.obj)));
     json!({"apiVersion": "v1", "kind": "List", "items": items})
 }

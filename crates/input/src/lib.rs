@@ -19,6 +19,7 @@ pub mod output;
 pub mod pending;
 pub mod quantity;
 pub mod read;
+pub mod spread_defaults;
 pub mod volumes;
 pub mod weights;
 
@@ -29,6 +30,7 @@ use std::path::{Path, PathBuf};
 use stowage_core::domain::cluster::{Cluster, DaemonSet};
 use stowage_core::domain::labels::{Labels, keys};
 use stowage_core::domain::pod::{Owner, VolumeNeeds};
+use stowage_core::semantics::spread_defaults::SpreadDefaults;
 
 pub use limits::Limits;
 pub use objects::Objects;
@@ -103,6 +105,8 @@ pub struct Workload {
     /// Unbound pods the batch leaves out because kube-scheduler has not given up on them
     /// ([`pending::planned`]), as `Pod namespace/name`.
     pub skipped: Vec<String>,
+    /// Which unbound pods the batch plans.
+    pub selection: Selection,
 }
 
 impl Workload {
@@ -118,9 +122,22 @@ impl Workload {
         Ok(self)
     }
 
-    /// The same objects with another choice of which unbound pods to plan (`--all-unbound`).
+    /// The same objects with another choice of which unbound pods to plan (`--all-unbound`), under the
+    /// same cluster-default spread.
     pub fn reselect(self, selection: Selection) -> Result<Workload, LoadError> {
-        let Batch { cluster, rejected, skipped } = build_with(&self.objects, selection).map_err(LoadError)?;
+        let defaults = self.cluster.spread_defaults.clone();
+        let Batch { cluster, rejected, skipped } = build_under(&self.objects, selection, &defaults).map_err(LoadError)?;
+        Ok(Workload { cluster, rejected, skipped, selection, ..self })
+    }
+
+    /// The same objects under another cluster-default topology spread (the weights'
+    /// `topologySpreadDefaults`, or the one a plan records); the same selection of pods. Loading applies
+    /// kube-scheduler's default, `System`.
+    pub fn with_spread_defaults(self, defaults: &SpreadDefaults) -> Result<Workload, LoadError> {
+        if *defaults == self.cluster.spread_defaults {
+            return Ok(self);
+        }
+        let Batch { cluster, rejected, skipped } = build_under(&self.objects, self.selection, defaults).map_err(LoadError)?;
         Ok(Workload { cluster, rejected, skipped, ..self })
     }
 }
@@ -186,7 +203,7 @@ pub fn load_texts_with<'a>(texts: impl IntoIterator<Item = (&'a Path, &'a str)>,
     let invalid_templates = check_templates(&objects);
     expand::expand(&mut objects, limits.max_pods).map_err(|e| LoadError(vec![e]))?;
     let Batch { cluster, rejected, skipped } = build_batch(&objects).map_err(LoadError)?;
-    Ok(Workload { cluster, objects, warnings, rejected, invalid_templates, skipped })
+    Ok(Workload { cluster, objects, warnings, rejected, invalid_templates, skipped, selection: Selection::default() })
 }
 
 /// The error of a batch with more pods than `limits.max_pods`.
@@ -278,13 +295,29 @@ pub fn build_batch(o: &Objects) -> Result<Batch, Vec<InputError>> {
     build_with(o, Selection::default())
 }
 
-/// Builds the domain snapshot from typed, expanded objects. A pod whose volumes or spec cannot be used
+/// [`build_under`] with kube-scheduler's default cluster-default spread (`System`, which never filters).
+pub fn build_with(o: &Objects, selection: Selection) -> Result<Batch, Vec<InputError>> {
+    build_under(o, selection, &SpreadDefaults::default())
+}
+
+/// [`build`] under a cluster-default topology spread (the weights' `topologySpreadDefaults`).
+pub fn build_spread(o: &Objects, defaults: &SpreadDefaults) -> Result<Cluster, Vec<InputError>> {
+    match build_under(o, Selection::default(), defaults) {
+        Ok(b) if b.rejected.is_empty() => Ok(b.cluster),
+        Ok(b) => Err(b.rejected),
+        Err(e) => Err(e),
+    }
+}
+
+/// Builds the domain snapshot from typed, expanded objects, each pod without topology spread
+/// constraints of its own given the cluster defaults `defaults` with the selector kube-scheduler would
+/// deduce ([`spread_defaults`]). A pod whose volumes or spec cannot be used
 /// is kept, pending with the reason, and its error goes to `rejected` (one bad pod never blocks the
 /// batch); any other invalid object (node, NodePool, NodeClaim, EC2NodeClass, DaemonSet) or a pod
 /// without a name fails the build, with every error, the pods' included.
 // Long: one pass per kind of object in dependency order (namespaces, node classes, pools, nodes,
 // claims, pods, DaemonSets), each a short loop; splitting it would pass the half-built cluster around.
-pub fn build_with(o: &Objects, selection: Selection) -> Result<Batch, Vec<InputError>> {
+pub fn build_under(o: &Objects, selection: Selection, defaults: &SpreadDefaults) -> Result<Batch, Vec<InputError>> {
     let mut errors = Vec::new();
     let mut rejected = Vec::new();
     let mut skipped = Vec::new();
@@ -364,6 +397,9 @@ pub fn build_with(o: &Objects, selection: Selection) -> Result<Batch, Vec<InputE
     let nominated = pending::nominated_in_flight(o);
     let deleting: std::collections::BTreeSet<&str> = c.nodes.iter().filter(|n| n.deleting).map(|n| n.name.as_str()).collect();
     let queue_seq = queue_seq(&o.pods);
+    // Only defaults that filter are kept on the pods (`SpreadConstraint::defaulted`), so the selector is
+    // deduced only when some would.
+    let filtering_defaults = defaults.constraints().iter().any(|c| c.when_unsatisfiable == stowage_core::semantics::spread_defaults::Action::DoNotSchedule);
     for (p, &seq) in o.pods.iter().zip(&queue_seq) {
         let ctx = convert::Ctx { source: &p.source, object: format!("Pod {}/{}", p.obj.metadata.namespace.as_deref().unwrap_or("default"), p.obj.metadata.name.as_deref().unwrap_or("")) };
         let node = pending::node_name(&p.obj);
@@ -383,6 +419,9 @@ pub fn build_with(o: &Objects, selection: Selection) -> Result<Batch, Vec<InputE
             Ok(mut x) => {
                 if replanned {
                     x.node_name = None;
+                }
+                if filtering_defaults && x.spread.is_empty() {
+                    x.spread = defaults.filtering_for(&x.spread, spread_defaults::default_selector(&p.obj, o).as_ref());
                 }
                 c.pods.push(x)
             }
@@ -414,6 +453,7 @@ pub fn build_with(o: &Objects, selection: Selection) -> Result<Batch, Vec<InputE
         }
     }
     c.namespaces = namespaces;
+    c.spread_defaults = defaults.clone();
     if errors.is_empty() {
         Ok(Batch { cluster: c, rejected, skipped })
     } else {

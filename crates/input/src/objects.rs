@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use serde::de::DeserializeOwned;
@@ -37,6 +37,11 @@ pub struct Objects {
     pub namespaces: Vec<Obj<Namespace>>,
     /// Read for consolidation (how many pods a decision may evict at once); planning ignores them.
     pub pdbs: Vec<Obj<PodDisruptionBudget>>,
+    /// Read for the cluster-default topology spread (their selectors select the pods it applies to:
+    /// `spread_defaults`); planning reads nothing else of them.
+    pub services: Vec<Obj<Service>>,
+    /// Read for the cluster-default topology spread only; stowage does not expand them into pods.
+    pub replicationcontrollers: Vec<Obj<ReplicationController>>,
 }
 
 fn typed<T: DeserializeOwned>(raw: &RawObject) -> Result<Obj<T>, InputError> {
@@ -78,6 +83,8 @@ pub fn type_all(raws: &[RawObject]) -> (Objects, Vec<String>, Vec<InputError>) {
             ("StorageClass", _) => typed(raw).map(|x| o.storageclasses.push(x)),
             ("Namespace", _) => typed(raw).map(|x| o.namespaces.push(x)),
             ("PodDisruptionBudget", "policy") => typed(raw).map(|x| o.pdbs.push(x)),
+            ("Service", "") => typed(raw).map(|x| o.services.push(x)),
+            ("ReplicationController", "") => typed(raw).map(|x| o.replicationcontrollers.push(x)),
             _ => {
                 warnings.push(format!("{}: {} ({}): kind not used by stowage, skipped", raw.source, raw.describe(), raw.api_version));
                 Ok(())
@@ -129,5 +136,7 @@ pub fn duplicates(o: &Objects) -> Vec<InputError> {
     first_copy("StorageClass", &o.storageclasses, false, &mut errors);
     first_copy("Namespace", &o.namespaces, false, &mut errors);
     first_copy("PodDisruptionBudget", &o.pdbs, true, &mut errors);
+    first_copy("Service", &o.services, true, &mut errors);
+    first_copy("ReplicationController", &o.replicationcontrollers, true, &mut errors);
     errors
 }

@@ -127,7 +127,9 @@ struct SoftSpread<'p> {
 }
 
 fn soft_spreads(pod: &Pod) -> Vec<SoftSpread<'_>> {
-    if pod.spread.is_empty() {
+    // Defaulted constraints are cluster defaults that filter (`SpreadConstraint::defaulted`); the
+    // System defaults that only score are approximated here.
+    if pod.spread.iter().all(|c| c.defaulted) {
         // kube-scheduler's system default constraints, for pods a controller owns; the selector is
         // approximated by "pods of the same controller".
         return match &pod.owner {

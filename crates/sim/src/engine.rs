@@ -184,7 +184,7 @@ impl<'a> Engine<'a> {
     }
 
     fn build(&self) -> Result<Cluster, SimError> {
-        self.world.build().map_err(|e| self.error(format!("the cluster's objects are not a valid workload: {e}")))
+        self.world.build_spread(&self.sc.settings.weights.topology_spread_defaults).map_err(|e| self.error(format!("the cluster's objects are not a valid workload: {e}")))
     }
 
     /// Runs the scenario to its end.

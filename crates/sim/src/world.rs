@@ -89,6 +89,8 @@ impl World {
         default_namespace(&mut new.daemonsets);
         default_namespace(&mut new.pvcs);
         default_namespace(&mut new.pdbs);
+        default_namespace(&mut new.services);
+        default_namespace(&mut new.replicationcontrollers);
         let mut log = Vec::new();
         macro_rules! merge {
             ($field:ident, $kind:literal) => {
@@ -119,13 +121,21 @@ impl World {
         merge!(jobs, "Job");
         merge!(pods, "Pod");
         merge!(pdbs, "PodDisruptionBudget");
+        merge!(services, "Service");
+        merge!(replicationcontrollers, "ReplicationController");
         self.touch();
         log
     }
 
-    /// The domain snapshot of the world now.
+    /// The domain snapshot of the world now (kube-scheduler's default cluster-default spread).
     pub fn build(&self) -> Result<Cluster, LoadError> {
         stowage_input::build(&self.objects).map_err(LoadError)
+    }
+
+    /// The domain snapshot of the world now, under the scenario's cluster-default topology spread (its
+    /// weights' `topologySpreadDefaults`).
+    pub fn build_spread(&self, defaults: &stowage_core::semantics::spread_defaults::SpreadDefaults) -> Result<Cluster, LoadError> {
+        stowage_input::build_spread(&self.objects, defaults).map_err(LoadError)
     }
 
     pub(crate) fn pod_index(&self, namespace: &str, name: &str) -> Option<usize> {

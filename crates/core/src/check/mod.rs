@@ -4,7 +4,9 @@
 //! the semantic primitives (`semantics`). It checks
 //!
 //! 1. the plan's bookkeeping: every pending pod exactly once (placed or unschedulable), known nodes,
-//!    per-node pod lists agreeing with the placements;
+//!    per-node pod lists agreeing with the placements, and the workload built under the cluster-default
+//!    topology spread the plan records (`topologySpreadDefaults`, `semantics::spread_defaults`: the pods'
+//!    defaulted constraints come from it, so a plan made under another was made for other pods);
 //! 2. every new node against its NodePool and instance type: the type and offering exist and are
 //!    available, the price is the catalog's, the labels are what the NodePool, type and offering give
 //!    (open keys satisfy the NodePool's requirements), the taints are the NodePool's, and the NodePool
@@ -154,6 +156,16 @@ pub fn check_with_budget(cluster: &Cluster, catalog: &Catalog, plan: &Plan, orde
     } else {
         cluster
     };
+    // The pods' defaulted spread constraints come from the setting the workload was built under; a plan
+    // made under another was made for other pods (`semantics::spread_defaults`).
+    if plan.topology_spread_defaults != cluster.spread_defaults {
+        let msg = format!(
+            "the plan was made under topologySpreadDefaults {}, the workload was built under {}: build the workload with the plan's setting",
+            serde_json::to_string(&plan.topology_spread_defaults).unwrap_or_default(),
+            serde_json::to_string(&cluster.spread_defaults).unwrap_or_default()
+        );
+        r.violations.push(v(None, None, "Plan", msg));
+    }
     let pending: BTreeSet<String> = cluster.pending().into_iter().map(|id| cluster.pod(id).key()).collect();
     let pod_by_key: BTreeMap<String, usize> = cluster.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect();
     let listed = bookkeeping(cluster, plan, &pending, &pod_by_key, &mut r.violations);

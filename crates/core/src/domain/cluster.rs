@@ -6,6 +6,7 @@ use super::labels::Labels;
 use super::node::Node;
 use super::nodepool::{NodeClass, NodePool};
 use super::pod::{Pod, PodId};
+use super::spread_defaults::SpreadDefaults;
 
 /// A DaemonSet reduced to the pod it would run on each node it selects.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,6 +26,10 @@ pub struct Cluster {
     pub daemonsets: Vec<DaemonSet>,
     /// Namespace name → labels (always including `kubernetes.io/metadata.name`).
     pub namespaces: BTreeMap<String, Labels>,
+    /// The cluster-default topology spread the pods' constraints were built under
+    /// (`semantics::spread_defaults`; the weights' `topologySpreadDefaults`, applied by the input); plans
+    /// record it, so a plan is checked against pods built the same way.
+    pub spread_defaults: SpreadDefaults,
 }
 
 impl Cluster {

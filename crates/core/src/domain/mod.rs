@@ -7,6 +7,7 @@ pub mod node;
 pub mod nodepool;
 pub mod pod;
 pub mod resources;
+pub mod spread_defaults;
 pub mod taints;
 
 pub use catalog::{Catalog, InstanceType, Offering};

@@ -41,6 +41,12 @@ pub struct SpreadConstraint {
     pub node_affinity_policy: InclusionPolicy,
     /// Default Ignore.
     pub node_taints_policy: InclusionPolicy,
+    /// A cluster default (kube-scheduler's PodTopologySpread `defaultConstraints`, with the selector
+    /// deduced from the Services and controllers selecting the pod; `semantics::spread_defaults`), not
+    /// the pod's own: it filters exactly as kube-scheduler says, and is never the user's intent (no
+    /// hostname intent rule, never hardened or priced as a preference). Only `DoNotSchedule` defaults
+    /// are kept; `ScheduleAnyway` ones only score in kube-scheduler.
+    pub defaulted: bool,
 }
 
 impl SpreadConstraint {

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::semantics::min_values::{MinValuesPolicy, Shortfall};
 use crate::semantics::preferences::PreferencePolicy;
 use crate::semantics::spread::HostnameSpread;
+use crate::semantics::spread_defaults::SpreadDefaults;
 
 pub const SCHEMA: &str = "stowage.dev/plan/v1";
 
@@ -177,6 +178,11 @@ pub struct Plan {
     /// without it (peers, older files) are judged by kube-scheduler's rules alone: `Priced`.
     #[serde(default = "priced")]
     pub preference_policy: PreferencePolicy,
+    /// The cluster-default topology spread the workload's pods were built under (the weights'
+    /// `topologySpreadDefaults`); `stowage check` builds the workload the same way. Plans without it:
+    /// kube-scheduler's default, `System` (whose defaults never filter).
+    #[serde(default)]
+    pub topology_spread_defaults: SpreadDefaults,
 }
 
 fn priced() -> PreferencePolicy {

@@ -523,7 +523,7 @@ impl<'a> FilterState<'a> {
             if !spread::skew_ok(match_num, self_match, min, c.max_skew) {
                 return Err(spread::reject_skew());
             }
-            if intent && c.key == keys::HOSTNAME && !spread::intent_ok(match_num, self_match, c.max_skew) {
+            if intent && c.key == keys::HOSTNAME && !c.defaulted && !spread::intent_ok(match_num, self_match, c.max_skew) {
                 return Err(spread::reject_intent());
             }
         }

@@ -15,6 +15,7 @@ pub mod queue;
 pub mod resources;
 pub mod selectors;
 pub mod spread;
+pub mod spread_defaults;
 pub mod taints;
 pub mod volumes;
 

@@ -143,7 +143,7 @@ pub fn relaxations(pod: &Pod, prefer_no_schedule: bool) -> Vec<Relaxation> {
         out.push(Relaxation::NodeAffinity { index, weight });
     }
     for (index, c) in pod.spread.iter().enumerate() {
-        if c.when == WhenUnsatisfiable::ScheduleAnyway {
+        if c.when == WhenUnsatisfiable::ScheduleAnyway && !c.defaulted {
             out.push(Relaxation::ScheduleAnyway { index, key: c.key.clone() });
         }
     }
@@ -226,7 +226,16 @@ mod tests {
     }
 
     fn spread(key: &str, when: WhenUnsatisfiable) -> SpreadConstraint {
-        SpreadConstraint { max_skew: 1, key: key.into(), when, selector: None, min_domains: 1, node_affinity_policy: InclusionPolicy::Honor, node_taints_policy: InclusionPolicy::Ignore }
+        SpreadConstraint {
+            max_skew: 1,
+            key: key.into(),
+            when,
+            selector: None,
+            min_domains: 1,
+            node_affinity_policy: InclusionPolicy::Honor,
+            node_taints_policy: InclusionPolicy::Ignore,
+            defaulted: false,
+        }
     }
 
     fn pod() -> Pod {

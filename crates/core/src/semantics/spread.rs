@@ -32,7 +32,8 @@
 //! replicas with maxSkew 1 get four new nodes, not one (kube-scheduler would accept one: a single
 //! domain has skew 0), and replicas that fit the existing nodes by kube-scheduler's rule go there
 //! instead of onto new nodes (Karpenter's constant 0 minimum, aws/karpenter-provider-aws#4666).
-//! [`HostnameSpread::Exact`] is kube-scheduler's rule alone. For a ScheduleAnyway hostname constraint
+//! [`HostnameSpread::Exact`] is kube-scheduler's rule alone, and so is a cluster default
+//! ([`SpreadConstraint::defaulted`], `spread_defaults`): the rule keeps what the user asked for. For a ScheduleAnyway hostname constraint
 //! the same bound is a preference: each matching pod above maxSkew on a new node costs
 //! `soft.scheduleAnywaySpread`.
 
@@ -83,7 +84,7 @@ pub fn intent_excess(carrying: i64, max_skew: i32) -> i64 {
 /// The pod's ScheduleAnyway `kubernetes.io/hostname` constraints that count the pod itself: the ones
 /// the intent preference prices.
 pub fn soft_hostname(pod: &Pod) -> impl Iterator<Item = &SpreadConstraint> {
-    pod.spread.iter().filter(move |c| !c.is_hard() && c.key == keys::HOSTNAME && self_match(c, pod) == 1)
+    pod.spread.iter().filter(move |c| !c.is_hard() && !c.defaulted && c.key == keys::HOSTNAME && self_match(c, pod) == 1)
 }
 
 /// Units of `soft.scheduleAnywaySpread` the pods of one node the plan launches cost under the intent

@@ -304,6 +304,7 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
         hostname_spread: p.weights.hostname_spread,
         min_values_policy: p.weights.min_values_policy,
         preference_policy: p.weights.preference_policy,
+        topology_spread_defaults: p.cluster.spread_defaults.clone(),
     };
     plan.finish();
     plan

@@ -256,7 +256,8 @@ impl Case {
         }
         text.push_str(&self.docs);
         let file = format!("case-{}.yaml", self.name);
-        match stowage_input::load_texts([(Path::new(&file), text.as_str())]) {
+        // Built under the case's cluster-default topology spread, as `stowage plan` builds it.
+        match stowage_input::load_texts([(Path::new(&file), text.as_str())]).and_then(|w| w.with_spread_defaults(&self.weights.topology_spread_defaults)) {
             Ok(w) => w,
             Err(e) => panic!("case {}: the workload does not load: {e}\n{text}", self.name),
         }
@@ -273,6 +274,7 @@ impl Case {
             assert_eq!(plan.hostname_spread, self.weights.hostname_spread, "{ctx}: the plan records another hostnameSpread");
             assert_eq!(plan.min_values_policy, self.weights.min_values_policy, "{ctx}: the plan records another minValuesPolicy");
             assert_eq!(plan.preference_policy, self.weights.preference_policy, "{ctx}: the plan records another preferencePolicy");
+            assert_eq!(plan.topology_spread_defaults, self.weights.topology_spread_defaults, "{ctx}: the plan records another topologySpreadDefaults");
             assert_eq!(strip_times(&plan), strip_times(&again), "{ctx}: planning is not deterministic");
             let dump = || format!("plan:\n{}", summary(&plan));
             assert!(plan.cost_per_hour >= 0.0 && plan.cost_per_hour.is_sign_positive(), "{ctx}: costPerHour {}", plan.cost_per_hour);

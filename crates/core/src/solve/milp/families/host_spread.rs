@@ -86,11 +86,15 @@ pub struct HostSpreads {
     cols: Vec<Option<Col>>,
 }
 
+/// What makes two hard hostname spreads one: selector, namespace, eligibility, maxSkew, minDomains, and
+/// whether it is a cluster default (no intent rule: `SpreadConstraint::defaulted`).
+type SpreadKey = (Option<LabelSelector>, String, Eligibility, i32, i32, bool);
+
 impl HostSpreads {
     /// Every hard hostname spread of the batch, shared by the classes that carry the same constraint.
     pub(crate) fn derive(cx: &Context, fs: &FilterState) -> Self {
         let mut spreads: Vec<HostSpread> = Vec::new();
-        let mut ix: FxHashMap<(Option<LabelSelector>, String, Eligibility, i32, i32), usize> = FxHashMap::default();
+        let mut ix: FxHashMap<SpreadKey, usize> = FxHashMap::default();
         for c in cx.classes() {
             let pod = cx.rep(c);
             for sc in &pod.spread {
@@ -98,7 +102,7 @@ impl HostSpreads {
                     continue;
                 }
                 let elig = Eligibility::of(pod, sc);
-                let key = (sc.selector.clone(), pod.namespace.clone(), elig.clone(), sc.max_skew, sc.min_domains);
+                let key = (sc.selector.clone(), pod.namespace.clone(), elig.clone(), sc.max_skew, sc.min_domains, sc.defaulted);
                 let i = *ix.entry(key).or_insert_with(|| {
                     let members: Vec<Class> = cx.classes().filter(|&q| matches_selector(sc.selector.as_ref(), &pod.namespace, cx.rep(q))).collect();
                     spreads.push(host_spread(cx, fs, pod, sc, &elig, members));
@@ -174,7 +178,8 @@ fn host_spread(cx: &Context, fs: &FilterState, pod: &Pod, sc: &SpreadConstraint,
             elig.admits(&l, cx.group_taints(g), None)
         })
         .collect();
-    let intent = cx.p.weights.hostname_spread == HostnameSpread::Intent;
+    // A cluster default is not the user's intent: kube-scheduler's rule alone (`spread_defaults`).
+    let intent = cx.p.weights.hostname_spread == HostnameSpread::Intent && !sc.defaulted;
     HostSpread { max_skew: sc.max_skew as u32, members, constrained: Vec::new(), mbar: mbar.unwrap_or(0), group_eligible, target_count, intent }
 }
 
