@@ -128,6 +128,8 @@ pub(crate) fn catalog_file(c: &Catalog) -> CatalogFile {
                     branch_enis: a.branch_enis,
                     local_nvme_gb: a.local_nvme_gb,
                 }),
+                // The EBS limit of a type with AWS facts is derived again on load.
+                attach_limits: t.attach_limits.iter().filter(|(d, _)| t.aws.is_none() || d.as_str() != stowage_core::catalog::aws::EBS_CSI_DRIVER).map(|(d, n)| (d.clone(), *n)).collect(),
             })
             .collect(),
     }

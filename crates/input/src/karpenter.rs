@@ -152,13 +152,21 @@ pub fn nodeclass(o: &Obj<api::EC2NodeClass>) -> Result<NodeClass, InputError> {
         }
     }
     let mut root_volume = None;
+    // Karpenter's default mappings: one root volume, plus a data volume on Bottlerocket.
+    let mut extra_ebs_volumes = match &spec.block_device_mappings {
+        Some(m) if !m.is_empty() => 0,
+        _ => i64::from(ami_family == "Bottlerocket"),
+    };
     for (i, b) in spec.block_device_mappings.iter().flatten().enumerate() {
         let is_root = b.root_volume == Some(true) || b.device_name.as_deref() == Some("/dev/xvda");
+        if !is_root && b.ebs.is_some() {
+            extra_ebs_volumes += 1;
+        }
         if let (true, Some(size)) = (is_root, b.ebs.as_ref().and_then(|e| e.volume_size.as_ref())) {
             root_volume = Some(quantity::value(&size.0).map_err(|e| ctx.err(format!("spec.blockDeviceMappings[{i}].ebs.volumeSize"), e))?);
         }
     }
-    Ok(NodeClass { name, ami_family, kubelet, root_volume })
+    Ok(NodeClass { name, ami_family, kubelet, root_volume, extra_ebs_volumes })
 }
 
 /// A NodeClaim whose Node has not registered: future capacity the planners may count.
@@ -184,7 +192,14 @@ pub fn in_flight(o: &Obj<api::NodeClaim>) -> Result<Option<Node>, InputError> {
         // Not launched yet: its size is not known, so it cannot be counted.
         return Ok(None);
     }
+    // No CSINode before it registers; an EC2 NodeClaim will report its type's EBS limit (for the
+    // default block devices), so the planners count it already.
+    let attach_limits = match labels.get(keys::INSTANCE_TYPE) {
+        Some(t) if o.obj.spec.node_class_ref.group == "karpenter.k8s.aws" => [(stowage_core::catalog::aws::EBS_CSI_DRIVER.to_string(), stowage_core::catalog::aws::ebs_attach_limit(t, 0))].into(),
+        _ => Default::default(),
+    };
     Ok(Some(Node {
+        attach_limits,
         nodepool: labels.get(keys::NODEPOOL).cloned(),
         name: node_name,
         labels,

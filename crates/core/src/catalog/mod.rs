@@ -9,7 +9,8 @@ use crate::domain::nodepool::NodeClass;
 use crate::domain::resources::Resources;
 
 /// The catalog as seen through an EC2NodeClass: types with AWS facts get capacity and overhead
-/// recomputed for its AMI family, kubelet settings and root volume. Types without facts are kept.
+/// recomputed for its AMI family, kubelet settings and root volume, and their EBS attach limit for its
+/// block devices. Types without facts are kept.
 pub fn for_nodeclass(c: &Catalog, nc: &NodeClass) -> Catalog {
     let mut out = c.clone();
     for t in &mut out.types {
@@ -22,6 +23,7 @@ pub fn for_nodeclass(c: &Catalog, nc: &NodeClass) -> Catalog {
         let cap = aws::capacity(f, &nc.ami_family, &nc.kubelet, nc.root_volume, raid0, &extended);
         t.overhead = aws::overhead(f, &nc.ami_family, &nc.kubelet, &cap);
         t.capacity = cap;
+        t.attach_limits.insert(aws::EBS_CSI_DRIVER.to_string(), aws::ebs_attach_limit(&t.name, nc.extra_ebs_volumes));
     }
     out
 }

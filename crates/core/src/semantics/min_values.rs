@@ -249,6 +249,7 @@ mod tests {
             overhead: Resources::default(),
             offerings: vec![Offering { zone: "z1".into(), capacity_type: "on-demand".into(), price, available: true, synthetic: false }],
             aws: None,
+            attach_limits: Default::default(),
         }
     }
 

@@ -15,6 +15,7 @@ pub mod resources;
 pub mod selectors;
 pub mod spread;
 pub mod taints;
+pub mod volume_limits;
 pub mod volumes;
 
 use std::fmt;
@@ -28,6 +29,7 @@ pub enum Plugin {
     NodeAffinity,
     NodePorts,
     NodeResourcesFit,
+    NodeVolumeLimits,
     VolumeBinding,
     VolumeZone,
     PodTopologySpread,
@@ -46,6 +48,7 @@ impl Plugin {
             Plugin::NodeAffinity => "NodeAffinity",
             Plugin::NodePorts => "NodePorts",
             Plugin::NodeResourcesFit => "NodeResourcesFit",
+            Plugin::NodeVolumeLimits => "NodeVolumeLimits",
             Plugin::VolumeBinding => "VolumeBinding",
             Plugin::VolumeZone => "VolumeZone",
             Plugin::PodTopologySpread => "PodTopologySpread",
@@ -62,6 +65,7 @@ impl Plugin {
             Plugin::NodeAffinity,
             Plugin::NodePorts,
             Plugin::NodeResourcesFit,
+            Plugin::NodeVolumeLimits,
             Plugin::VolumeBinding,
             Plugin::VolumeZone,
             Plugin::PodTopologySpread,

@@ -130,7 +130,22 @@ pub(crate) fn from_file(file: &str, f: CatalogFile) -> Result<Catalog, CatalogEr
             branch_enis: a.branch_enis,
             local_nvme_gb: a.local_nvme_gb,
         });
-        types.push(InstanceType { name: t.name, labels: t.labels, capacity, overhead, offerings, aws });
+        // An AWS type's EBS attach limit as the EBS CSI driver computes it, for the default block
+        // devices (a NodeClass with more recomputes it: `catalog::for_nodeclass`).
+        let mut attach_limits: stowage_core::domain::node::AttachLimits = Default::default();
+        if aws.is_some() {
+            attach_limits.insert(stowage_core::catalog::aws::EBS_CSI_DRIVER.to_string(), stowage_core::catalog::aws::ebs_attach_limit(&t.name, 0));
+        }
+        for (driver, &n) in &t.attach_limits {
+            if driver.is_empty() || n < 0 {
+                return Err(invalid(file, format!("{at}.attachLimits.{driver}: a driver name and a non-negative count")));
+            }
+            if aws.is_some() && driver == stowage_core::catalog::aws::EBS_CSI_DRIVER {
+                return Err(invalid(file, format!("{at}.attachLimits.{driver}: derived from the aws facts (the EBS CSI driver's rule); leave it out")));
+            }
+            attach_limits.insert(driver.clone(), n);
+        }
+        types.push(InstanceType { name: t.name, labels: t.labels, capacity, overhead, offerings, aws, attach_limits });
     }
     Ok(Catalog { name: f.name, region: f.region, zones: f.zones, provenance: f.provenance, types })
 }

@@ -10,7 +10,7 @@
 //!
 //! The registration order fixes the row and column indices HiGHS sees (HiGHS's path depends on them):
 //! demand, node conflicts, capacity, pool limits, spread, hostname spread, anti-affinity, affinity,
-//! minValues.
+//! minValues, volume limits.
 
 pub mod affinity;
 pub mod anti_affinity;
@@ -21,6 +21,7 @@ pub mod min_values;
 pub mod node_conflicts;
 pub mod pool_limits;
 pub mod spread;
+pub mod volume_limits;
 
 use rustc_hash::FxHashMap;
 
@@ -72,6 +73,8 @@ pub enum InvalidPattern {
     AffinityWithoutTarget(usize),
     #[error("minValues {min_values} for {key}: the node's launch candidates keep {kept}: put fewer or other pods on it")]
     MinValues { key: String, min_values: u32, kept: u32 },
+    #[error("{used} volumes of CSI driver {driver} exceed the node's attach limit {limit}: put fewer of those pods on it or use a type with a higher limit")]
+    AttachLimit { driver: String, used: i64, limit: i64 },
 }
 
 /// One new node being checked: its configuration, its group and its pods per class (sorted, > 0).
@@ -148,16 +151,17 @@ pub struct Families {
     pub anti_affinity: anti_affinity::AntiAffinity,
     pub affinity: affinity::Affinity,
     pub min_values: min_values::MinValues,
+    pub volume_limits: volume_limits::VolumeLimits,
 }
 
 impl Families {
     /// The families in registration order.
-    pub fn all(&self) -> [&dyn Family; 9] {
-        [&self.demand, &self.node_conflicts, &self.capacity, &self.pool_limits, &self.spread, &self.host_spread, &self.anti_affinity, &self.affinity, &self.min_values]
+    pub fn all(&self) -> [&dyn Family; 10] {
+        [&self.demand, &self.node_conflicts, &self.capacity, &self.pool_limits, &self.spread, &self.host_spread, &self.anti_affinity, &self.affinity, &self.min_values, &self.volume_limits]
     }
 
     /// The families in registration order, to add rows and columns.
-    pub fn all_mut(&mut self) -> [&mut dyn Family; 9] {
+    pub fn all_mut(&mut self) -> [&mut dyn Family; 10] {
         [
             &mut self.demand,
             &mut self.node_conflicts,
@@ -168,6 +172,7 @@ impl Families {
             &mut self.anti_affinity,
             &mut self.affinity,
             &mut self.min_values,
+            &mut self.volume_limits,
         ]
     }
 }
@@ -193,6 +198,7 @@ pub fn build(p: &Problem) -> (Structure, Families) {
         anti_affinity,
         affinity,
         min_values: min_values::MinValues,
+        volume_limits: volume_limits::VolumeLimits::default(),
     };
     let mut exact = vec![false; s.n.len()];
     for f in fams.all() {
