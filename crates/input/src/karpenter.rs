@@ -315,4 +315,31 @@ mod tests {
         let e = crate::convert::node_requirement(&ctx, "spec.affinity", "k", "Gte", &["1".to_string()]).unwrap_err().to_string();
         assert!(e.contains("kube-apiserver refuses it in a pod"), "{e}");
     }
+
+    fn nc(spec: serde_json::Value) -> NodeClass {
+        let obj: api::EC2NodeClass = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "n"}, "spec": spec
+        }))
+        .unwrap();
+        nodeclass(&Obj { source: Source { file: "nc.yaml".into(), doc: 1, item: None }, obj }).unwrap()
+    }
+
+    #[test]
+    fn extra_ebs_volumes_are_the_non_root_block_devices() {
+        let base = |extra: serde_json::Value| {
+            let mut spec =
+                serde_json::json!({"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}], "subnetSelectorTerms": [{"tags": {"k": "v"}}], "securityGroupSelectorTerms": [{"tags": {"k": "v"}}]});
+            spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            spec
+        };
+        assert_eq!(nc(base(serde_json::json!({}))).extra_ebs_volumes, 0, "AL2023's default: the root volume only");
+        let br = base(serde_json::json!({"amiSelectorTerms": [{"alias": "bottlerocket@latest"}]}));
+        assert_eq!(nc(br).extra_ebs_volumes, 1, "Bottlerocket's default: OS and data volumes");
+        let two = base(serde_json::json!({"blockDeviceMappings": [
+            {"deviceName": "/dev/xvda", "rootVolume": true, "ebs": {"volumeSize": "40Gi"}},
+            {"deviceName": "/dev/xvdb", "ebs": {"volumeSize": "100Gi"}},
+            {"deviceName": "/dev/xvdc", "ebs": {"volumeSize": "100Gi"}}
+        ]}));
+        assert_eq!(nc(two).extra_ebs_volumes, 2);
+    }
 }

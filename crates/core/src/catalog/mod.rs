@@ -27,3 +27,28 @@ pub fn for_nodeclass(c: &Catalog, nc: &NodeClass) -> Catalog {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::catalog::{AwsFacts, InstanceType};
+    use crate::domain::nodepool::KubeletSettings;
+
+    #[test]
+    fn a_nodeclass_with_more_block_devices_lowers_the_ebs_limit() {
+        let f = AwsFacts { vcpu: 2, memory_mib: 8192, arch: "amd64".into(), enis_default_card: Some(3), ipv4_per_eni: Some(10), branch_enis: 9, local_nvme_gb: 0 };
+        let t = InstanceType {
+            name: "m5.large".into(),
+            labels: Default::default(),
+            capacity: Resources::default(),
+            overhead: Resources::default(),
+            offerings: vec![],
+            aws: Some(f),
+            attach_limits: Default::default(),
+        };
+        let c = Catalog { types: vec![t], ..Default::default() };
+        let nc = |extra| NodeClass { name: "n".into(), ami_family: "AL2023".into(), kubelet: KubeletSettings::default(), root_volume: None, extra_ebs_volumes: extra };
+        assert_eq!(for_nodeclass(&c, &nc(0)).types[0].attach_limits[aws::EBS_CSI_DRIVER], 26);
+        assert_eq!(for_nodeclass(&c, &nc(2)).types[0].attach_limits[aws::EBS_CSI_DRIVER], 24);
+    }
+}

@@ -168,6 +168,19 @@ mod tests {
     }
 
     #[test]
+    fn attach_limits_come_from_the_file_or_the_ebs_rule() {
+        // The embedded catalog's AWS types get the EBS CSI driver's limit (catalog::aws::ebs_attach_limit).
+        let c = default_catalog();
+        assert_eq!(c.get("m5.large").unwrap().attach_limits.get("ebs.csi.aws.com"), Some(&26));
+        assert_eq!(c.get("m7i.large").unwrap().attach_limits.get("ebs.csi.aws.com"), Some(&31));
+        let file = r#"{"schema":"stowage.dev/catalog/v1","name":"x","instanceTypes":[{"name":"t","capacity":{"cpu":"1","pods":"1"},"offerings":[],"attachLimits":{"disk.csi.example.com":12}}]}"#;
+        assert_eq!(parse("cat.json", file).unwrap().types[0].attach_limits.get("disk.csi.example.com"), Some(&12));
+        let negative = file.replace(":12", ":-1");
+        let e = parse("cat.json", &negative).unwrap_err().to_string();
+        assert!(e.contains("instanceTypes[0] (t).attachLimits.disk.csi.example.com"), "{e}");
+    }
+
+    #[test]
     fn bad_catalogs_name_the_field() {
         let bad = r#"{"schema":"stowage.dev/catalog/v1","name":"x","instanceTypes":[{"name":"t","capacity":{"cpu":"abc","pods":"1"},"offerings":[]}]}"#;
         let e = parse("cat.json", bad).unwrap_err().to_string();
