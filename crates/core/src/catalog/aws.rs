@@ -210,8 +210,9 @@ fn dedicated_ebs(family: &str, size: &str) -> Option<i64> {
 /// NVMe instance-store devices per type, as the driver lists them (AWS "Instance store volumes";
 /// a type the driver does not list counts 0, as in the driver).
 fn nvme_instance_store_devices(family: &str, size: &str) -> i64 {
-    // Sizes with 1 device, 2 devices, 4 devices, 8 devices.
-    let table: &[(&str, &[&str], &[&str], &[&str], &[&str])] = &[
+    // Per family: the sizes with 1 device, 2 devices, 4 devices, 8 devices.
+    type Sizes = &'static [&'static str];
+    let table: &[(&str, Sizes, Sizes, Sizes, Sizes)] = &[
         ("c5ad", &["large", "xlarge", "2xlarge"], &["4xlarge", "8xlarge", "12xlarge", "16xlarge", "24xlarge"], &[], &[]),
         ("c5d", &["large", "xlarge", "2xlarge", "4xlarge", "9xlarge"], &["12xlarge", "18xlarge"], &["24xlarge", "metal"], &[]),
         ("c6gd", &["medium", "large", "xlarge", "2xlarge", "4xlarge", "8xlarge"], &["12xlarge", "16xlarge", "metal"], &[], &[]),

@@ -394,6 +394,10 @@ struct PoolEnv<'e> {
 /// the DaemonSets that run and the attach limits of the batch's drivers.
 type PoolGroupKey = (String, String, Projection, Vec<usize>, Vec<Option<i64>>);
 
+/// A configuration group: NodePool, the labels' projection on the relevant keys, the DaemonSets that
+/// run and the attach limits of the batch's drivers.
+type GroupKey = (usize, Projection, Vec<usize>, Vec<Option<i64>>);
+
 impl PoolEnv<'_> {
     /// Every configuration NodePool `pi` can launch from its catalog view (available offerings, values
     /// of open keys that matter, the NodePool's requirements), by pruning group.
@@ -531,7 +535,7 @@ impl<'a> Problem<'a> {
         });
         // A group also agrees on the attach limits of the batch's drivers, so that growing or shrinking a
         // node within its group never changes what NodeVolumeLimits allows it.
-        let mut group_ix: BTreeMap<(usize, Projection, Vec<usize>, Vec<Option<i64>>), usize> = BTreeMap::new();
+        let mut group_ix: BTreeMap<GroupKey, usize> = BTreeMap::new();
         for c in &mut configs {
             let projection: Vec<(String, String)> = c.labels.iter().filter(|(k, _)| relevant.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
             let n = group_ix.len();
