@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, ListParams};
 use serde::de::DeserializeOwned;
 
@@ -65,6 +65,7 @@ pub async fn cluster_state(client: &kube::Client) -> Result<ClusterState, Record
     list_into::<PersistentVolumeClaim>(client, &mut s).await?;
     list_into::<PersistentVolume>(client, &mut s).await?;
     list_into::<StorageClass>(client, &mut s).await?;
+    list_into::<CSINode>(client, &mut s).await?;
     list_into::<DaemonSet>(client, &mut s).await?;
     list_into::<Namespace>(client, &mut s).await?;
     Ok(s)
