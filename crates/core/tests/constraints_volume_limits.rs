@@ -197,3 +197,51 @@ fn a_node_without_a_csinode_has_no_limit() {
     );
     case("no-csinode", docs).catalog(small_first()).expects([Exp::On("three", &[Is::Existing("n2")]), Exp::NewNodes(0)]).run();
 }
+
+#[test]
+fn the_milps_own_solution_keeps_attach_limits() {
+    // The driver replays every MILP answer and falls back to the greedy plan when it fails, so the
+    // table cases above cannot tell whether the MILP itself honours the limits. Here its decoded
+    // solution is replayed directly: without the volume_limits family the cheapest model solution is
+    // all five pods on one v.small ($0.10), which the filter rejects; with it, three v.small.
+    use std::time::{Duration, Instant};
+    use stowage_core::solve::milp::{self, Options};
+    use stowage_core::solve::{Problem, greedy, verify};
+    use stowage_core::weights::Weights;
+
+    let mut docs = format!("{}{}", common::NODECLASS, common::default_pool());
+    docs.push_str(&classes());
+    for i in 0..5 {
+        docs.push_str(&claim(&format!("c{i}"), "gp3", ""));
+        docs.push_str(&with_claims(&format!("p-{i}"), &[&format!("c{i}")], ""));
+    }
+    let w = stowage_input::load_texts([(std::path::Path::new("milp.yaml"), docs.as_str())]).expect("loads");
+    let weights = Weights::default();
+    let p = Problem::new(&w.cluster, small_first(), &weights).expect("problem");
+    let g = greedy::plan(&p);
+    let run = milp::solve(&p, &g, Instant::now() + Duration::from_secs(20), 0.0, Options { threads: 1, seed: 0 }).expect("the MILP runs");
+    let o = run.outcome.expect("the MILP finds an integer solution");
+    assert!(verify(&p, &o).is_empty(), "the MILP's own solution breaks a filter: {:?}", verify(&p, &o));
+    assert_eq!(o.placements.len(), 5, "every pod placed");
+    assert_eq!(o.new_nodes.len(), 3, "two volumes per v.small: three nodes");
+
+    // An existing target's rows: n1 allows 2 and has 1, so of two pods with one new claim each only
+    // one may join it (without the rows both would, for free).
+    let docs = format!(
+        "{}{}{}{}{}{}{}",
+        common::NODECLASS,
+        common::default_pool(),
+        n1_with_one_volume(2),
+        claim("a", "gp3", ""),
+        claim("b", "gp3", ""),
+        with_claims("first", &["a"], ""),
+        with_claims("second", &["b"], "")
+    );
+    let w = stowage_input::load_texts([(std::path::Path::new("milp.yaml"), docs.as_str())]).expect("loads");
+    let p = Problem::new(&w.cluster, small_first(), &weights).expect("problem");
+    let g = greedy::plan(&p);
+    let run = milp::solve(&p, &g, Instant::now() + Duration::from_secs(20), 0.0, Options { threads: 1, seed: 0 }).expect("the MILP runs");
+    let o = run.outcome.expect("the MILP finds an integer solution");
+    assert!(verify(&p, &o).is_empty(), "the MILP's own solution breaks a filter: {:?}", verify(&p, &o));
+    assert_eq!((o.placements.len(), o.new_nodes.len()), (2, 1), "one pod on n1, one on a new node");
+}
