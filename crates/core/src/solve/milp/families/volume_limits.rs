@@ -56,13 +56,22 @@ impl VolumeLimits {
 impl Family for VolumeLimits {
     fn target_rows(&mut self, cx: &Cx, m: &mut Model) {
         let (p, s) = (cx.p, cx.s);
+        // Only classes with volumes enter the rows (the pods of a class bring as many per driver).
+        let with_volumes: Vec<Class> = s.classes().filter(|&c| !p.pod(p.classes[c.ix()].rep).volumes.attach.is_empty()).collect();
+        let mut on_node: BTreeMap<&str, Vec<&crate::domain::Pod>> = BTreeMap::new();
+        if !with_volumes.is_empty() {
+            for q in p.cluster.pods.iter().filter(|q| !q.is_terminal() && !q.volumes.attach.is_empty()) {
+                if let Some(n) = q.node_name.as_deref() {
+                    on_node.entry(n).or_default().push(q);
+                }
+            }
+        }
         for (t, &e) in s.targets.iter().enumerate() {
             let node = &p.cluster.nodes[e];
             let mut rows = Vec::new();
-            if !node.attach_limits.is_empty() {
-                let on_node: Vec<&crate::domain::Pod> = p.cluster.pods.iter().filter(|q| q.node_name.as_deref() == Some(node.name.as_str()) && !q.is_terminal()).collect();
-                let attached = volume_limits::attached(&node.attach_limits, on_node.iter().copied());
-                for c in s.classes() {
+            if !node.attach_limits.is_empty() && !with_volumes.is_empty() {
+                let attached = volume_limits::attached(&node.attach_limits, on_node.get(node.name.as_str()).into_iter().flatten().copied());
+                for &c in &with_volumes {
                     if s.cap_on(c, Target::at(t)).is_none() {
                         continue;
                     }
