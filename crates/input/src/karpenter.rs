@@ -342,4 +342,23 @@ mod tests {
         ]}));
         assert_eq!(nc(two).extra_ebs_volumes, 2);
     }
+
+    #[test]
+    fn an_ec2_nodeclaim_in_flight_carries_its_types_ebs_limit() {
+        let claim = |group: &str| -> Obj<api::NodeClaim> {
+            let obj: api::NodeClaim = serde_json::from_value(serde_json::json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                "metadata": {"name": "c1", "labels": {"node.kubernetes.io/instance-type": "c5d.large", "karpenter.sh/nodepool": "p"}},
+                "spec": {"nodeClassRef": {"group": group, "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
+                "status": {"providerID": "aws:///zone-a/i-1", "allocatable": {"cpu": "2", "pods": "29"}}
+            }))
+            .unwrap();
+            Obj { source: Source { file: "c.yaml".into(), doc: 1, item: None }, obj }
+        };
+        // No CSINode before it registers; the EBS CSI driver will report c5d.large's 25.
+        let n = in_flight(&claim("karpenter.k8s.aws")).unwrap().unwrap();
+        assert_eq!(n.attach_limits.get("ebs.csi.aws.com"), Some(&25));
+        let other = in_flight(&claim("example.com")).unwrap().unwrap();
+        assert!(other.attach_limits.is_empty(), "not an EC2 NodeClaim: no limit known");
+    }
 }
