@@ -255,6 +255,7 @@ mod provisioning {
         objects.nodepools.iter().for_each(|o| s.apply(o.obj.clone()));
         objects.nodeclasses.iter().for_each(|o| s.apply(o.obj.clone()));
         objects.storageclasses.iter().for_each(|o| s.apply(o.obj.clone()));
+        objects.csinodes.iter().for_each(|o| s.apply(o.obj.clone()));
         objects.pvcs.iter().for_each(|o| s.apply(o.obj.clone()));
         objects.pvs.iter().for_each(|o| s.apply(o.obj.clone()));
         objects.daemonsets.iter().for_each(|o| s.apply(o.obj.clone()));

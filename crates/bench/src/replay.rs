@@ -177,6 +177,7 @@ fn run_inner(r: &Replay, cat: &Catalog, weights: &Weights, args: &Planner, plann
                         deleting: false,
                         in_flight: false,
                         nodepool: Some(n.node_pool.clone()),
+                        attach_limits: it.attach_limits.clone(),
                     },
                     price: n.price_per_hour,
                     launched: t,

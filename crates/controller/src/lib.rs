@@ -66,7 +66,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::WatchStreamExt;
@@ -395,6 +395,7 @@ impl Controller {
         infra.push(spawn_watch::<PersistentVolumeClaim, P>(&ctx, Api::all(client.clone()), &infra_rx));
         infra.push(spawn_watch::<PersistentVolume, P>(&ctx, Api::all(client.clone()), &infra_rx));
         infra.push(spawn_watch::<StorageClass, P>(&ctx, Api::all(client.clone()), &infra_rx));
+        infra.push(spawn_watch::<CSINode, P>(&ctx, Api::all(client.clone()), &infra_rx));
         infra.push(spawn_watch::<DaemonSet, P>(&ctx, Api::all(client.clone()), &infra_rx));
         infra.push(spawn_watch::<Namespace, P>(&ctx, Api::all(client.clone()), &infra_rx));
         infra.push(spawn_watch::<Service, P>(&ctx, Api::all(client.clone()), &infra_rx));

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, ListParams};
 use serde::de::DeserializeOwned;
 
@@ -65,6 +65,7 @@ pub async fn cluster_state(client: &kube::Client) -> Result<ClusterState, Record
     list_into::<PersistentVolumeClaim>(client, &mut s).await?;
     list_into::<PersistentVolume>(client, &mut s).await?;
     list_into::<StorageClass>(client, &mut s).await?;
+    list_into::<CSINode>(client, &mut s).await?;
     list_into::<DaemonSet>(client, &mut s).await?;
     list_into::<Namespace>(client, &mut s).await?;
     list_into::<Service>(client, &mut s).await?;
@@ -132,6 +133,8 @@ pub(crate) fn catalog_file(c: &Catalog) -> CatalogFile {
                     branch_enis: a.branch_enis,
                     local_nvme_gb: a.local_nvme_gb,
                 }),
+                // The EBS limit of a type with AWS facts is derived again on load.
+                attach_limits: t.attach_limits.iter().filter(|(d, _)| t.aws.is_none() || d.as_str() != stowage_core::catalog::aws::EBS_CSI_DRIVER).map(|(d, n)| (d.clone(), *n)).collect(),
             })
             .collect(),
     }

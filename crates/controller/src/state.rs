@@ -38,7 +38,7 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Resource;
 use kube::runtime::watcher;
@@ -72,6 +72,7 @@ pub enum Kind {
     PersistentVolumeClaim,
     PersistentVolume,
     StorageClass,
+    CSINode,
     DaemonSet,
     Namespace,
     /// Services, ReplicationControllers, ReplicaSets and StatefulSets: read only for the selector of the
@@ -83,7 +84,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 15] = [
         Kind::Pod,
         Kind::Node,
         Kind::NodePool,
@@ -92,6 +93,7 @@ impl Kind {
         Kind::PersistentVolumeClaim,
         Kind::PersistentVolume,
         Kind::StorageClass,
+        Kind::CSINode,
         Kind::DaemonSet,
         Kind::Namespace,
         Kind::Service,
@@ -110,6 +112,7 @@ impl Kind {
             Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
             Kind::PersistentVolume => "PersistentVolume",
             Kind::StorageClass => "StorageClass",
+            Kind::CSINode => "CSINode",
             Kind::DaemonSet => "DaemonSet",
             Kind::Namespace => "Namespace",
             Kind::Service => "Service",
@@ -221,6 +224,7 @@ state_object!(EC2NodeClass, Kind::EC2NodeClass, nodeclasses);
 state_object!(PersistentVolumeClaim, Kind::PersistentVolumeClaim, pvcs);
 state_object!(PersistentVolume, Kind::PersistentVolume, pvs);
 state_object!(StorageClass, Kind::StorageClass, storageclasses);
+state_object!(CSINode, Kind::CSINode, csinodes);
 state_object!(DaemonSet, Kind::DaemonSet, daemonsets);
 state_object!(Namespace, Kind::Namespace, namespaces);
 state_object!(Service, Kind::Service, services);
@@ -240,6 +244,8 @@ pub struct ClusterState {
     pub pvcs: Index<PersistentVolumeClaim>,
     pub pvs: Index<PersistentVolume>,
     pub storageclasses: Index<StorageClass>,
+    /// Per node, the volumes each CSI driver may attach (NodeVolumeLimits).
+    pub csinodes: Index<CSINode>,
     pub daemonsets: Index<DaemonSet>,
     pub namespaces: Index<Namespace>,
     pub services: Index<Service>,
@@ -390,6 +396,7 @@ impl ClusterState {
             Kind::PersistentVolumeClaim => self.pvcs.synced(),
             Kind::PersistentVolume => self.pvs.synced(),
             Kind::StorageClass => self.storageclasses.synced(),
+            Kind::CSINode => self.csinodes.synced(),
             Kind::DaemonSet => self.daemonsets.synced(),
             Kind::Namespace => self.namespaces.synced(),
             Kind::Service => self.services.synced(),
@@ -486,6 +493,7 @@ impl ClusterState {
             nodeclasses: self.nodeclasses.iter().cloned().map(live).collect(),
             nodepools: self.nodepools.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && !class_not_ready(p)).cloned().map(live).collect(),
             storageclasses: self.storageclasses.iter().cloned().map(live).collect(),
+            csinodes: self.csinodes.iter().cloned().map(live).collect(),
             pvs: self.pvs.iter().cloned().map(live).collect(),
             pvcs: self.pvcs.iter().cloned().map(live).collect(),
             daemonsets: self.daemonsets.iter().cloned().map(live).collect(),
@@ -590,6 +598,7 @@ fn remove_object(o: &mut Objects, e: &InputError) -> bool {
         "PersistentVolumeClaim" => drop_named(&mut o.pvcs, ns, name),
         "PersistentVolume" => drop_named(&mut o.pvs, ns, name),
         "StorageClass" => drop_named(&mut o.storageclasses, ns, name),
+        "CSINode" => drop_named(&mut o.csinodes, ns, name),
         "Namespace" => drop_named(&mut o.namespaces, ns, name),
         "Service" => drop_named(&mut o.services, ns, name),
         "ReplicationController" => drop_named(&mut o.replicationcontrollers, ns, name),
@@ -732,7 +741,23 @@ mod tests {
         macro_rules! list {
             ($($t:ty),*) => {$( s.init::<$t>(); s.init_done::<$t>(); )*};
         }
-        list!(Pod, Node, NodePool, NodeClaim, EC2NodeClass, PersistentVolumeClaim, PersistentVolume, StorageClass, DaemonSet, Namespace, Service, ReplicationController, ReplicaSet, StatefulSet);
+        list!(
+            Pod,
+            Node,
+            NodePool,
+            NodeClaim,
+            EC2NodeClass,
+            PersistentVolumeClaim,
+            PersistentVolume,
+            StorageClass,
+            CSINode,
+            DaemonSet,
+            Namespace,
+            Service,
+            ReplicationController,
+            ReplicaSet,
+            StatefulSet
+        );
         s
     }
 
@@ -959,5 +984,26 @@ mod tests {
         assert_eq!(snap.cluster.pods[0].name, "good");
         assert_eq!(snap.excluded.len(), 1);
         assert_eq!(snap.excluded[0].object, "Pod default/bad");
+    }
+
+    #[test]
+    fn a_nodes_csinode_gives_it_attach_limits() {
+        let mut s = synced_state();
+        s.apply(node("n1", "aws:///us-east-1a/i-1", &[], &[("kubernetes.io/hostname", "n1")]));
+        let csinode: CSINode = serde_json::from_value(serde_json::json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+            "metadata": {"name": "n1", "uid": "uid-csinode-n1", "resourceVersion": "1"},
+            "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": "i-1", "allocatable": {"count": 25}}]}
+        }))
+        .unwrap();
+        s.apply(csinode);
+        let snap = s.snapshot(stowage_input::catalog::default_catalog()).unwrap();
+        assert_eq!(snap.cluster.node("n1").unwrap().attach_limits.get("ebs.csi.aws.com"), Some(&25));
+        // Until the CSINode is listed, the controller does not plan (a watched kind like the others).
+        let mut fresh = ClusterState::default();
+        assert!(fresh.unsynced().contains(&Kind::CSINode));
+        fresh.init::<CSINode>();
+        fresh.init_done::<CSINode>();
+        assert!(!fresh.unsynced().contains(&Kind::CSINode));
     }
 }

@@ -329,6 +329,7 @@ impl NodeSpec<'_> {
             taints: pool.taints.clone(),
             capacity: t.capacity.clone(),
             allocatable: t.allocatable(),
+            attach_limits: t.attach_limits.clone(),
             daemonsets: dss.iter().filter_map(|d| cluster.daemonsets.iter().position(|x| std::ptr::eq(x, *d))).collect(),
             ds_overhead,
             group: 0,
@@ -541,11 +542,17 @@ impl NodeSpec<'_> {
                 taints: pool.taints.clone(),
                 capacity: t.capacity.clone(),
                 allocatable: alloc,
+                attach_limits: t.attach_limits.clone(),
                 daemonsets: dss.iter().filter_map(|d| cluster.daemonsets.iter().position(|x| std::ptr::eq(x, *d))).collect(),
                 ds_overhead,
                 group: c.group,
             };
-            if pods.iter().all(|&id| static_check(cluster, cluster.pod(id), &candidate).is_ok()) {
+            // The node's pods together within the type's attach limits (NodeVolumeLimits).
+            let mut volumes: Vec<_> = pods.iter().flat_map(|&id| cluster.pod(id).volumes.attach.iter().cloned()).collect();
+            volumes.sort();
+            volumes.dedup();
+            let attach_ok = stowage_core::semantics::volume_limits::fits(&candidate.attach_limits, &Default::default(), &volumes).is_ok();
+            if attach_ok && pods.iter().all(|&id| static_check(cluster, cluster.pod(id), &candidate).is_ok()) {
                 others.push((offering.price, t.name.clone()));
             }
         }

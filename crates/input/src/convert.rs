@@ -513,5 +513,6 @@ pub(crate) fn node(ctx: &Ctx, n: &core::Node) -> Result<Node, InputError> {
         provider_id: spec.provider_id.clone(),
         deleting,
         in_flight: false,
+        attach_limits: Default::default(),
     })
 }

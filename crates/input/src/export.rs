@@ -21,6 +21,7 @@ pub fn to_list(o: &Objects) -> Value {
     items.extend(o.nodeclaims.iter().map(|x| with_kind("karpenter.sh/v1", "NodeClaim", &x.obj)));
     items.extend(o.nodes.iter().map(|x| with_kind("v1", "Node", &x.obj)));
     items.extend(o.storageclasses.iter().map(|x| with_kind("storage.k8s.io/v1", "StorageClass", &x.obj)));
+    items.extend(o.csinodes.iter().map(|x| with_kind("storage.k8s.io/v1", "CSINode", &x.obj)));
     items.extend(o.pvs.iter().map(|x| with_kind("v1", "PersistentVolume", &x.obj)));
     items.extend(o.pvcs.iter().map(|x| with_kind("v1", "PersistentVolumeClaim", &x.obj)));
     items.extend(o.daemonsets.iter().map(|x| with_kind("apps/v1", "DaemonSet", &x.obj)));

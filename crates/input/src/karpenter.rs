@@ -152,13 +152,21 @@ pub fn nodeclass(o: &Obj<api::EC2NodeClass>) -> Result<NodeClass, InputError> {
         }
     }
     let mut root_volume = None;
+    // Karpenter's default mappings: one root volume, plus a data volume on Bottlerocket.
+    let mut extra_ebs_volumes = match &spec.block_device_mappings {
+        Some(m) if !m.is_empty() => 0,
+        _ => i64::from(ami_family == "Bottlerocket"),
+    };
     for (i, b) in spec.block_device_mappings.iter().flatten().enumerate() {
         let is_root = b.root_volume == Some(true) || b.device_name.as_deref() == Some("/dev/xvda");
+        if !is_root && b.ebs.is_some() {
+            extra_ebs_volumes += 1;
+        }
         if let (true, Some(size)) = (is_root, b.ebs.as_ref().and_then(|e| e.volume_size.as_ref())) {
             root_volume = Some(quantity::value(&size.0).map_err(|e| ctx.err(format!("spec.blockDeviceMappings[{i}].ebs.volumeSize"), e))?);
         }
     }
-    Ok(NodeClass { name, ami_family, kubelet, root_volume })
+    Ok(NodeClass { name, ami_family, kubelet, root_volume, extra_ebs_volumes })
 }
 
 /// A NodeClaim whose Node has not registered: future capacity the planners may count.
@@ -184,7 +192,14 @@ pub fn in_flight(o: &Obj<api::NodeClaim>) -> Result<Option<Node>, InputError> {
         // Not launched yet: its size is not known, so it cannot be counted.
         return Ok(None);
     }
+    // No CSINode before it registers; an EC2 NodeClaim will report its type's EBS limit (for the
+    // default block devices), so the planners count it already.
+    let attach_limits = match labels.get(keys::INSTANCE_TYPE) {
+        Some(t) if o.obj.spec.node_class_ref.group == "karpenter.k8s.aws" => [(stowage_core::catalog::aws::EBS_CSI_DRIVER.to_string(), stowage_core::catalog::aws::ebs_attach_limit(t, 0))].into(),
+        _ => Default::default(),
+    };
     Ok(Some(Node {
+        attach_limits,
         nodepool: labels.get(keys::NODEPOOL).cloned(),
         name: node_name,
         labels,
@@ -299,5 +314,51 @@ mod tests {
         let ctx = Ctx { source: &Source { file: "pod.yaml".into(), doc: 1, item: None }, object: "Pod default/x".into() };
         let e = crate::convert::node_requirement(&ctx, "spec.affinity", "k", "Gte", &["1".to_string()]).unwrap_err().to_string();
         assert!(e.contains("kube-apiserver refuses it in a pod"), "{e}");
+    }
+
+    fn nc(spec: serde_json::Value) -> NodeClass {
+        let obj: api::EC2NodeClass = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "n"}, "spec": spec
+        }))
+        .unwrap();
+        nodeclass(&Obj { source: Source { file: "nc.yaml".into(), doc: 1, item: None }, obj }).unwrap()
+    }
+
+    #[test]
+    fn extra_ebs_volumes_are_the_non_root_block_devices() {
+        let base = |extra: serde_json::Value| {
+            let mut spec =
+                serde_json::json!({"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}], "subnetSelectorTerms": [{"tags": {"k": "v"}}], "securityGroupSelectorTerms": [{"tags": {"k": "v"}}]});
+            spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            spec
+        };
+        assert_eq!(nc(base(serde_json::json!({}))).extra_ebs_volumes, 0, "AL2023's default: the root volume only");
+        let br = base(serde_json::json!({"amiSelectorTerms": [{"alias": "bottlerocket@latest"}]}));
+        assert_eq!(nc(br).extra_ebs_volumes, 1, "Bottlerocket's default: OS and data volumes");
+        let two = base(serde_json::json!({"blockDeviceMappings": [
+            {"deviceName": "/dev/xvda", "rootVolume": true, "ebs": {"volumeSize": "40Gi"}},
+            {"deviceName": "/dev/xvdb", "ebs": {"volumeSize": "100Gi"}},
+            {"deviceName": "/dev/xvdc", "ebs": {"volumeSize": "100Gi"}}
+        ]}));
+        assert_eq!(nc(two).extra_ebs_volumes, 2);
+    }
+
+    #[test]
+    fn an_ec2_nodeclaim_in_flight_carries_its_types_ebs_limit() {
+        let claim = |group: &str| -> Obj<api::NodeClaim> {
+            let obj: api::NodeClaim = serde_json::from_value(serde_json::json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                "metadata": {"name": "c1", "labels": {"node.kubernetes.io/instance-type": "c5d.large", "karpenter.sh/nodepool": "p"}},
+                "spec": {"nodeClassRef": {"group": group, "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
+                "status": {"providerID": "aws:///zone-a/i-1", "allocatable": {"cpu": "2", "pods": "29"}}
+            }))
+            .unwrap();
+            Obj { source: Source { file: "c.yaml".into(), doc: 1, item: None }, obj }
+        };
+        // No CSINode before it registers; the EBS CSI driver will report c5d.large's 25.
+        let n = in_flight(&claim("karpenter.k8s.aws")).unwrap().unwrap();
+        assert_eq!(n.attach_limits.get("ebs.csi.aws.com"), Some(&25));
+        let other = in_flight(&claim("example.com")).unwrap().unwrap();
+        assert!(other.attach_limits.is_empty(), "not an EC2 NodeClaim: no limit known");
     }
 }

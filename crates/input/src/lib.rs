@@ -371,12 +371,17 @@ pub fn build_under(o: &Objects, selection: Selection, defaults: &SpreadDefaults)
             Err(e) => errors.push(e),
         }
     }
+    let (mut csinodes, csinode_errors) = volumes::csinode_limits(&o.csinodes);
+    errors.extend(csinode_errors);
     for n in &o.nodes {
         let ctx = convert::Ctx { source: &n.source, object: format!("Node {}", n.obj.metadata.name.as_deref().unwrap_or("")) };
         let pool = n.obj.metadata.labels.as_ref().and_then(|l| l.get(keys::NODEPOOL)).and_then(|name| o.nodepools.iter().find(|p| p.obj.metadata.name.as_ref() == Some(name)));
         let (planned, in_flight) = karpenter::planning_node(&n.obj, karpenter::claim_of(&n.obj, &o.nodeclaims), pool.map(|p| &p.obj));
         match convert::node(&ctx, &planned) {
-            Ok(x) => c.nodes.push(stowage_core::domain::Node { in_flight, ..x }),
+            Ok(x) => {
+                let attach_limits = csinodes.remove(&x.name).unwrap_or_default();
+                c.nodes.push(stowage_core::domain::Node { in_flight, attach_limits, ..x })
+            }
             Err(e) => errors.push(e),
         }
     }
@@ -413,8 +418,10 @@ pub fn build_under(o: &Objects, selection: Selection, defaults: &SpreadDefaults)
         let bound = node.is_some() && !replanned;
         // Bound pods' volumes do not matter for planning; resolving them would demand every PV of the
         // cluster in the dump.
-        let (vols, problem) = if bound { (VolumeNeeds::default(), None) } else { volumes::needs(&ctx, &p.obj, &storage) };
+        let (mut vols, problem) = if bound { (VolumeNeeds::default(), None) } else { volumes::needs(&ctx, &p.obj, &storage) };
         rejected.extend(problem);
+        // What NodeVolumeLimits counts is read for bound pods too: it is what their nodes have attached.
+        vols.attach = volumes::attach(&p.obj, &storage);
         match convert::pod(&ctx, &p.obj, seq, vols.clone(), &namespaces) {
             Ok(mut x) => {
                 if replanned {

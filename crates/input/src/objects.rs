@@ -4,7 +4,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet}
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::de::DeserializeOwned;
 
 use super::InputError;
@@ -34,6 +34,8 @@ pub struct Objects {
     pub pvcs: Vec<Obj<PersistentVolumeClaim>>,
     pub pvs: Vec<Obj<PersistentVolume>>,
     pub storageclasses: Vec<Obj<StorageClass>>,
+    /// Per node, the volumes each CSI driver may attach (NodeVolumeLimits).
+    pub csinodes: Vec<Obj<CSINode>>,
     pub namespaces: Vec<Obj<Namespace>>,
     /// Read for consolidation (how many pods a decision may evict at once); planning ignores them.
     pub pdbs: Vec<Obj<PodDisruptionBudget>>,
@@ -81,6 +83,7 @@ pub fn type_all(raws: &[RawObject]) -> (Objects, Vec<String>, Vec<InputError>) {
             ("PersistentVolumeClaim", _) => typed(raw).map(|x| o.pvcs.push(x)),
             ("PersistentVolume", _) => typed(raw).map(|x| o.pvs.push(x)),
             ("StorageClass", _) => typed(raw).map(|x| o.storageclasses.push(x)),
+            ("CSINode", "storage.k8s.io") => typed(raw).map(|x| o.csinodes.push(x)),
             ("Namespace", _) => typed(raw).map(|x| o.namespaces.push(x)),
             ("PodDisruptionBudget", "policy") => typed(raw).map(|x| o.pdbs.push(x)),
             ("Service", "") => typed(raw).map(|x| o.services.push(x)),
@@ -134,6 +137,7 @@ pub fn duplicates(o: &Objects) -> Vec<InputError> {
     first_copy("PersistentVolumeClaim", &o.pvcs, true, &mut errors);
     first_copy("PersistentVolume", &o.pvs, false, &mut errors);
     first_copy("StorageClass", &o.storageclasses, false, &mut errors);
+    first_copy("CSINode", &o.csinodes, false, &mut errors);
     first_copy("Namespace", &o.namespaces, false, &mut errors);
     first_copy("PodDisruptionBudget", &o.pdbs, true, &mut errors);
     first_copy("Service", &o.services, true, &mut errors);

@@ -6,13 +6,14 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1 as core;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 
 use super::convert::{Ctx, node_selector_term};
 use super::objects::{Obj, Objects};
 use super::{InputError, quantity};
 use stowage_core::domain::labels::{NodeRequirement, NodeSelectorTerm, keys};
-use stowage_core::domain::pod::VolumeNeeds;
+use stowage_core::domain::node::AttachLimits;
+use stowage_core::domain::pod::{AttachVolume, VolumeNeeds};
 
 pub(crate) const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 pub const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
@@ -201,4 +202,120 @@ fn resolve(ctx: &Ctx, pod: &core::Pod, st: &Storage) -> Result<VolumeNeeds, Prob
         }
     }
     Ok(out)
+}
+
+/// The CSI driver an in-tree volume plugin (or in-tree provisioner) is migrated to, for the plugins
+/// kube-scheduler's NodeVolumeLimits counts that way (`isCSIMigrationOn`: AWS EBS, GCE PD, Azure Disk,
+/// Cinder; Portworx only behind a feature gate, and the others not at all).
+fn migrated_driver(in_tree: &str) -> Option<&'static str> {
+    match in_tree {
+        "kubernetes.io/aws-ebs" => Some("ebs.csi.aws.com"),
+        "kubernetes.io/gce-pd" => Some("pd.csi.storage.gke.io"),
+        "kubernetes.io/azure-disk" => Some("disk.csi.azure.com"),
+        "kubernetes.io/cinder" => Some("cinder.csi.openstack.org"),
+        _ => None,
+    }
+}
+
+/// In-tree provisioners whose volumes NodeVolumeLimits does not count (not migrated for it).
+fn uncounted_in_tree(provisioner: &str) -> bool {
+    provisioner.starts_with("kubernetes.io/")
+}
+
+/// A PersistentVolume's driver and volume handle as NodeVolumeLimits counts it, if it counts it.
+fn pv_volume(pv: &core::PersistentVolume) -> Option<AttachVolume> {
+    let spec = pv.spec.as_ref()?;
+    let (driver, handle) = if let Some(csi) = &spec.csi {
+        (csi.driver.clone(), csi.volume_handle.clone())
+    } else if let Some(ebs) = &spec.aws_elastic_block_store {
+        // `aws://<zone>/vol-…` and `vol-…` name the same volume (the translation keeps the ID).
+        ("ebs.csi.aws.com".to_string(), ebs.volume_id.rsplit('/').next().unwrap_or_default().to_string())
+    } else if let Some(pd) = &spec.gce_persistent_disk {
+        ("pd.csi.storage.gke.io".to_string(), pd.pd_name.clone())
+    } else if let Some(d) = &spec.azure_disk {
+        ("disk.csi.azure.com".to_string(), d.disk_uri.clone())
+    } else if let Some(c) = &spec.cinder {
+        ("cinder.csi.openstack.org".to_string(), c.volume_id.clone())
+    } else {
+        return None;
+    };
+    (!driver.is_empty() && !handle.is_empty()).then_some(AttachVolume { driver, handle })
+}
+
+/// The volumes of a pod NodeVolumeLimits counts (`semantics::volume_limits`), bound or pending: per
+/// claim (or generic ephemeral volume), its PersistentVolume's CSI driver and handle when bound, else
+/// its StorageClass's provisioner with the claim as handle. Like kube-scheduler, a claim that cannot be
+/// resolved (missing claim, class or volume) is not counted; for a pending pod it blocks it anyway
+/// (`needs`).
+pub fn attach(pod: &core::Pod, st: &Storage) -> Vec<AttachVolume> {
+    let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let mut out: Vec<AttachVolume> = Vec::new();
+    for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        let (claim_name, template) = if let Some(pvc) = &v.persistent_volume_claim {
+            (pvc.claim_name.clone(), None)
+        } else if let Some(eph) = v.ephemeral.as_ref().and_then(|e| e.volume_claim_template.as_ref()) {
+            (format!("{pod_name}-{}", v.name), Some(&eph.spec))
+        } else {
+            continue;
+        };
+        let spec = match (st.pvcs.get(&(ns.clone(), claim_name.clone())), template) {
+            (Some(c), _) => c.obj.spec.clone().unwrap_or_default(),
+            (None, Some(t)) => t.clone(),
+            (None, None) => continue,
+        };
+        // A bound claim counts as its volume; one whose volume is missing falls back to its class.
+        if let Some(pv) = spec.volume_name.as_deref().filter(|n| !n.is_empty()).and_then(|n| st.pvs.get(n)) {
+            out.extend(pv_volume(&pv.obj));
+            continue;
+        }
+        let Some(class) = st.class_of(&spec).and_then(|c| st.classes.get(&c)) else { continue };
+        let provisioner = class.obj.provisioner.as_str();
+        let driver = match migrated_driver(provisioner) {
+            Some(d) => d,
+            None if uncounted_in_tree(provisioner) => continue,
+            None => provisioner,
+        };
+        out.push(AttachVolume { driver: driver.to_string(), handle: format!("pvc:{ns}/{claim_name}") });
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Per node name, the attach limits of its CSINode (`spec.drivers[].allocatable.count`; a driver
+/// without a count has no limit). A negative count, an unnamed driver or a driver listed twice is an
+/// error naming the CSINode and the field: the API server refuses such a CSINode.
+pub fn csinode_limits(csinodes: &[Obj<CSINode>]) -> (BTreeMap<String, AttachLimits>, Vec<InputError>) {
+    let mut out = BTreeMap::new();
+    let mut errors = Vec::new();
+    for c in csinodes {
+        let name = c.obj.metadata.name.clone().unwrap_or_default();
+        let ctx = Ctx { source: &c.source, object: format!("CSINode {name}") };
+        if name.is_empty() {
+            errors.push(ctx.err("metadata.name", "missing name (a CSINode is named after its Node)"));
+            continue;
+        }
+        let mut limits = AttachLimits::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, d) in c.obj.spec.drivers.iter().enumerate() {
+            if d.name.is_empty() {
+                errors.push(ctx.err(format!("spec.drivers[{i}].name"), "missing driver name"));
+                continue;
+            }
+            if !seen.insert(d.name.clone()) {
+                errors.push(ctx.err(format!("spec.drivers[{i}].name"), format!("driver {:?} listed twice", d.name)));
+                continue;
+            }
+            if let Some(count) = d.allocatable.as_ref().and_then(|a| a.count) {
+                if count < 0 {
+                    errors.push(ctx.err(format!("spec.drivers[{i}].allocatable.count"), format!("{count}: must be non-negative")));
+                    continue;
+                }
+                limits.insert(d.name.clone(), i64::from(count));
+            }
+        }
+        out.insert(name, limits);
+    }
+    (out, errors)
 }

@@ -62,6 +62,7 @@ pub fn pass(cluster: &Cluster) -> Pass {
             let n = &cluster.nodes[i];
             let mut s = SimNode::new(n.name.clone(), n.labels.clone(), n.taints.clone(), n.allocatable.clone());
             s.unschedulable = n.unschedulable;
+            s.attach_limits = n.attach_limits.clone();
             s
         })
         .collect();

@@ -818,6 +818,11 @@ impl<'a> Engine<'a> {
         status.node_name = Some(name.to_string());
         status.provider_id = Some(provider.clone());
         let node = provisioner::registered_node(&claim.obj, &provider);
+        // The node's CSI drivers register too: its CSINode reports its type's attach limits.
+        let limits = node.metadata.labels.as_ref().and_then(|l| l.get(keys::INSTANCE_TYPE)).and_then(|t| self.sc.settings.catalog.get(t)).map(|t| t.attach_limits.clone()).unwrap_or_default();
+        if let Some(csinode) = provisioner::csinode(name, &limits) {
+            self.world.objects.csinodes.push(Obj { source: sim_source("kubelet"), obj: csinode });
+        }
         self.world.objects.nodes.push(Obj { source: sim_source("kubelet"), obj: node });
         self.world.touch();
         // From here on kube-scheduler decides where the pods meant for this node go.
@@ -833,6 +838,7 @@ impl<'a> Engine<'a> {
             self.log(EventKind::ConsolidationAbandoned { remove: p.remove, reason: format!("replacement {node} removed before it was Ready") });
         }
         self.world.objects.nodes.retain(|n| n.obj.metadata.name.as_deref() != Some(node));
+        self.world.objects.csinodes.retain(|n| n.obj.metadata.name.as_deref() != Some(node));
         self.world.objects.nodeclaims.retain(|c| c.obj.metadata.name.as_deref() != Some(node) && c.obj.status.as_ref().and_then(|s| s.node_name.as_deref()) != Some(node));
         self.cloud.terminate_node(node, self.now);
         self.claims.remove(node);

@@ -35,6 +35,19 @@ pub fn decide(world: &World, cluster: &Cluster, catalog: &Catalog, weights: &Wei
     provision::decide(&input, planner)
 }
 
+/// The CSINode of a registered node whose CSI drivers report attach limits (none without limits).
+pub(crate) fn csinode(node: &str, limits: &stowage_core::domain::node::AttachLimits) -> Option<k8s_openapi::api::storage::v1::CSINode> {
+    use k8s_openapi::api::storage::v1::{CSINode, CSINodeDriver, CSINodeSpec, VolumeNodeResources};
+    if limits.is_empty() {
+        return None;
+    }
+    let drivers = limits
+        .iter()
+        .map(|(d, &n)| CSINodeDriver { name: d.clone(), node_id: node.to_string(), allocatable: Some(VolumeNodeResources { count: Some(i32::try_from(n).unwrap_or(i32::MAX)) }), topology_keys: None })
+        .collect();
+    Some(CSINode { metadata: ObjectMeta { name: Some(node.to_string()), ..Default::default() }, spec: CSINodeSpec { drivers } })
+}
+
 /// The Node a NodeClaim's instance registers: its labels plus Karpenter's registration labels, its
 /// taints (startup taints are assumed gone by the time pods schedule), its capacity.
 pub(crate) fn registered_node(claim: &NodeClaim, provider_id: &str) -> Node {

@@ -110,6 +110,7 @@ impl World {
         merge!(nodeclasses, "EC2NodeClass");
         merge!(nodepools, "NodePool");
         merge!(storageclasses, "StorageClass");
+        merge!(csinodes, "CSINode");
         merge!(pvs, "PersistentVolume");
         merge!(pvcs, "PersistentVolumeClaim");
         merge!(nodes, "Node");

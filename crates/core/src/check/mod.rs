@@ -324,6 +324,7 @@ fn new_nodes<'a>(cluster: &'a Cluster, catalog: &Catalog, plan: &Plan, out: &mut
         e.1 += 1;
         let labels: Labels = n.labels.clone();
         let mut sim = SimNode::new(name, labels.clone(), taints.clone(), it.allocatable());
+        sim.attach_limits = it.attach_limits.clone();
         for ds in &cluster.daemonsets {
             if daemonsets::runs_on(ds, &labels, &taints, Some(name)) {
                 sim.seat(&ds.template);

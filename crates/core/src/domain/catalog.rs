@@ -39,6 +39,9 @@ pub struct InstanceType {
     pub overhead: Resources,
     pub offerings: Vec<Offering>,
     pub aws: Option<AwsFacts>,
+    /// What a node of this type will report in its CSINode, per CSI driver (for AWS types, the EBS CSI
+    /// driver's limit: `catalog::aws::ebs_attach_limit`). A driver absent here has no limit.
+    pub attach_limits: super::node::AttachLimits,
 }
 
 impl InstanceType {

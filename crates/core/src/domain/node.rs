@@ -21,7 +21,13 @@ pub struct Node {
     pub in_flight: bool,
     /// Karpenter NodePool owning the node (`karpenter.sh/nodepool`), if any.
     pub nodepool: Option<String>,
+    /// Its CSINode's `spec.drivers[].allocatable.count` per driver name; a driver absent here has no
+    /// limit on the node (`semantics::volume_limits`).
+    pub attach_limits: AttachLimits,
 }
+
+/// Most volumes of each CSI driver a node may have attached, by driver name.
+pub type AttachLimits = std::collections::BTreeMap<String, i64>;
 
 impl Node {
     pub fn label(&self, key: &str) -> Option<&str> {

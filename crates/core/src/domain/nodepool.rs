@@ -72,4 +72,7 @@ pub struct NodeClass {
     pub kubelet: KubeletSettings,
     /// Root volume size in bytes when block device mappings set one.
     pub root_volume: Option<i64>,
+    /// EBS volumes a node boots with besides its root volume (the other blockDeviceMappings; the
+    /// AMI family's default mappings when none are given): each takes one of its EBS attachments.
+    pub extra_ebs_volumes: i64,
 }

@@ -110,6 +110,19 @@ pub struct VolumeNeeds {
     pub blocked: Option<String>,
     /// Claim names (namespace-local), for display and for the simulator's volume binder.
     pub claims: Vec<String>,
+    /// The volumes NodeVolumeLimits counts (`semantics::volume_limits`): per claim backed by a CSI
+    /// driver (or an in-tree plugin migrated to one), its driver and unique handle. Sorted, no
+    /// duplicates.
+    pub attach: Vec<AttachVolume>,
+}
+
+/// One volume as NodeVolumeLimits counts it: `driver/handle` is its unique name on a node. A bound
+/// claim's handle is its PersistentVolume's volume handle; an unbound claim's is `pvc:<ns>/<claim>`
+/// (kube-scheduler's stand-in for a volume not provisioned yet), under its StorageClass's provisioner.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AttachVolume {
+    pub driver: String,
+    pub handle: String,
 }
 
 /// A pod spec kube-apiserver would refuse (an unknown selector operator, maxSkew 0, ...), read from a

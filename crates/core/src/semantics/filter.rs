@@ -3,7 +3,7 @@
 //! run pods through one at a time. Planners do not use it for their search.
 //!
 //! Plugins run in kube-scheduler's default order and the first rejection wins: NodeUnschedulable,
-//! TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeBinding/VolumeZone,
+//! TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, NodeVolumeLimits, VolumeBinding/VolumeZone,
 //! PodTopologySpread, InterPodAffinity.
 //!
 //! Counts for spread constraints and pod (anti-)affinity terms are built lazily the first time a pod
@@ -27,7 +27,8 @@ use crate::domain::taints::{Taint, Toleration};
 
 use super::min_values::{self, MinValuesPolicy};
 use super::spread::HostnameSpread;
-use super::{Reject, interpod, node_affinity, ports, resources, selectors, spread, taints, volumes};
+use super::{Reject, interpod, node_affinity, ports, resources, selectors, spread, taints, volume_limits, volumes};
+use crate::domain::node::AttachLimits;
 
 /// A node as the scheduler sees it.
 #[derive(Clone, Debug)]
@@ -42,6 +43,8 @@ pub struct SimNode<'a> {
     pub pods: Vec<&'a Pod>,
     /// On a node the plan launches whose NodePool has minValues: its launch types (`min_values`).
     pub launch: Option<min_values::NodeLaunch>,
+    /// Volumes per CSI driver the node may have (its CSINode; a planned node's instance type).
+    pub attach_limits: AttachLimits,
 }
 
 /// The snapshot's nodes as kube-scheduler sees them: each with the pods bound to it (terminal pods
@@ -53,6 +56,7 @@ pub fn bound_nodes(cluster: &crate::domain::Cluster) -> Vec<SimNode<'_>> {
         .map(|n| {
             let mut s = SimNode::new(n.name.clone(), n.labels.clone(), n.taints.clone(), n.allocatable.clone());
             s.unschedulable = n.unschedulable;
+            s.attach_limits = n.attach_limits.clone();
             s
         })
         .collect();
@@ -70,7 +74,18 @@ pub fn bound_nodes(cluster: &crate::domain::Cluster) -> Vec<SimNode<'_>> {
 
 impl<'a> SimNode<'a> {
     pub fn new(name: impl Into<String>, labels: Labels, taints: Vec<Taint>, allocatable: Resources) -> Self {
-        SimNode { name: name.into(), labels, taints, unschedulable: false, allocatable, requested: Resources::default(), ports: Vec::new(), pods: Vec::new(), launch: None }
+        SimNode {
+            name: name.into(),
+            labels,
+            taints,
+            unschedulable: false,
+            allocatable,
+            requested: Resources::default(),
+            ports: Vec::new(),
+            pods: Vec::new(),
+            launch: None,
+            attach_limits: AttachLimits::new(),
+        }
     }
 
     pub fn free(&self) -> Resources {
@@ -278,6 +293,12 @@ impl<'a> FilterState<'a> {
     /// agree on everything a constraint reads (the planners' configuration groups).
     pub(crate) fn set_allocatable(&mut self, node: usize, allocatable: Resources) {
         self.nodes[node].allocatable = allocatable;
+    }
+
+    /// Gives a planned node its new instance type's attach limits (with `set_allocatable`; the
+    /// planners' configuration groups agree on them for the drivers the batch uses).
+    pub(crate) fn set_attach_limits(&mut self, node: usize, limits: AttachLimits) {
+        self.nodes[node].attach_limits = limits;
     }
 
     /// Places a pod on a node (binding or assuming it), whether or not it passes the filters.
@@ -498,6 +519,7 @@ impl<'a> FilterState<'a> {
         node_affinity::filter(&pod.node_matcher, &n.labels, Some(&n.name))?;
         ports::filter(&n.ports, &pod.host_ports)?;
         resources::fit(&pod.requests, &n.free())?;
+        volume_limits::filter(&n.attach_limits, n.pods.iter().copied(), pod)?;
         volumes::filter(&pod.volumes, &n.labels, Some(&n.name))?;
         for &(sci, ci) in &prep.spread {
             let c = &pod.spread[ci];

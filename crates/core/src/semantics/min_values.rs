@@ -12,7 +12,8 @@
 //!                  ∧ preferred_score(p, labels(t)) = preferred_score(p, node.labels)
 //!                  ∧ labels(t)[k] = node.labels[k] for every topology key k of p's spreads and
 //!                    pod (anti-)affinity terms, required or preferred (hostname aside)
-//!                ∧ Σ_p requests(p) + Σ_{ds runs on labels(t)} requests(ds) ≤ allocatable(t) }
+//!                ∧ Σ_p requests(p) + Σ_{ds runs on labels(t)} requests(ds) ≤ allocatable(t)
+//!                ∧ ∀ CSI driver d with a limit on t: the pods' distinct d-volumes ≤ attach_limit(t, d) }
 //!                ordered by (price, name), the first MAX_LAUNCH_CANDIDATES of them
 //! kept(node, k) = |{ labels(t)[k] | t ∈ launch(node) }|
 //! Strict (default):  ∀ requirement r of the pool with minValues: kept(node, r.key) ≥ r.minValues,
@@ -25,7 +26,7 @@
 //! keys (or on a key the pool leaves open) counts the node's one value. The cap of 60 candidates is the
 //! AWS provider's CreateFleet truncation, after which Karpenter checks minValues again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -33,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::catalog::InstanceType;
 use crate::domain::cluster::DaemonSet;
 use crate::domain::labels::{Labels, NodeMatcher, keys};
+use crate::domain::node::AttachLimits;
 use crate::domain::nodepool::NodePool;
 use crate::domain::pod::Pod;
 use crate::domain::resources::Resources;
@@ -79,6 +81,8 @@ pub struct LaunchType {
     pub labels: Labels,
     /// Allocatable less the requests of the DaemonSets that run on such a node.
     pub room: Resources,
+    /// The type's attach limits per CSI driver (`volume_limits`).
+    pub attach_limits: AttachLimits,
 }
 
 /// The types a node of one NodePool, zone, capacity type and open-key values may launch as before its
@@ -122,7 +126,7 @@ pub fn launch_types(pool: &NodePool, view: &[InstanceType], node_labels: &Labels
             continue;
         }
         let (overhead, _) = daemonsets::overhead(dss, &labels, &pool.taints, None);
-        types.push(LaunchType { name: it.name.clone(), price: o.price, labels, room: it.allocatable().minus(&overhead) });
+        types.push(LaunchType { name: it.name.clone(), price: o.price, labels, room: it.allocatable().minus(&overhead), attach_limits: it.attach_limits.clone() });
     }
     types.sort_by(|a, b| a.price.total_cmp(&b.price).then_with(|| a.name.cmp(&b.name)));
     LaunchTypes { pool: pool.name.clone(), rules: rules(pool), types }
@@ -136,6 +140,10 @@ pub struct Load<'p> {
     matchers: Vec<&'p Pod>,
     /// Topology keys of spreads and pod (anti-)affinity terms (hostname aside).
     domain_keys: BTreeSet<&'p str>,
+    /// The pods' distinct volumes (driver, handle), and per driver the volumes of the further alike pods
+    /// `add` was given by count (counted apart: conservative where they share a claim).
+    volumes: BTreeSet<(&'p str, &'p str)>,
+    more_volumes: BTreeMap<&'p str, i64>,
 }
 
 fn node_side_alike(a: &Pod, b: &Pod) -> bool {
@@ -146,6 +154,12 @@ impl<'p> Load<'p> {
     /// The load of `count` pods alike to `pod`, added.
     pub fn add(&mut self, pod: &'p Pod, count: u32) {
         self.requests.add(&pod.requests.scaled(count as i64));
+        for v in &pod.volumes.attach {
+            self.volumes.insert((v.driver.as_str(), v.handle.as_str()));
+            if count > 1 {
+                *self.more_volumes.entry(v.driver.as_str()).or_default() += i64::from(count - 1);
+            }
+        }
         let trivial = pod.node_matcher == NodeMatcher::default() && pod.preferred_node.is_empty() && pod.volumes.node_terms.is_empty() && pod.volumes.zone_labels.is_empty();
         if !trivial && !self.matchers.iter().any(|q| node_side_alike(q, pod)) {
             self.matchers.push(pod);
@@ -170,12 +184,23 @@ impl<'p> Load<'p> {
     /// Whether a node of type `t` holds these pods as the planned node (`node_labels`) does.
     pub fn admits(&self, t: &LaunchType, node_labels: &Labels) -> bool {
         self.requests.fits_in(&t.room)
+            && self.volumes_fit(&t.attach_limits)
             && self.domain_keys.iter().all(|k| t.labels.get(*k) == node_labels.get(*k))
             && self.matchers.iter().all(|p| {
                 node_affinity::matcher_matches(&p.node_matcher, &t.labels, None)
                     && volumes::filter(&p.volumes, &t.labels, None).is_ok()
                     && node_affinity::preferred_score(&p.preferred_node, &t.labels, None) == node_affinity::preferred_score(&p.preferred_node, node_labels, None)
             })
+    }
+}
+
+impl Load<'_> {
+    /// The pods' volumes within `limits` for every limited driver.
+    fn volumes_fit(&self, limits: &AttachLimits) -> bool {
+        limits.iter().all(|(d, &limit)| {
+            let distinct = self.volumes.iter().filter(|(vd, _)| vd == d).count() as i64;
+            distinct + self.more_volumes.get(d.as_str()).copied().unwrap_or(0) <= limit
+        })
     }
 }
 
@@ -249,6 +274,7 @@ mod tests {
             overhead: Resources::default(),
             offerings: vec![Offering { zone: "z1".into(), capacity_type: "on-demand".into(), price, available: true, synthetic: false }],
             aws: None,
+            attach_limits: Default::default(),
         }
     }
 

@@ -17,6 +17,7 @@ pub mod selectors;
 pub mod spread;
 pub mod spread_defaults;
 pub mod taints;
+pub mod volume_limits;
 pub mod volumes;
 
 use std::fmt;
@@ -30,6 +31,7 @@ pub enum Plugin {
     NodeAffinity,
     NodePorts,
     NodeResourcesFit,
+    NodeVolumeLimits,
     VolumeBinding,
     VolumeZone,
     PodTopologySpread,
@@ -48,6 +50,7 @@ impl Plugin {
             Plugin::NodeAffinity => "NodeAffinity",
             Plugin::NodePorts => "NodePorts",
             Plugin::NodeResourcesFit => "NodeResourcesFit",
+            Plugin::NodeVolumeLimits => "NodeVolumeLimits",
             Plugin::VolumeBinding => "VolumeBinding",
             Plugin::VolumeZone => "VolumeZone",
             Plugin::PodTopologySpread => "PodTopologySpread",
@@ -64,6 +67,7 @@ impl Plugin {
             Plugin::NodeAffinity,
             Plugin::NodePorts,
             Plugin::NodeResourcesFit,
+            Plugin::NodeVolumeLimits,
             Plugin::VolumeBinding,
             Plugin::VolumeZone,
             Plugin::PodTopologySpread,

@@ -134,6 +134,7 @@ mod tests {
             overhead: Resources::default(),
             offerings: vec![],
             aws: None,
+            attach_limits: Default::default(),
         }
     }
 

@@ -365,6 +365,7 @@ fn repair(p: &Problem, o: &Outcome, ordered: &Placements, order: greedy::Order, 
             deleting: false,
             in_flight: true,
             nodepool: Some(p.cluster.nodepools[c.pool].name.clone()),
+            attach_limits: c.attach_limits.clone(),
         });
         for &d in &c.daemonsets {
             let mut pod = p.cluster.daemonsets[d].template.clone();

@@ -41,10 +41,11 @@ use super::resize::downsize;
 // MILP restructuring (issue 14) imports it from `resize`.
 use super::{Outcome, Target, new_node_name, new_sim_node, placement_soft, scheduler_state, verify};
 use crate::domain::labels::{Labels, keys};
+use crate::domain::node::AttachLimits;
 use crate::domain::pod::{Pod, PodId};
 use crate::domain::resources::Resources;
 use crate::semantics::filter::{FilterState, Prepared, SimNode};
-use crate::semantics::{Plugin, Reject, interpod, limits, selectors, spread, summarize};
+use crate::semantics::{Plugin, Reject, interpod, limits, selectors, spread, summarize, volume_limits};
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Options {
@@ -258,6 +259,21 @@ fn pool_max_capacity(p: &Problem) -> Vec<Resources> {
 }
 
 /// A bit set of `n` bits with `set` on.
+/// How many copies of `pod` an empty node with attach `limits` takes by NodeVolumeLimits (pods of a
+/// class bring as many volumes each; counted apart, as if they shared none).
+fn attach_copies(limits: &AttachLimits, pod: &Pod) -> u32 {
+    volume_limits::counts(pod).into_iter().filter_map(|(d, n)| limits.get(d).map(|&l| (l.max(0) / n) as u32)).min().unwrap_or(u32::MAX)
+}
+
+/// `limits` less the volumes of `k` copies of `pod`.
+fn take_volumes(limits: &mut AttachLimits, pod: &Pod, k: usize) {
+    for (d, n) in volume_limits::counts(pod) {
+        if let Some(l) = limits.get_mut(d) {
+            *l -= n * k as i64;
+        }
+    }
+}
+
 fn bits(n: usize, set: &[u32]) -> Vec<u64> {
     let mut b = vec![0u64; n.div_ceil(64)];
     for &i in set {
@@ -655,6 +671,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let from = self.new_nodes[k];
         let before = self.fs.nodes()[ix].free().cpu_m;
         self.fs.set_allocatable(ix, self.p.configs[to].allocatable.clone());
+        self.fs.set_attach_limits(ix, self.p.configs[to].attach_limits.clone());
         self.refree(ix, before);
         let pool = self.p.configs[from].pool;
         self.usage[pool].capacity.sub(&self.p.configs[from].capacity);
@@ -740,7 +757,11 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let mut scored: Vec<(f64, usize)> = Vec::new();
         if self.fits[class].is_empty() {
             let rooms = &self.rooms;
-            self.fits[class] = p.classes[class].by_group.iter().flat_map(|(_, configs)| configs.iter().map(|&f| pod.requests.copies_in(&rooms[f as usize]))).collect();
+            self.fits[class] = p.classes[class]
+                .by_group
+                .iter()
+                .flat_map(|(_, configs)| configs.iter().map(|&f| pod.requests.copies_in(&rooms[f as usize]).min(attach_copies(&p.configs[f as usize].attach_limits, pod))))
+                .collect();
         }
         let mut at = 0;
         for (_, configs) in &p.classes[class].by_group {
@@ -808,18 +829,21 @@ impl<'p, 'a> Greedy<'p, 'a> {
     fn lookahead(&self, class: usize, pod: &Pod, own_cap: usize, f: usize, next: &[(usize, usize)]) -> usize {
         let p = self.p;
         let mut left: Resources = self.rooms[f].clone();
-        let take = pod.requests.copies_in(&left).min(self.remaining[class] as u32).min(own_cap as u32) as usize;
+        let mut volumes_left: AttachLimits = p.configs[f].attach_limits.clone();
+        let take = pod.requests.copies_in(&left).min(attach_copies(&volumes_left, pod)).min(self.remaining[class] as u32).min(own_cap as u32) as usize;
         let mut n = take.max(1);
         left.sub(&pod.requests.scaled(n as i64));
+        take_volumes(&mut volumes_left, pod, n);
         for &(c, cap) in next {
             if !has_bit(&self.compatible[c], f) {
                 continue;
             }
             let q = p.pod(p.classes[c].rep);
-            let t = q.requests.copies_in(&left).min(self.remaining[c] as u32).min(cap as u32) as usize;
+            let t = q.requests.copies_in(&left).min(attach_copies(&volumes_left, q)).min(self.remaining[c] as u32).min(cap as u32) as usize;
             if t > 0 {
                 n += t;
                 left.sub(&q.requests.scaled(t as i64));
+                take_volumes(&mut volumes_left, q, t);
             }
         }
         n

@@ -270,6 +270,11 @@ impl<'a> State<'_, 'a> {
     fn exchange_partner(&mut self, id: PodId, from: usize, cap: &Resources) -> Option<PodId> {
         let p = self.p;
         let q = p.pod(id);
+        // Two pods with attach volumes may bring different volumes to a node (NodeVolumeLimits counts
+        // distinct volumes): not exchanged, only moved through the filters.
+        if !q.volumes.attach.is_empty() {
+            return None;
+        }
         let class = p.class_of[&id];
         if self.no_partner.get(&(class, from)).is_some_and(|(v, c)| *v == self.version && c == cap) {
             return None;
@@ -283,7 +288,7 @@ impl<'a> State<'_, 'a> {
                 continue;
             }
             let (o, at) = (p.pod(p.classes[other_class].rep), self.node_of[&other]);
-            if at == from {
+            if at == from || !p.pod(other).volumes.attach.is_empty() {
                 continue;
             }
             let after = excess_exchanged(load, &q.requests, &o.requests, cap);

@@ -204,6 +204,7 @@ pub(crate) fn new_sim_node<'a>(p: &Problem<'a>, f: usize, name: &str) -> SimNode
     let mut labels = c.labels.clone();
     labels.insert(keys::HOSTNAME.into(), name.to_string());
     let mut s = SimNode::new(name, labels, c.taints.clone(), c.allocatable.clone());
+    s.attach_limits = c.attach_limits.clone();
     for &d in &c.daemonsets {
         s.seat(&p.cluster.daemonsets[d].template);
     }

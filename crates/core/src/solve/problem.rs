@@ -17,10 +17,11 @@ use crate::catalog;
 use crate::domain::Cluster;
 use crate::domain::catalog::{Catalog, SPOT};
 use crate::domain::labels::{Labels, NodeMatcher, NodeOp, keys};
+use crate::domain::node::AttachLimits;
 use crate::domain::pod::{Pod, PodId};
 use crate::domain::resources::Resources;
 use crate::domain::taints::Taint;
-use crate::semantics::{Plugin, Reject, daemonsets, limits, node_affinity, nodepool, ports, queue, spread, taints, volumes};
+use crate::semantics::{Plugin, Reject, daemonsets, limits, node_affinity, nodepool, ports, queue, spread, taints, volume_limits, volumes};
 use crate::weights::Weights;
 
 /// A configuration's labels restricted to the relevant keys.
@@ -59,6 +60,8 @@ pub struct Config {
     pub capacity: Resources,
     /// The instance type's allocatable (DaemonSet pods not subtracted).
     pub allocatable: Resources,
+    /// The instance type's attach limits per CSI driver (`InstanceType::attach_limits`).
+    pub attach_limits: AttachLimits,
     /// DaemonSets (indices into `Cluster::daemonsets`) that run on such a node.
     pub daemonsets: Vec<usize>,
     pub ds_overhead: Resources,
@@ -153,6 +156,7 @@ pub(crate) fn rule_signature(p: &Pod) -> u64 {
     p.volumes.zone_labels.hash(&mut h);
     p.volumes.selected_node.hash(&mut h);
     p.volumes.blocked.hash(&mut h);
+    volume_limits::counts(p).hash(&mut h);
     p.invalid.hash(&mut h);
     p.hardened.hash(&mut h);
     h.finish()
@@ -177,6 +181,7 @@ pub(crate) fn same_rules(a: &Pod, b: &Pod) -> bool {
         && a.volumes.zone_labels == b.volumes.zone_labels
         && a.volumes.selected_node == b.volumes.selected_node
         && a.volumes.blocked == b.volumes.blocked
+        && volume_limits::counts(a) == volume_limits::counts(b)
         && a.invalid == b.invalid
         && a.hardened == b.hardened
 }
@@ -363,6 +368,16 @@ fn relevant_dims(cluster: &Cluster, batch: &[PodId]) -> Vec<String> {
     d.into_iter().collect()
 }
 
+/// The CSI drivers of the batch's volumes: the attach limits the configurations are told apart by.
+fn batch_drivers(cluster: &Cluster, batch: &[PodId]) -> BTreeSet<String> {
+    batch.iter().flat_map(|&id| cluster.pod(id).volumes.attach.iter().map(|v| v.driver.clone())).collect()
+}
+
+/// A configuration's attach limits for the batch's drivers (`None`: no limit).
+fn attach_projection(limits: &AttachLimits, drivers: &BTreeSet<String>) -> Vec<Option<i64>> {
+    drivers.iter().map(|d| limits.get(d).copied()).collect()
+}
+
 /// What building one NodePool's candidate configurations reads besides the NodePool.
 struct PoolEnv<'e> {
     cluster: &'e Cluster,
@@ -373,11 +388,17 @@ struct PoolEnv<'e> {
     enumerate: &'e BTreeSet<String>,
     region: Option<&'e str>,
     max_weight: i32,
+    /// The batch's CSI drivers (`batch_drivers`).
+    drivers: &'e BTreeSet<String>,
 }
 
 /// A pruning group of one NodePool: zone, capacity type, the labels' projection on the relevant keys,
-/// and the DaemonSets that run.
-type PoolGroupKey = (String, String, Projection, Vec<usize>);
+/// the DaemonSets that run and the attach limits of the batch's drivers.
+type PoolGroupKey = (String, String, Projection, Vec<usize>, Vec<Option<i64>>);
+
+/// A configuration group: NodePool, the labels' projection on the relevant keys, the DaemonSets that
+/// run and the attach limits of the batch's drivers.
+type GroupKey = (usize, Projection, Vec<usize>, Vec<Option<i64>>);
 
 impl PoolEnv<'_> {
     /// Every configuration NodePool `pi` can launch from its catalog view (available offerings, values
@@ -412,7 +433,8 @@ impl PoolEnv<'_> {
                     let deficit = self.max_weight.saturating_sub(pool.weight);
                     // The tie-break makes fewer nodes win between plans of equal price (`weights::node_tie_break`).
                     let cost = self.weights.node_cost(o.price, spot, deficit) + crate::weights::node_tie_break(self.batch.len());
-                    groups.entry((o.zone.clone(), o.capacity_type.clone(), projection, ds_ix.clone())).or_default().push(Config {
+                    let attach = attach_projection(&it.attach_limits, self.drivers);
+                    groups.entry((o.zone.clone(), o.capacity_type.clone(), projection, ds_ix.clone(), attach)).or_default().push(Config {
                         pool: pi,
                         instance_type: it.name.clone(),
                         zone: o.zone.clone(),
@@ -424,6 +446,7 @@ impl PoolEnv<'_> {
                         taints: pool.taints.clone(),
                         capacity: it.capacity.clone(),
                         allocatable: alloc.clone(),
+                        attach_limits: it.attach_limits.clone(),
                         daemonsets: ds_ix,
                         ds_overhead,
                         group: 0,
@@ -485,6 +508,7 @@ impl<'a> Problem<'a> {
         let relevant = relevant_keys(cluster, &batch);
         let enumerate: BTreeSet<String> = relevant.union(&daemonset_keys(cluster)).cloned().collect();
         let dims = relevant_dims(cluster, &batch);
+        let drivers = batch_drivers(cluster, &batch);
         let mut configs = Vec::new();
         let mut views: BTreeMap<String, Arc<Catalog>> = BTreeMap::new();
         let mut pool_views = Vec::new();
@@ -496,7 +520,7 @@ impl<'a> Problem<'a> {
             };
             pool_views.push(view.clone());
             let limited: Vec<String> = pool.limits.as_ref().map(|l| l.limited.clone()).unwrap_or_default();
-            let env = PoolEnv { cluster, weights, batch: &batch, relevant: &relevant, enumerate: &enumerate, region: catalog.region.as_deref(), max_weight };
+            let env = PoolEnv { cluster, weights, batch: &batch, relevant: &relevant, enumerate: &enumerate, region: catalog.region.as_deref(), max_weight, drivers: &drivers };
             for group in env.candidate_groups(pi, view).into_values() {
                 configs.extend(prune_dominated(group, &dims, &limited));
             }
@@ -511,11 +535,13 @@ impl<'a> Problem<'a> {
                 .then_with(|| a.capacity_type.cmp(&b.capacity_type))
                 .then_with(|| a.labels.cmp(&b.labels))
         });
-        let mut group_ix: BTreeMap<(usize, Projection, Vec<usize>), usize> = BTreeMap::new();
+        // A group also agrees on the attach limits of the batch's drivers, so that growing or shrinking a
+        // node within its group never changes what NodeVolumeLimits allows it.
+        let mut group_ix: BTreeMap<GroupKey, usize> = BTreeMap::new();
         for c in &mut configs {
             let projection: Vec<(String, String)> = c.labels.iter().filter(|(k, _)| relevant.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
             let n = group_ix.len();
-            c.group = *group_ix.entry((c.pool, projection, c.daemonsets.clone())).or_insert(n);
+            c.group = *group_ix.entry((c.pool, projection, c.daemonsets.clone(), attach_projection(&c.attach_limits, &drivers))).or_insert(n);
         }
         if let Some(c) = configs.iter().max_by(|a, b| a.cost.total_cmp(&b.cost))
             && c.cost >= weights.unschedulable_pod
@@ -707,6 +733,7 @@ pub(crate) fn group_check(cluster: &Cluster, p: &Pod, f: &Config) -> Result<(), 
     crate::semantics::invalid_spec(p)?;
     taints::filter(&f.taints, false, &p.tolerations, p.hardened.prefer_no_schedule)?;
     node_affinity::filter(&p.node_matcher, &f.labels, None)?;
+    volume_limits::filter(&f.attach_limits, std::iter::empty(), p)?;
     volumes::filter(&p.volumes, &f.labels, None)?;
     let ds_ports: Vec<_> = f.daemonsets.iter().flat_map(|&d| cluster.daemonsets[d].template.host_ports.iter().cloned()).collect();
     ports::filter(&ds_ports, &p.host_ports)?;

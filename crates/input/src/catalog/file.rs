@@ -32,6 +32,10 @@ pub struct TypeFile {
     pub offerings: Vec<OfferingFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aws: Option<AwsFile>,
+    /// Volumes per CSI driver a node of the type may attach (what its CSINode will report). For a
+    /// type with `aws` facts the EBS CSI driver's limit is derived and need not be given.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attach_limits: BTreeMap<String, i64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

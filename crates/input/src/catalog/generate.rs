@@ -160,6 +160,7 @@ fn aws_type(t: &Value, prices: &Value, zones: &[&str]) -> Option<AwsType> {
         overhead: Some(OverheadFile { kube_reserved: map(&kube_reserved), system_reserved: BTreeMap::new(), eviction_threshold: map(&eviction) }),
         offerings,
         aws: Some(AwsFile { vcpu, memory_mib, arch, enis_default_card: facts.enis_default_card, ipv4_per_eni: facts.ipv4_per_eni, branch_enis: facts.branch_enis, local_nvme_gb: facts.local_nvme_gb }),
+        attach_limits: BTreeMap::new(),
     };
     Some(AwsType { file, published })
 }
@@ -269,6 +270,7 @@ pub fn karpenter_benchmark(n: usize) -> CatalogFile {
             overhead: Some(OverheadFile { kube_reserved: map(&Resources::new(100, 10 << 20, 0, 0)), ..Default::default() }),
             offerings,
             aws: None,
+            attach_limits: BTreeMap::new(),
         });
     }
     CatalogFile {

@@ -130,7 +130,22 @@ pub(crate) fn from_file(file: &str, f: CatalogFile) -> Result<Catalog, CatalogEr
             branch_enis: a.branch_enis,
             local_nvme_gb: a.local_nvme_gb,
         });
-        types.push(InstanceType { name: t.name, labels: t.labels, capacity, overhead, offerings, aws });
+        // An AWS type's EBS attach limit as the EBS CSI driver computes it, for the default block
+        // devices (a NodeClass with more recomputes it: `catalog::for_nodeclass`).
+        let mut attach_limits: stowage_core::domain::node::AttachLimits = Default::default();
+        if aws.is_some() {
+            attach_limits.insert(stowage_core::catalog::aws::EBS_CSI_DRIVER.to_string(), stowage_core::catalog::aws::ebs_attach_limit(&t.name, 0));
+        }
+        for (driver, &n) in &t.attach_limits {
+            if driver.is_empty() || n < 0 {
+                return Err(invalid(file, format!("{at}.attachLimits.{driver}: a driver name and a non-negative count")));
+            }
+            if aws.is_some() && driver == stowage_core::catalog::aws::EBS_CSI_DRIVER {
+                return Err(invalid(file, format!("{at}.attachLimits.{driver}: derived from the aws facts (the EBS CSI driver's rule); leave it out")));
+            }
+            attach_limits.insert(driver.clone(), n);
+        }
+        types.push(InstanceType { name: t.name, labels: t.labels, capacity, overhead, offerings, aws, attach_limits });
     }
     Ok(Catalog { name: f.name, region: f.region, zones: f.zones, provenance: f.provenance, types })
 }
@@ -150,6 +165,19 @@ mod tests {
         assert_eq!(a.pods, 29);
         assert!(m5.offerings.iter().any(|o| o.capacity_type == "on-demand" && (o.price - 0.096).abs() < 1e-9 && !o.synthetic));
         assert!(m5.offerings.iter().any(|o| o.capacity_type == "spot" && o.synthetic));
+    }
+
+    #[test]
+    fn attach_limits_come_from_the_file_or_the_ebs_rule() {
+        // The embedded catalog's AWS types get the EBS CSI driver's limit (catalog::aws::ebs_attach_limit).
+        let c = default_catalog();
+        assert_eq!(c.get("m5.large").unwrap().attach_limits.get("ebs.csi.aws.com"), Some(&26));
+        assert_eq!(c.get("m7i.large").unwrap().attach_limits.get("ebs.csi.aws.com"), Some(&31));
+        let file = r#"{"schema":"stowage.dev/catalog/v1","name":"x","instanceTypes":[{"name":"t","capacity":{"cpu":"1","pods":"1"},"offerings":[],"attachLimits":{"disk.csi.example.com":12}}]}"#;
+        assert_eq!(parse("cat.json", file).unwrap().types[0].attach_limits.get("disk.csi.example.com"), Some(&12));
+        let negative = file.replace(":12", ":-1");
+        let e = parse("cat.json", &negative).unwrap_err().to_string();
+        assert!(e.contains("instanceTypes[0] (t).attachLimits.disk.csi.example.com"), "{e}");
     }
 
     #[test]

@@ -178,6 +178,7 @@ fn seed_columns(m: &mut Master) {
                 let k = pod.requests.copies_in(&room).min(m.s.n_of(c)) as i64;
                 let cx = m.cx();
                 let k = m.fams.all().iter().filter_map(|fam| fam.cap(&cx, c, &[], families::Purpose::Seed)).fold(k, i64::min);
+                let k = families::volume_limits::VolumeLimits::cap_on(&cx, f, c, &[]).map_or(k, |v| k.min(v));
                 if k <= 0 {
                     continue;
                 }

@@ -12,6 +12,7 @@
 use rustc_hash::FxHashMap;
 
 use super::families::min_values::MinValues;
+use super::families::volume_limits::VolumeLimits;
 use super::families::{InvalidPattern, Node, Purpose};
 use super::ids::{Class, Config, Group};
 use super::master::Master;
@@ -116,6 +117,9 @@ fn fill(m: &Master, f: Config, order: &[(Class, f64)]) -> Option<Pattern> {
                 if q > 0 {
                     k = k.min(l / q);
                 }
+            }
+            if let Some(cap) = VolumeLimits::cap_on(&m.cx(), f, c, &counts) {
+                k = k.min(cap);
             }
             if k > 0 && m.p.strict_min_values(f.ix()) {
                 k = MinValues::cap_on(&m.cx(), f, c, &counts, k as u32) as i64;

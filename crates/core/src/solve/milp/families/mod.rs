@@ -10,7 +10,7 @@
 //!
 //! The registration order fixes the row and column indices HiGHS sees (HiGHS's path depends on them):
 //! demand, node conflicts, capacity, pool limits, spread, hostname spread, anti-affinity, affinity,
-//! minValues, preferred pod (anti-)affinity.
+//! minValues, volume limits, preferred pod (anti-)affinity.
 
 pub mod affinity;
 pub mod anti_affinity;
@@ -22,6 +22,7 @@ pub mod node_conflicts;
 pub mod pool_limits;
 pub mod preferred_interpod;
 pub mod spread;
+pub mod volume_limits;
 
 use rustc_hash::FxHashMap;
 
@@ -73,6 +74,8 @@ pub enum InvalidPattern {
     AffinityWithoutTarget(usize),
     #[error("minValues {min_values} for {key}: the node's launch candidates keep {kept}: put fewer or other pods on it")]
     MinValues { key: String, min_values: u32, kept: u32 },
+    #[error("{used} volumes of CSI driver {driver} exceed the node's attach limit {limit}: put fewer of those pods on it or use a type with a higher limit")]
+    AttachLimit { driver: String, used: i64, limit: i64 },
 }
 
 /// One new node being checked: its configuration, its group and its pods per class (sorted, > 0).
@@ -149,17 +152,30 @@ pub struct Families {
     pub anti_affinity: anti_affinity::AntiAffinity,
     pub affinity: affinity::Affinity,
     pub min_values: min_values::MinValues,
+    pub volume_limits: volume_limits::VolumeLimits,
     pub preferred_interpod: preferred_interpod::PreferredInterPod,
 }
 
 impl Families {
     /// The families in registration order.
-    pub fn all(&self) -> [&dyn Family; 10] {
-        [&self.demand, &self.node_conflicts, &self.capacity, &self.pool_limits, &self.spread, &self.host_spread, &self.anti_affinity, &self.affinity, &self.min_values, &self.preferred_interpod]
+    pub fn all(&self) -> [&dyn Family; 11] {
+        [
+            &self.demand,
+            &self.node_conflicts,
+            &self.capacity,
+            &self.pool_limits,
+            &self.spread,
+            &self.host_spread,
+            &self.anti_affinity,
+            &self.affinity,
+            &self.min_values,
+            &self.volume_limits,
+            &self.preferred_interpod,
+        ]
     }
 
     /// The families in registration order, to add rows and columns.
-    pub fn all_mut(&mut self) -> [&mut dyn Family; 10] {
+    pub fn all_mut(&mut self) -> [&mut dyn Family; 11] {
         [
             &mut self.demand,
             &mut self.node_conflicts,
@@ -170,6 +186,7 @@ impl Families {
             &mut self.anti_affinity,
             &mut self.affinity,
             &mut self.min_values,
+            &mut self.volume_limits,
             &mut self.preferred_interpod,
         ]
     }
@@ -197,6 +214,7 @@ pub fn build(p: &Problem) -> (Structure, Families) {
         anti_affinity,
         affinity,
         min_values: min_values::MinValues,
+        volume_limits: volume_limits::VolumeLimits::default(),
         preferred_interpod,
     };
     let mut exact = vec![false; s.n.len()];
