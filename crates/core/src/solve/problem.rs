@@ -368,14 +368,31 @@ fn relevant_dims(cluster: &Cluster, batch: &[PodId]) -> Vec<String> {
     d.into_iter().collect()
 }
 
-/// The CSI drivers of the batch's volumes: the attach limits the configurations are told apart by.
-fn batch_drivers(cluster: &Cluster, batch: &[PodId]) -> BTreeSet<String> {
-    batch.iter().flat_map(|&id| cluster.pod(id).volumes.attach.iter().map(|v| v.driver.clone())).collect()
+/// The CSI drivers of the batch's volumes, each with the most volumes of it a new node could ever
+/// hold: the batch's volumes of the driver plus those of every DaemonSet pod. Configurations are told
+/// apart by their limits up to that count only (`attach_projection`).
+fn batch_drivers(cluster: &Cluster, batch: &[PodId]) -> BTreeMap<String, i64> {
+    let mut total: BTreeMap<String, i64> = BTreeMap::new();
+    for &id in batch {
+        for (d, n) in volume_limits::counts(cluster.pod(id)) {
+            *total.entry(d.to_string()).or_default() += n;
+        }
+    }
+    for ds in &cluster.daemonsets {
+        for (d, n) in volume_limits::counts(&ds.template) {
+            if let Some(t) = total.get_mut(d) {
+                *t += n;
+            }
+        }
+    }
+    total
 }
 
-/// A configuration's attach limits for the batch's drivers (`None`: no limit).
-fn attach_projection(limits: &AttachLimits, drivers: &BTreeSet<String>) -> Vec<Option<i64>> {
-    drivers.iter().map(|d| limits.get(d).copied()).collect()
+/// A configuration's attach limits for the batch's drivers (`None`: no limit), each capped at the most
+/// the node could hold (`batch_drivers`): two types whose limits the batch cannot reach are alike, so
+/// they share a group (splitting groups by limits no plan can reach would only fragment them).
+fn attach_projection(limits: &AttachLimits, drivers: &BTreeMap<String, i64>) -> Vec<Option<i64>> {
+    drivers.iter().map(|(d, most)| limits.get(d).map(|&l| l.min(*most))).collect()
 }
 
 /// What building one NodePool's candidate configurations reads besides the NodePool.
@@ -389,7 +406,7 @@ struct PoolEnv<'e> {
     region: Option<&'e str>,
     max_weight: i32,
     /// The batch's CSI drivers (`batch_drivers`).
-    drivers: &'e BTreeSet<String>,
+    drivers: &'e BTreeMap<String, i64>,
 }
 
 /// A pruning group of one NodePool: zone, capacity type, the labels' projection on the relevant keys,
@@ -508,17 +525,19 @@ impl<'a> Problem<'a> {
         let relevant = relevant_keys(cluster, &batch);
         let enumerate: BTreeSet<String> = relevant.union(&daemonset_keys(cluster)).cloned().collect();
         let dims = relevant_dims(cluster, &batch);
-        let drivers = batch_drivers(cluster, &batch);
         let mut configs = Vec::new();
         let mut views: BTreeMap<String, Arc<Catalog>> = BTreeMap::new();
         let mut pool_views = Vec::new();
-        for (pi, pool) in cluster.nodepools.iter().enumerate() {
+        for pool in &cluster.nodepools {
             let view = match cluster.nodeclass(&pool.node_class) {
                 Some(nc) => views.entry(nc.name.clone()).or_insert_with(|| Arc::new(catalog::for_nodeclass(catalog, nc))),
                 None if cluster.nodeclasses.is_empty() => views.entry(String::new()).or_insert_with(|| Arc::new(catalog.clone())),
                 None => return Err(ProblemError::MissingNodeClass { pool: pool.name.clone(), class: pool.node_class.clone() }),
             };
             pool_views.push(view.clone());
+        }
+        let drivers = batch_drivers(cluster, &batch);
+        for (pi, (pool, view)) in cluster.nodepools.iter().zip(&pool_views).enumerate() {
             let limited: Vec<String> = pool.limits.as_ref().map(|l| l.limited.clone()).unwrap_or_default();
             let env = PoolEnv { cluster, weights, batch: &batch, relevant: &relevant, enumerate: &enumerate, region: catalog.region.as_deref(), max_weight, drivers: &drivers };
             for group in env.candidate_groups(pi, view).into_values() {
