@@ -47,46 +47,41 @@ fn plan_respecting(cluster: &Cluster, catalog: &Catalog, weights: &Weights, plan
     }
     let t0 = Instant::now();
     let mut relaxed: BTreeMap<PodId, usize> = BTreeMap::new();
-    let mut rounds = 0;
+    let (mut rounds, mut passes) = (0, 0);
     let mut greedy_rounds = planner.solver == Solver::Milp;
     loop {
         let hardened = preferences::harden_cluster(cluster, &steps, &relaxed);
         let round = if greedy_rounds { Planner::greedy() } else { Planner { time_budget: planner.time_budget.saturating_sub(t0.elapsed()), ..planner } };
-        let (problem, outcome, mut report) = build_and_plan(&hardened, catalog, weights, round)?;
+        let (problem, outcome, report) = build_and_plan(&hardened, catalog, weights, round)?;
+        passes += 1;
         let stuck: Vec<PodId> = outcome.unschedulable.iter().map(|(id, _)| *id).filter(|id| steps.get(id).is_some_and(|s| relaxed.get(id).copied().unwrap_or(0) < s.len())).collect();
         if stuck.is_empty() && greedy_rounds {
             greedy_rounds = false;
             continue;
         }
         if stuck.is_empty() {
-            let placed: Vec<PodId> = outcome.placements.iter().map(|(id, _)| *id).collect();
-            let mut plan = super::to_plan(&problem, &outcome, report.clone());
+            let mut plan = super::to_plan(&problem, &outcome, report);
             // The plan records, per placed pod, the preferences it gave up (pods left pending have no
             // preference that matters).
-            let by_key: BTreeMap<String, PodId> = placed.iter().map(|&id| (cluster.pod(id).key(), id)).collect();
             let mut pods_relaxed = 0;
-            for pl in &mut plan.placements {
-                let Some(id) = by_key.get(&pl.pod) else { continue };
+            for (pl, (id, _)) in plan.placements.iter_mut().zip(&outcome.placements) {
                 let k = relaxed.get(id).copied().unwrap_or(0);
                 if k > 0 {
                     pods_relaxed += 1;
                     pl.relaxed = steps[id][..k].iter().map(|s| s.to_string()).collect();
                 }
             }
-            let elapsed = t0.elapsed().as_secs_f64() * 1000.0;
-            report = plan.solver.clone();
+            let r = &mut plan.solver;
             if rounds > 0 {
-                let sep = if report.detail.is_empty() { "" } else { "; " };
-                report.detail = format!("{}{sep}preferences respected: {pods_relaxed} placed pod(s) relaxed some, over {rounds} relaxation round(s)", report.detail);
+                let sep = if r.detail.is_empty() { "" } else { "; " };
+                r.detail = format!("{}{sep}preferences respected: {pods_relaxed} placed pod(s) relaxed some, over {rounds} relaxation round(s)", r.detail);
             }
-            // The rounds before the last plan count in the time and show as one phase.
-            let before = (elapsed - report.time_ms).max(0.0);
-            if before > 0.0 && rounds > 0 {
-                report.phases.insert(0, Phase { name: "relaxation-rounds".into(), time_ms: before });
-                report.time_ms = elapsed;
+            // The passes before the last plan count in the time and show as one phase.
+            if passes > 1 {
+                let elapsed = t0.elapsed().as_secs_f64() * 1000.0;
+                r.phases.insert(0, Phase { name: "preference-rounds".into(), time_ms: (elapsed - r.time_ms).max(0.0) });
+                r.time_ms = r.time_ms.max(elapsed);
             }
-            plan.solver = report;
-            plan.preference_policy = PreferencePolicy::Respect;
             return Ok(plan);
         }
         for id in stuck {
