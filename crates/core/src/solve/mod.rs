@@ -145,7 +145,7 @@ fn interpod_soft(p: &Problem, o: &Outcome) -> f64 {
         return 0.0;
     }
     let cluster = p.cluster;
-    let ix: BTreeMap<&str, usize> = cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+    let bound = crate::semantics::filter::bound_nodes(cluster);
     let new_labels: Vec<Labels> = (0..o.new_nodes.len())
         .map(|k| {
             let mut l = p.configs[o.new_nodes[k]].labels.clone();
@@ -153,14 +153,7 @@ fn interpod_soft(p: &Problem, o: &Outcome) -> f64 {
             l
         })
         .collect();
-    let mut nodes: Vec<(&Labels, Vec<&Pod>)> = cluster.nodes.iter().map(|n| (&n.labels, Vec::new())).chain(new_labels.iter().map(|l| (l, Vec::new()))).collect();
-    for q in &cluster.pods {
-        if let Some(&i) = q.node_name.as_deref().and_then(|n| ix.get(n))
-            && !q.is_terminal()
-        {
-            nodes[i].1.push(q);
-        }
-    }
+    let mut nodes: Vec<(&Labels, Vec<&Pod>)> = bound.iter().map(|n| (&n.labels, n.pods.clone())).chain(new_labels.iter().map(|l| (l, Vec::new()))).collect();
     let at = |t: Target| match t {
         Target::Existing(n) => n,
         Target::New(k) => cluster.nodes.len() + k,
