@@ -158,8 +158,8 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     let deployment = chart("templates/deployment.yaml");
     let mut values: serde_json::Value = serde_saphyr::from_str(&chart("values.yaml")).unwrap();
 
-    // The defaults (clusterName is required).
-    values["clusterName"] = "my-cluster".into();
+    // The defaults (settings.clusterName is required).
+    values["settings"]["clusterName"] = "my-cluster".into();
     let args = render_args(&deployment, &values);
     let a = parse_controller(&args);
     assert_eq!(a.connect.cluster_name.as_deref(), Some("my-cluster"));
@@ -174,14 +174,19 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     assert_eq!((c.gc_interval, c.gc_grace), (std::time::Duration::from_secs(10), std::time::Duration::from_secs(30)));
     assert_eq!((c.timeouts.launch, c.timeouts.registration), (std::time::Duration::from_secs(300), std::time::Duration::from_secs(900)));
     assert!(!c.consolidation.spot_to_spot, "Karpenter's SpotToSpotConsolidation gate is off by default");
+    assert_eq!(a.spot_to_spot_consolidation, None, "the gate decides");
     assert_eq!(c.consolidation_validation, std::time::Duration::from_secs(15));
     assert_eq!(a.min_values_policy, Some(stowage_core::weights::MinValuesPolicy::Strict), "Karpenter's default, passed as a flag");
     assert_eq!(c.weights.min_values_policy, stowage_core::weights::MinValuesPolicy::Strict);
     assert!(a.interruption_queue.is_none(), "no interruption queue unless settings.interruptionQueue names one");
 
     // Every optional value set.
-    values["clusterEndpoint"] = "https://ABC.gr7.us-east-1.eks.amazonaws.com".into();
-    values["clusterCABundle"] = "Q0EK".into();
+    values["settings"]["clusterEndpoint"] = "https://ABC.gr7.us-east-1.eks.amazonaws.com".into();
+    values["settings"]["clusterCABundle"] = "Q0EK".into();
+    values["settings"]["batchIdleDuration"] = "2s".into();
+    values["settings"]["batchMaxDuration"] = "1m30s".into();
+    values["settings"]["featureGates"]["spotToSpotConsolidation"] = true.into();
+    values["settings"]["preferencePolicy"] = "Ignore".into();
     values["serviceCIDR"] = "172.20.0.0/16".into();
     values["kubernetesVersion"] = "1.31".into();
     values["clusterDNS"] = serde_json::json!(["172.20.0.10", "169.254.20.10"]);
@@ -189,7 +194,7 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     values["controller"]["solver"] = "greedy".into();
     values["controller"]["extraArgs"] = serde_json::json!(["--threads=2"]);
     values["metrics"]["port"] = 9090.into();
-    values["controller"]["minValuesPolicy"] = "BestEffort".into();
+    values["settings"]["minValuesPolicy"] = "BestEffort".into();
     values["settings"]["interruptionQueue"] = "my-cluster-interruptions".into();
     let a = parse_controller(&render_args(&deployment, &values));
     assert_eq!(a.min_values_policy, Some(stowage_core::weights::MinValuesPolicy::BestEffort));
@@ -203,13 +208,17 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     assert_eq!(a.solve.solver, super::SolverArg::Greedy);
     assert_eq!(a.solve.milp.threads, 2);
     assert_eq!(a.metrics_addr.port(), 9090);
+    assert_eq!(a.preference_policy, Some(stowage_core::weights::PreferencePolicy::Ignore));
     assert!(deployment.contains("mountPath: /etc/stowage") && chart("templates/weights.yaml").contains("weights.yaml: |"));
 
     // An empty minValuesPolicy passes no flag: the weights file decides.
-    values["controller"]["minValuesPolicy"] = "".into();
+    values["settings"]["minValuesPolicy"] = "".into();
     values["controller"]["weights"] = "".into();
     let a = parse_controller(&render_args(&deployment, &values));
     assert_eq!(a.min_values_policy, None);
+    let c = super::controller::config(&a).unwrap();
+    assert_eq!((c.batch.idle, c.batch.max), (std::time::Duration::from_secs(2), std::time::Duration::from_secs(90)));
+    assert!(c.consolidation.spot_to_spot, "settings.featureGates.spotToSpotConsolidation");
 }
 
 #[test]
@@ -220,4 +229,72 @@ fn the_min_values_policy_flag_overrides_the_weights_and_refuses_other_spellings(
     assert_eq!(super::controller::config(&a).unwrap().weights.min_values_policy, stowage_core::weights::MinValuesPolicy::BestEffort);
     let e = parse(&["--min-values-policy=bestEffort"]).err().expect("refused").to_string();
     assert!(e.contains("--min-values-policy") && e.contains("Strict or BestEffort"), "{e}");
+}
+
+#[test]
+fn karpenters_feature_gates_parse_as_karpenter_reads_them_and_unimplemented_ones_are_refused() {
+    use super::controller::FeatureGates;
+    let g = FeatureGates::parse("").unwrap();
+    assert!(!g.spot_to_spot_consolidation && g.unknown.is_empty());
+    // Karpenter's own default string, as its chart writes it.
+    let g = FeatureGates::parse("NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false").unwrap();
+    assert!(!g.spot_to_spot_consolidation && g.unknown.is_empty());
+    // Go's ParseBool spellings; an old gate (Drift, removed in v1) is kept aside, not refused.
+    let g = FeatureGates::parse(" SpotToSpotConsolidation=T , Drift=true").unwrap();
+    assert!(g.spot_to_spot_consolidation);
+    assert_eq!(g.unknown, vec!["Drift".to_string()]);
+    for gate in ["NodeRepair", "NodeOverlay", "StaticCapacity", "CapacityBuffer"] {
+        let e = FeatureGates::parse(&format!("{gate}=true")).unwrap_err();
+        assert!(e.contains(gate) && e.contains("does not implement") && e.contains("false"), "{e}");
+        assert!(FeatureGates::parse(&format!("{gate}=false")).is_ok());
+    }
+    for bad in ["SpotToSpotConsolidation", "SpotToSpotConsolidation=yes"] {
+        let e = FeatureGates::parse(bad).unwrap_err();
+        assert!(e.contains("--feature-gates") && e.contains("SpotToSpotConsolidation"), "{e}");
+    }
+
+    // On the command line: the explicit --spot-to-spot-consolidation wins over the gate; a refused gate
+    // stops the controller's configuration with the message.
+    use clap::Parser;
+    let parse = |extra: &[&str]| match super::Cli::try_parse_from(["stowage", "controller", "--cluster-name=c"].iter().chain(extra).copied()) {
+        Ok(super::Cli { command: super::Command::Controller(a), .. }) => *a,
+        _ => panic!("parses: {extra:?}"),
+    };
+    let c = |extra: &[&str]| super::controller::config(&parse(extra));
+    assert!(c(&["--feature-gates=SpotToSpotConsolidation=true"]).unwrap().consolidation.spot_to_spot);
+    assert!(!c(&["--feature-gates=SpotToSpotConsolidation=true", "--spot-to-spot-consolidation=false"]).unwrap().consolidation.spot_to_spot);
+    let e = c(&["--feature-gates=NodeRepair=true"]).unwrap_err();
+    assert!(e.contains("NodeRepair"), "{e}");
+    // Karpenter's flag names, and stowage's earlier ones as aliases.
+    let a = parse(&["--batch-idle-duration=3s", "--batch-max=20s"]);
+    assert_eq!((a.batch_idle, a.batch_max), (std::time::Duration::from_secs(3), std::time::Duration::from_secs(20)));
+}
+
+/// The container image (`Dockerfile`) is what the chart runs: a multi-stage build whose last stage has
+/// no build tools, runs as the chart's non-root user, and whose entrypoint takes the Deployment's args
+/// (`controller ...`); the binary it builds has the controller. No Docker daemon runs in CI, so this is
+/// a check of the file against the chart and the crate, not a build.
+#[test]
+fn the_image_definition_builds_the_controller_and_runs_as_the_charts_user() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    let stages: Vec<&str> = dockerfile.lines().filter(|l| l.starts_with("FROM ")).collect();
+    assert!(stages.len() >= 2, "multi-stage: {stages:?}");
+    let runtime = dockerfile.rsplit_once("\nFROM ").unwrap().1;
+    assert!(runtime.starts_with("gcr.io/distroless/cc"), "a minimal runtime with libstdc++ (HiGHS is C++): {runtime}");
+    assert!(!runtime.contains("RUN "), "nothing runs in the runtime stage");
+    let user = runtime.lines().find_map(|l| l.strip_prefix("USER ")).expect("USER in the runtime stage");
+    let chart_user = chart("templates/deployment.yaml").lines().find_map(|l| l.trim().strip_prefix("runAsUser: ").map(str::to_string)).expect("runAsUser");
+    assert_eq!(user.split(':').next(), Some(chart_user.as_str()), "the image's user is the chart's runAsUser");
+    assert_ne!(chart_user, "0");
+    assert!(runtime.contains("ENTRYPOINT [\"/usr/local/bin/stowage\"]"), "the Deployment's args start with the subcommand");
+    assert!(chart("templates/deployment.yaml").contains("args:\n            - controller\n"));
+    let build = dockerfile.lines().find(|l| l.contains("cargo build")).expect("cargo build");
+    assert!(build.contains("--locked") && build.contains("--release") && build.contains("--features controller"), "{build}");
+    // The toolchain image is the workspace's rust-version.
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let rust = manifest.lines().find_map(|l| l.strip_prefix("rust-version = ")).unwrap().trim_matches('"');
+    assert!(stages[0].contains(&format!("rust:{rust}-")), "{} builds with rust {rust}", stages[0]);
+    let ignore = std::fs::read_to_string(root.join(".dockerignore")).unwrap();
+    assert!(ignore.lines().any(|l| l.trim() == "/target"), "the build context leaves target/ out");
 }

@@ -28,13 +28,13 @@ pub struct ConnectArgs {
     pub kubeconfig: Option<PathBuf>,
     /// Cluster name: instances are tagged `kubernetes.io/cluster/<name>=owned` and only those are
     /// managed. AWS credentials and region come from the usual environment (AWS_REGION, ...).
-    #[arg(long)]
+    #[arg(long, env = "CLUSTER_NAME")]
     pub cluster_name: Option<String>,
     /// API server URL written into node user data (default: from eks:DescribeCluster).
-    #[arg(long, default_value = "")]
+    #[arg(long, env = "CLUSTER_ENDPOINT", default_value = "")]
     pub cluster_endpoint: String,
     /// Base64 PEM of the cluster CA, for node user data (default: from eks:DescribeCluster).
-    #[arg(long, default_value = "")]
+    #[arg(long, env = "CLUSTER_CA_BUNDLE", default_value = "")]
     pub cluster_ca_bundle: String,
     /// Service CIDR, for node user data (default: from eks:DescribeCluster; the controller refuses to
     /// start when neither gives it, since nodes cannot join without it).
@@ -56,11 +56,12 @@ pub struct ConnectArgs {
 pub struct ControllerArgs {
     #[command(flatten)]
     pub connect: ConnectArgs,
-    /// Close a batch when no new pod has become pending for this long.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    /// Close a batch when no new pod has become pending for this long (Karpenter's flag; `--batch-idle`
+    /// is kept as an alias).
+    #[arg(long = "batch-idle-duration", alias = "batch-idle", env = "BATCH_IDLE_DURATION", default_value = "1s", value_parser = parse_duration)]
     pub batch_idle: Duration,
-    /// Close a batch at the latest this long after it opened.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// Close a batch at the latest this long after it opened (Karpenter's flag; alias `--batch-max`).
+    #[arg(long = "batch-max-duration", alias = "batch-max", env = "BATCH_MAX_DURATION", default_value = "10s", value_parser = parse_duration)]
     pub batch_max: Duration,
     #[command(flatten)]
     pub solve: SolveArgs,
@@ -70,12 +71,12 @@ pub struct ControllerArgs {
     /// Karpenter's minValuesPolicy: Strict (a node whose instance types cannot keep a NodePool's
     /// minValues is not created) or BestEffort (minValues relaxed, the NodeClaim annotated). Default:
     /// $MIN_VALUES_POLICY, else the weights file's `minValuesPolicy` (Strict).
-    #[arg(long, value_parser = parse_min_values_policy)]
+    #[arg(long, env = "MIN_VALUES_POLICY", value_parser = parse_min_values_policy)]
     pub min_values_policy: Option<MinValuesPolicy>,
     /// Karpenter's preferencePolicy: Respect (preferences planned as requirements, relaxed in
     /// Karpenter's order only while a pod cannot be placed), Ignore, or stowage's Priced (the weights'
     /// soft terms). Default: $PREFERENCE_POLICY, else the weights file's `preferencePolicy` (Respect).
-    #[arg(long, value_parser = super::parse_preference_policy)]
+    #[arg(long, env = "PREFERENCE_POLICY", value_parser = super::parse_preference_policy)]
     pub preference_policy: Option<PreferencePolicy>,
     /// Most instance types one NodeClaim allows (the plan's choice and fallbacks for capacity errors).
     #[arg(long, default_value_t = 20)]
@@ -93,8 +94,16 @@ pub struct ControllerArgs {
     pub gc_grace: Duration,
     /// Replace a spot node by a cheaper spot node when consolidating (Karpenter's
     /// SpotToSpotConsolidation feature gate; off: spot nodes are only deleted or replaced by on-demand).
-    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
-    pub spot_to_spot_consolidation: bool,
+    /// Default: the `--feature-gates` value, else off.
+    #[arg(long, action = clap::ArgAction::Set)]
+    pub spot_to_spot_consolidation: Option<bool>,
+    /// Karpenter's feature gates, in its format (`SpotToSpotConsolidation=true,NodeRepair=false`).
+    /// SpotToSpotConsolidation is implemented and ReservedCapacity accepted (capacity reservations are
+    /// not planned yet; an EC2NodeClass selecting them says so); NodeRepair, NodeOverlay,
+    /// StaticCapacity and CapacityBuffer are not implemented, and turning one on is refused. Unknown
+    /// names are logged and ignored, as Karpenter ignores them.
+    #[arg(long, env = "FEATURE_GATES", default_value = "")]
+    pub feature_gates: String,
     /// How long a consolidation decision waits before it is decided again and, if unchanged, carried out;
     /// an empty node likewise stays empty this long past consolidateAfter before it goes (Karpenter: 15 s).
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
@@ -111,7 +120,7 @@ pub struct ControllerArgs {
     /// The SQS queue of interruption events (spot interruption warnings, rebalance recommendations,
     /// scheduled changes, instance state changes; Karpenter's `interruptionQueue`), by name or URL.
     /// Default: $INTERRUPTION_QUEUE; unset: no interruption handling.
-    #[arg(long)]
+    #[arg(long, env = "INTERRUPTION_QUEUE")]
     pub interruption_queue: Option<String>,
     /// Where /metrics, /healthz and /readyz listen.
     #[arg(long, default_value = "0.0.0.0:8080")]
@@ -191,7 +200,7 @@ async fn aws_provider(c: &ConnectArgs, launches: bool) -> Result<AwsProvider, St
 
 /// The interruption queue, when `--interruption-queue` or $INTERRUPTION_QUEUE names one.
 async fn interruption_queue(a: &ControllerArgs) -> Result<Option<stowage_controller::interruption::QueueHandle>, String> {
-    let Some(name) = a.interruption_queue.clone().or_else(|| std::env::var("INTERRUPTION_QUEUE").ok()).filter(|q| !q.trim().is_empty()) else {
+    let Some(name) = a.interruption_queue.clone().filter(|q| !q.trim().is_empty()) else {
         return Ok(None);
     };
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
@@ -201,6 +210,49 @@ async fn interruption_queue(a: &ControllerArgs) -> Result<Option<stowage_control
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("starting the async runtime: {e}"))
+}
+
+/// Karpenter v1.14's feature gates (`--feature-gates` / $FEATURE_GATES): `Name=bool` pairs separated
+/// by commas, booleans as Go's strconv.ParseBool reads them, defaults as Karpenter's (every gate
+/// stowage acts on is off by default).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FeatureGates {
+    pub spot_to_spot_consolidation: bool,
+    /// Names given that Karpenter v1.14 does not have (logged; Karpenter ignores them too).
+    pub unknown: Vec<String>,
+}
+
+impl FeatureGates {
+    pub const KNOWN: [&'static str; 6] = ["NodeRepair", "ReservedCapacity", "SpotToSpotConsolidation", "NodeOverlay", "StaticCapacity", "CapacityBuffer"];
+    /// Gates stowage does not implement: on, they would change what Karpenter does in ways stowage
+    /// would silently not, so turning one on is refused.
+    const UNIMPLEMENTED: [&'static str; 4] = ["NodeRepair", "NodeOverlay", "StaticCapacity", "CapacityBuffer"];
+
+    pub fn parse(s: &str) -> Result<FeatureGates, String> {
+        let mut g = FeatureGates { spot_to_spot_consolidation: false, unknown: Vec::new() };
+        for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = pair.split_once('=').ok_or_else(|| format!("--feature-gates: {pair:?} is not Name=true|false"))?;
+            let (name, value) = (name.trim(), value.trim());
+            let on = match value {
+                "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
+                "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
+                _ => return Err(format!("--feature-gates: {name}={value:?}: expected true or false")),
+            };
+            match name {
+                "SpotToSpotConsolidation" => g.spot_to_spot_consolidation = on,
+                // Either value is accepted: stowage plans no capacity reservations yet, and an EC2NodeClass
+                // that selects some is told so on its own status.
+                "ReservedCapacity" => {}
+                n if Self::UNIMPLEMENTED.contains(&n) => {
+                    if on {
+                        return Err(format!("--feature-gates: {n}=true: stowage does not implement Karpenter's {n} feature; set it to false (or leave it out) to run stowage"));
+                    }
+                }
+                n => g.unknown.push(n.to_string()),
+            }
+        }
+        Ok(g)
+    }
 }
 
 fn parse_min_values_policy(s: &str) -> Result<MinValuesPolicy, String> {
@@ -214,13 +266,15 @@ pub fn config(a: &ControllerArgs) -> Result<Config, String> {
         None => Weights::default(),
     };
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let from_env = env("MIN_VALUES_POLICY").map(|v| parse_min_values_policy(&v).map_err(|e| format!("MIN_VALUES_POLICY: {e}"))).transpose()?;
-    if let Some(p) = a.min_values_policy.or(from_env) {
+    if let Some(p) = a.min_values_policy {
         weights.min_values_policy = p;
     }
-    let from_env = env("PREFERENCE_POLICY").map(|v| super::parse_preference_policy(&v).map_err(|e| format!("PREFERENCE_POLICY: {e}"))).transpose()?;
-    if let Some(p) = a.preference_policy.or(from_env) {
+    if let Some(p) = a.preference_policy {
         weights.preference_policy = p;
+    }
+    let gates = FeatureGates::parse(&a.feature_gates)?;
+    for name in &gates.unknown {
+        tracing::warn!(gate = %name, "unknown feature gate ignored (stowage knows Karpenter v1.14's: {})", FeatureGates::KNOWN.join(", "));
     }
     let identity = a.identity.clone().or_else(|| env("POD_NAME")).or_else(|| env("HOSTNAME")).unwrap_or_else(|| format!("stowage-{}", std::process::id()));
     let namespace = a.leader_election_namespace.clone().or_else(|| env("POD_NAMESPACE")).unwrap_or_else(|| "kube-system".into());
@@ -231,7 +285,7 @@ pub fn config(a: &ControllerArgs) -> Result<Config, String> {
         timeouts: Timeouts { launch: a.launch_timeout, registration: a.registration_timeout },
         gc_interval: a.gc_interval,
         gc_grace: a.gc_grace,
-        consolidation: stowage_decide::consolidation::Settings { spot_to_spot: a.spot_to_spot_consolidation, ..Default::default() },
+        consolidation: stowage_decide::consolidation::Settings { spot_to_spot: a.spot_to_spot_consolidation.unwrap_or(gates.spot_to_spot_consolidation), ..Default::default() },
         consolidation_validation: a.consolidation_validation,
         leader: a.leader_elect.then(|| LeaderConfig::new(namespace, identity.clone())),
         metrics_addr: Some(a.metrics_addr),
