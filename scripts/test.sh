@@ -14,6 +14,10 @@ tests/moto/moto.sh venv
 # tests/peer_karpenter.rs and the bench run Karpenter's scheduler (peers/karpenter); build.sh is cached
 # under $STOWAGE_CACHE and takes ~50 ms when current.
 peers/karpenter/build.sh >/dev/null
+# Every e2e control plane gets Karpenter v1.14.1's own CRDs (peers/karpenter/crds.sh), and the quick-start
+# test judges user data with nodeadm's own parser (peers/nodeadm/check.sh: about 2.5 min cold, cached after).
+peers/karpenter/crds.sh >/dev/null
+peers/nodeadm/check.sh >/dev/null
 cargo fmt --all --check
 cargo build --workspace --all-targets --quiet
 cargo test --workspace --quiet --no-fail-fast

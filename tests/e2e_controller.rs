@@ -15,7 +15,12 @@
 //! | `hostname_spread_replicas_get_a_node_each_and_bind_as_planned` | issue 15 behaviour 1: four hostname-spread replicas in an empty pool get four nodes from one batch, and kube-scheduler binds one on each, as the NodeClaims' nominations say |
 //! | `a_spot_interruption_through_sqs_drains_and_replaces_the_node` | a spot interruption warning on moto's SQS: the NodeClaim is deleted at once, its Node drained, the pods run again on a node off the interrupted offering; events, metrics, the queue emptied, no leak |
 //! | `api_server_restart_is_survived` | kube-apiserver restarted under a running controller; it re-lists and provisions the next batch |
+//! | `karpenters_quick_start_launches_a_node_nodeadm_accepts` | issue 16: Karpenter's getting-started NodePool and EC2NodeClass (`role:`, `al2023@latest`) applied unchanged over Karpenter's own CRDs; a pending pod gets a node launched with the instance profile stowage created for the role, and nodeadm's own parser accepts its user data with the cluster's facts, labels and taints |
 //! | `record_then_plan_offline_gives_the_controllers_plan` | `stowage record` + `stowage plan` on the files equal the NodeClaims the controller creates from the same state |
+//!
+//! Every control plane here has Karpenter v1.14.1's own NodePool, NodeClaim and EC2NodeClass CRDs
+//! installed (`stowage_e2e::karpenter_aws_crds`), so everything stowage writes passes Karpenter's schemas
+//! and validation rules.
 //!
 //! Needs Go and python3 on the first run (scripts/test.sh prepares both; docs/control-plane.md).
 
@@ -34,7 +39,7 @@ use stowage_controller::Controller;
 use stowage_controller::provisioner::BATCH_ANNOTATION;
 use stowage_decide::cloud::{CloudProvider, LaunchRequest, OfferingRef};
 use stowage_e2e::{CapacityError, ControlPlane, Error, Kubelet, Moto, Probe, VolumeProvisioner, poll_until};
-use stowage_input::api::{NodeClaim, NodePool};
+use stowage_input::api::{EC2NodeClass, NodeClaim, NodePool};
 
 const CLUSTER: &str = "demo";
 const ZONE: &str = "topology.kubernetes.io/zone";
@@ -998,6 +1003,77 @@ async fn record_then_plan_offline_gives_the_controllers_plan() {
     w.wait_running("app=spread", 3).await;
     w.wait_nodes(3).await;
     assert_eq!(claimed(&w.nodeclaims().await), offline, "the controller made the plan stowage plan made offline");
+    w.assert_no_leak().await;
+    w.stop(c, false).await;
+}
+
+/// Issue 16's acceptance: a Karpenter v1 quick-start setup, end to end. Karpenter's own CRDs (every
+/// control plane here has them), its getting-started NodePool and EC2NodeClass applied as its docs write
+/// them (`role: KarpenterNodeRole-demo`, `al2023@latest`; tests/fixtures/karpenter-quick-start.yaml), one
+/// pending pod. The pod runs on a new node; the EC2NodeClass is Ready with an instance profile stowage
+/// created for the role (in IAM, holding the role); the launch template the instance came from names that
+/// profile and the resolved AMI; and nodeadm's own parser and validation (peers/nodeadm) accept its user
+/// data, reading the cluster's facts, the node's labels and the unregistered taint from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn karpenters_quick_start_launches_a_node_nodeadm_accepts() {
+    let w = World::start("ctl-quick-start").await;
+    let checker = stowage_e2e::nodeadm_checker(&w.cp.run_dir().join("nodeadm-check.log")).await.unwrap();
+    w.apply(&["tests/fixtures/karpenter-quick-start.yaml"]).await;
+    let c = w.controller().await;
+    create_deployment(&w, plain_deployment("inflate", 1, "1")).await;
+    let pods = w.wait_running("app=inflate", 1).await;
+    let nodes = w.wait_nodes(1).await;
+    assert_eq!(pods[0].spec.as_ref().unwrap().node_name, nodes[0].metadata.name);
+    assert_eq!(label(&nodes[0], NODEPOOL), "default");
+    assert_eq!(label(&nodes[0], CAPACITY_TYPE), "on-demand");
+    assert_eq!(label(&nodes[0], "kubernetes.io/arch"), "amd64");
+
+    // The EC2NodeClass: Ready, with the profile stowage made for the role.
+    let nc = Api::<EC2NodeClass>::all(w.client.clone()).get("default").await.unwrap();
+    let status = nc.status.clone().expect("EC2NodeClass status");
+    let ready = status.conditions.iter().flatten().find(|c| c.type_ == "Ready").map(|c| c.status.clone());
+    assert_eq!(ready.as_deref(), Some("True"), "{status:?}");
+    let profile = status.instance_profile.clone().expect("status.instanceProfile");
+    let got = w.moto.iam().get_instance_profile().instance_profile_name(&profile).send().await.unwrap();
+    let roles: Vec<&str> = got.instance_profile().unwrap().roles().iter().map(|r| r.role_name()).collect();
+    assert_eq!(roles, vec![stowage_e2e::NODE_ROLE], "the profile holds the EC2NodeClass's role");
+    let amis: BTreeSet<String> = status.amis.iter().flatten().map(|a| a.id.clone()).collect();
+
+    // The launch template(s) stowage made: the profile, the AMI, and user data nodeadm accepts.
+    let lts = w.moto.ec2().describe_launch_templates().send().await.unwrap();
+    let ours: Vec<_> = lts.launch_templates().iter().filter(|l| l.launch_template_name().is_some_and(|n| n.starts_with("stowage/"))).collect();
+    assert!(!ours.is_empty(), "no launch template: {lts:?}");
+    for lt in ours {
+        let v = w.moto.ec2().describe_launch_template_versions().launch_template_id(lt.launch_template_id().unwrap()).send().await.unwrap();
+        let data = v.launch_template_versions()[0].launch_template_data().unwrap();
+        assert_eq!(data.iam_instance_profile().and_then(|p| p.name()), Some(profile.as_str()));
+        assert!(data.image_id().is_some_and(|id| amis.contains(id)), "{:?} not among {amis:?}", data.image_id());
+        let user_data = stowage_aws::userdata::base64_decode(data.user_data().unwrap()).unwrap();
+        let config = match stowage_e2e::nodeadm_reads(&checker, &user_data).unwrap() {
+            Ok(c) => c,
+            Err(e) => panic!("nodeadm refuses the user data: {e}\n{}", String::from_utf8_lossy(&user_data)),
+        };
+        let cluster = &config["spec"]["cluster"];
+        assert_eq!(cluster["name"], CLUSTER);
+        let info = e2e_setup::aws_options().cluster;
+        assert_eq!(cluster["apiServerEndpoint"], info.endpoint.as_str());
+        assert_eq!(cluster["certificateAuthority"], info.ca_bundle.as_str(), "nodeadm decodes it from base64; Go re-encodes it the same");
+        assert_eq!(cluster["cidr"], info.service_cidr.as_deref().unwrap());
+        let kubelet = &config["spec"]["kubelet"];
+        assert!(kubelet["config"]["maxPods"].as_i64().is_some_and(|n| n > 0), "{kubelet}");
+        let flags: Vec<&str> = kubelet["flags"].as_array().unwrap().iter().filter_map(|f| f.as_str()).collect();
+        let labels = flags.iter().find_map(|f| f.strip_prefix("--node-labels=")).unwrap_or_else(|| panic!("no --node-labels in {flags:?}"));
+        assert!(labels.split(',').any(|l| l == "karpenter.sh/nodepool=default"), "{labels}");
+        let taints = flags.iter().find_map(|f| f.strip_prefix("--register-with-taints=")).unwrap_or_else(|| panic!("no --register-with-taints in {flags:?}"));
+        assert!(taints.split(',').any(|t| t == "karpenter.sh/unregistered:NoExecute"), "{taints}");
+    }
+
+    // A user data nodeadm refuses is told apart (the checker can fail): the same NodeConfig without the
+    // service CIDR, as stowage wrote it before it asked EKS.
+    let broken = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: demo\n    apiServerEndpoint: https://127.0.0.1:6443\n    certificateAuthority: Q0EK\n--B--\n";
+    let refused = stowage_e2e::nodeadm_reads(&checker, broken.as_bytes()).unwrap().unwrap_err();
+    assert!(refused.contains("CIDR"), "{refused}");
+
     w.assert_no_leak().await;
     w.stop(c, false).await;
 }

@@ -30,8 +30,8 @@ const CRD_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl ControlPlane {
     /// Builds the binaries if needed, starts a fresh cluster in `target/e2e/<name>/cluster` on five free
-    /// ports, connects, installs the Karpenter CRDs generated from `stowage_input::api` and waits until they are
-    /// Established.
+    /// ports, connects, installs Karpenter v1.14.1's own NodePool, NodeClaim and EC2NodeClass CRDs
+    /// ([`karpenter_aws_crds`]) and waits until they are Established.
     pub async fn start(name: &str) -> Result<Self> {
         check_name(name)?;
         let t0 = Instant::now();
@@ -65,7 +65,10 @@ impl ControlPlane {
 
         let kubeconfig = dir.join("admin.kubeconfig");
         let client = client_from(&kubeconfig).await?;
-        install_crds(&client).await?;
+        // The CRDs of a Karpenter v1 user, not stowage's generated ones: what stowage writes must pass
+        // Karpenter's own schemas and validation rules.
+        let crds = karpenter_aws_crds(&log).await?;
+        install_crd_dir(&client, &crds.join("karpenter")).await?;
         let started_in = t0.elapsed();
         eprintln!("stowage e2e: control plane {name} up in {:.1}s (apiserver https://127.0.0.1:{}, run dir {})", started_in.as_secs_f64(), ports.base + 2, dir.display());
         Ok(ControlPlane { name: name.to_string(), dir, port_base: ports.base, kubeconfig, k8s_bin, client, started_in, watchdog, _ports: ports, _lock: lock })
@@ -188,28 +191,52 @@ async fn client_from(kubeconfig: &Path) -> Result<kube::Client> {
     kube::Client::try_from(config).map_err(|e| Error::kube("building a client from the admin kubeconfig", e))
 }
 
-async fn install_crds(client: &kube::Client) -> Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crds = stowage_input::api::crds();
-    for crd in &crds {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        match api.create(&PostParams::default(), crd).await {
+/// Karpenter v1.14.1's own CRDs, as a Karpenter user on EKS has them installed (NodePool, NodeClaim,
+/// EC2NodeClass; `karpenter/`), and nodeadm's NodeConfig CRD (`nodeadm/`), fetched from the Go module
+/// proxy by `peers/karpenter/crds.sh` (idempotent; a few milliseconds once cached). Returns the folder.
+pub async fn karpenter_aws_crds(log: &Path) -> Result<PathBuf> {
+    let script = repo_root().join("peers").join("karpenter").join("crds.sh");
+    let out = run_script(&script, "fetch", &[], log).await?;
+    out.lines().rev().map(PathBuf::from).find(|p| p.is_absolute() && p.join("karpenter").is_dir()).ok_or_else(|| Error::Invalid(format!("crds.sh printed no CRD folder: {out:?}")))
+}
+
+/// Creates (or replaces, keeping nothing of the old schema) every CRD in `dir` (one `*.yaml` file each)
+/// and waits until each is Established. Returns their names.
+pub async fn install_crd_dir(kube: &kube::Client, dir: &Path) -> Result<Vec<String>> {
+    let api: Api<CustomResourceDefinition> = Api::all(kube.clone());
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(format!("reading {}", dir.display()), e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    let mut names = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).map_err(|e| Error::io(format!("reading {}", file.display()), e))?;
+        // stowage's own reader (serde-saphyr under its parser budget), then the typed CRD.
+        let docs = stowage_input::read::parse_text(file, &text).map_err(|e| Error::Invalid(format!("{}: {e}", file.display())))?;
+        let [doc] = docs.as_slice() else { return Err(Error::Invalid(format!("{}: expected one document, found {}", file.display(), docs.len()))) };
+        let mut crd: CustomResourceDefinition = serde_json::from_value(doc.value.clone()).map_err(|e| Error::Invalid(format!("{}: not a CustomResourceDefinition: {e}", file.display())))?;
+        let name = crd.metadata.name.clone().ok_or_else(|| Error::Invalid(format!("{}: CRD without a name", file.display())))?;
+        match api.create(&PostParams::default(), &crd).await {
             Ok(_) => {}
-            // Fresh etcd on every start, but keep a re-run against a live cluster harmless.
-            Err(e) if kube_conflict(&e) => {}
-            Err(e) => return Err(Error::kube(format!("creating CRD {name}"), e)),
+            Err(e) if kube_conflict(&e) => {
+                // stowage's own NodePool/NodeClaim CRDs: a full replace, so no field of their schema stays.
+                let existing = api.get(&name).await.map_err(|e| Error::kube(format!("getting CRD {name}"), e))?;
+                crd.metadata.resource_version = existing.metadata.resource_version;
+                api.replace(&name, &PostParams::default(), &crd).await.map_err(|e| Error::kube(format!("replacing CRD {name} with {}", file.display()), e))?;
+            }
+            Err(e) => return Err(Error::kube(format!("creating CRD {name} from {}", file.display()), e)),
         }
+        names.push(name);
     }
-    for crd in &crds {
-        let name = crd.metadata.name.clone().unwrap_or_default();
+    for name in &names {
         let cond = kube::runtime::wait::conditions::is_crd_established();
-        match tokio::time::timeout(CRD_TIMEOUT, kube::runtime::wait::await_condition(api.clone(), &name, cond)).await {
+        match tokio::time::timeout(CRD_TIMEOUT, kube::runtime::wait::await_condition(api.clone(), name, cond)).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => return Err(Error::Invalid(format!("waiting for CRD {name} to be Established: {e}"))),
-            Err(_) => {
-                return Err(Error::Timeout { what: format!("CRD {name} to be Established"), after: CRD_TIMEOUT, last: "not Established".to_string() });
-            }
+            Err(_) => return Err(Error::Timeout { what: format!("CRD {name} to be Established"), after: CRD_TIMEOUT, last: "not Established".to_string() }),
         }
     }
-    Ok(())
+    Ok(names)
 }

@@ -3,8 +3,8 @@
 //!
 //! - The binary and the CRDs of that module version come from `peers/karpenter/build-operator.sh`
 //!   (cached under `$STOWAGE_CACHE/karpenter-kwok-<version>/`; `crds/` holds the YAML).
-//! - [`KarpenterOperator::start`] replaces the NodePool and NodeClaim CRDs the control plane installed
-//!   (stowage's, generated from `stowage_input::api`) with Karpenter's own, adds KWOKNodeClass, NodeOverlay
+//! - [`KarpenterOperator::start`] installs the module's NodePool and NodeClaim CRDs over the ones the
+//!   control plane installed (the same Karpenter version's), adds KWOKNodeClass, NodeOverlay
 //!   and CapacityBuffer, writes the instance-types file if one is given as JSON, and runs the operator with
 //!   the admin kubeconfig, leader election off, metrics and health probes on two free local ports and its
 //!   log in `target/e2e/<control plane name>/karpenter/karpenter.log`. It returns once `/readyz` answers 200.
@@ -19,14 +19,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
-
+use super::control_plane::install_crd_dir;
 use super::process::{PortBlock, run_script};
-use super::{ControlPlane, Error, Probe, Result, e2e_root, kube_conflict, poll_until, repo_root};
+use super::{ControlPlane, Error, Probe, Result, e2e_root, poll_until, repo_root};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
-const CRD_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The instance types the KWOK provider offers.
 #[derive(Clone, Debug, Default)]
@@ -151,45 +148,10 @@ impl KarpenterOperator {
         Ok(OperatorBuild { binary, crds })
     }
 
-    /// Creates (or replaces, keeping nothing of the old schema) every CRD in `dir` and waits until each is
-    /// Established. Returns their names.
+    /// Creates (or replaces) every CRD in `dir` and waits until each is Established
+    /// ([`crate::control_plane::install_crd_dir`]). Returns their names.
     pub async fn install_crds(kube: &kube::Client, dir: &Path) -> Result<Vec<String>> {
-        let api: Api<CustomResourceDefinition> = Api::all(kube.clone());
-        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(|e| Error::io(format!("reading {}", dir.display()), e))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-            .collect();
-        files.sort();
-        let mut names = Vec::new();
-        for file in &files {
-            let text = std::fs::read_to_string(file).map_err(|e| Error::io(format!("reading {}", file.display()), e))?;
-            // stowage's own reader (serde-saphyr under its parser budget), then the typed CRD.
-            let docs = stowage_input::read::parse_text(file, &text).map_err(|e| Error::Invalid(format!("{}: {e}", file.display())))?;
-            let [doc] = docs.as_slice() else { return Err(Error::Invalid(format!("{}: expected one document, found {}", file.display(), docs.len()))) };
-            let mut crd: CustomResourceDefinition = serde_json::from_value(doc.value.clone()).map_err(|e| Error::Invalid(format!("{}: not a CustomResourceDefinition: {e}", file.display())))?;
-            let name = crd.metadata.name.clone().ok_or_else(|| Error::Invalid(format!("{}: CRD without a name", file.display())))?;
-            match api.create(&PostParams::default(), &crd).await {
-                Ok(_) => {}
-                Err(e) if kube_conflict(&e) => {
-                    // stowage's own NodePool/NodeClaim CRDs: a full replace, so no field of their schema stays.
-                    let existing = api.get(&name).await.map_err(|e| Error::kube(format!("getting CRD {name}"), e))?;
-                    crd.metadata.resource_version = existing.metadata.resource_version;
-                    api.replace(&name, &PostParams::default(), &crd).await.map_err(|e| Error::kube(format!("replacing CRD {name} with {}", file.display()), e))?;
-                }
-                Err(e) => return Err(Error::kube(format!("creating CRD {name} from {}", file.display()), e)),
-            }
-            names.push(name);
-        }
-        for name in &names {
-            let cond = kube::runtime::wait::conditions::is_crd_established();
-            match tokio::time::timeout(CRD_TIMEOUT, kube::runtime::wait::await_condition(api.clone(), name, cond)).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => return Err(Error::Invalid(format!("waiting for CRD {name} to be Established: {e}"))),
-                Err(_) => return Err(Error::Timeout { what: format!("CRD {name} to be Established"), after: CRD_TIMEOUT, last: "not Established".to_string() }),
-            }
-        }
-        Ok(names)
+        install_crd_dir(kube, dir).await
     }
 
     /// Builds if needed, installs the CRDs, starts the operator against `cp` and waits for `/readyz`.

@@ -16,12 +16,14 @@
 //! ```
 //!
 //! - [`ControlPlane`] runs `tests/control-plane/build.sh` and `cluster.sh start` in its own run dir
-//!   (`target/e2e/<name>/cluster`) on its own five ports, installs stowage's Karpenter CRDs and returns a
-//!   `kube::Client`. [`Moto`] does the same for `tests/moto/moto.sh` and prepares a VPC, three subnets and a
+//!   (`target/e2e/<name>/cluster`) on its own five ports, installs Karpenter v1.14.1's own NodePool,
+//!   NodeClaim and EC2NodeClass CRDs and returns a `kube::Client`. [`Moto`] does the same for `tests/moto/moto.sh` and prepares a VPC, three subnets and a
 //!   security group tagged for discovery.
 //! - [`KarpenterOperator`] runs Karpenter's own operator with its KWOK cloud provider against a control
 //!   plane (its CRDs, its log under `target/e2e/<name>/karpenter/`); [`Kubelet::start_kwok`] plays the
 //!   kubelets of the Nodes it creates.
+//! - [`nodeadm_reads`] runs nodeadm's own user-data parser and validation (`peers/nodeadm/check.sh`) on
+//!   the user data a launch template carries.
 //! - Processes never outlive the test: each component has a watchdog (`bash -c 'read; <script> stop'`
 //!   in its own process group) whose stdin is a pipe held by the test process. Dropping the handle, an
 //!   explicit `stop`, a panic or even `SIGKILL` of the test binary close the pipe, and the watchdog stops
@@ -37,6 +39,7 @@ mod faults;
 mod karpenter;
 mod kubelet;
 mod moto;
+mod nodeadm;
 mod process;
 mod volumes;
 
@@ -44,11 +47,12 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-pub use control_plane::ControlPlane;
+pub use control_plane::{ControlPlane, install_crd_dir, karpenter_aws_crds};
 pub use faults::{CapacityError, RandomFaults};
 pub use karpenter::{InstanceTypes, KarpenterConfig, KarpenterOperator, OperatorBuild};
 pub use kubelet::{KWOK_PROVIDER_PREFIX, Kubelet, KubeletConfig, UNREGISTERED_TAINT_KEY};
 pub use moto::{DISCOVERY_TAG_KEY, DISCOVERY_TAG_VALUE, Moto, NODE_ROLE, Network, REGION, ZONES};
+pub use nodeadm::{nodeadm_checker, nodeadm_reads};
 pub use volumes::{PROVISIONED_BY_ANNOTATION, SELECTED_NODE_ANNOTATION, STORAGE_PROVISIONER_ANNOTATION, VolumeProvisioner, VolumeProvisionerConfig};
 
 /// An error of the harness, with enough context to say which step failed.
