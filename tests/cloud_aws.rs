@@ -2,7 +2,7 @@
 //! errors and throttling injected by the middleware in front of it (`tests/moto/ice_server.py`).
 //! No mocks: every call goes through aws-sdk-ec2 and moto's EC2 implementation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use stowage_aws::cluster::{ClusterError, ClusterFlags};
@@ -298,6 +298,59 @@ async fn catalog_from_ec2_with_embedded_prices_and_synthetic_spot() {
     eprintln!("cached catalog: {:.3}s", t1.elapsed().as_secs_f64());
     moto.stop().await.unwrap();
     eprintln!("catalog test: {:.1}s", t0.elapsed().as_secs_f64());
+}
+
+/// The on-demand price of a type in a catalog (the same in every zone).
+fn on_demand_price(c: &stowage_core::domain::catalog::Catalog, instance_type: &str) -> Option<f64> {
+    c.get(instance_type)?.offerings.iter().find(|o| o.capacity_type == "on-demand").map(|o| o.price)
+}
+
+/// Issue 16 item 5: on-demand prices per region from the AWS Price List API (moto has none; the
+/// middleware answers GetProducts in its JSON shape from seeded prices), sent to the endpoint Karpenter
+/// picks for the region, over the embedded us-east-1 table; the table where the API is not asked
+/// (isolatedVPC) or fails, said in the provenance; throttled calls retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_demand_prices_come_from_the_price_list_api_per_region() {
+    let moto = Moto::start("cloud-aws-pricing").await.unwrap();
+    moto.seed_prices("eu-west-1", &[("m5.large", 0.107), ("c5.large", 0.101)], &[("m5.metal", 5.136)]).await.unwrap();
+    let embedded = |t: &str| stowage_aws::pricing::on_demand(t).unwrap();
+
+    // eu-west-1, the API answering (after two throttled calls, retried).
+    moto.throttle(Some("GetProducts"), 2).await.unwrap();
+    let aws = AwsProvider::new(&moto.sdk_config_in("eu-west-1"), CLUSTER, options()).unwrap();
+    let c = aws.catalog().await.unwrap();
+    assert_eq!(c.region.as_deref(), Some("eu-west-1"));
+    assert_eq!(on_demand_price(&c, "m5.large"), Some(0.107));
+    assert_eq!(on_demand_price(&c, "c5.large"), Some(0.101));
+    if c.get("m5.metal").is_some() {
+        assert_eq!(on_demand_price(&c, "m5.metal"), Some(5.136), "bare metal comes from the second query");
+    }
+    assert_eq!(on_demand_price(&c, "r5.large"), Some(embedded("r5.large")), "a type the API does not price keeps the table's price");
+    assert!(c.provenance.iter().any(|p| p.contains("Price List API for eu-west-1 (3 types)")), "{:#?}", c.provenance);
+    assert_eq!(count(&moto, "throttled", "GetProducts").await, 2);
+    let state = moto.fault_state().await.unwrap();
+    let regions: BTreeSet<&str> = state["pricingRegions"].as_array().unwrap().iter().filter_map(|r| r.as_str()).collect();
+    assert_eq!(regions, BTreeSet::from(["eu-central-1"]), "eu- regions ask the eu-central-1 endpoint");
+    // Cached: a second catalog asks nothing.
+    let calls = count(&moto, "requests", "GetProducts").await;
+    aws.catalog().await.unwrap();
+    assert_eq!(count(&moto, "requests", "GetProducts").await, calls);
+
+    // isolatedVPC: not asked; us-east-1's table, said loudly.
+    let isolated = AwsProvider::new(&moto.sdk_config_in("eu-west-1"), CLUSTER, AwsOptions { isolated_vpc: true, ..options() }).unwrap();
+    let c = isolated.catalog().await.unwrap();
+    assert_eq!(count(&moto, "requests", "GetProducts").await, calls, "isolatedVPC sends no GetProducts");
+    assert_eq!(on_demand_price(&c, "m5.large"), Some(embedded("m5.large")));
+    assert!(c.provenance.iter().any(|p| p.contains("US-EAST-1 PRICES USED FOR THIS REGION") && p.contains("isolatedVPC")), "{:#?}", c.provenance);
+
+    // A region the API has no prices for: the table, and why; the ap- endpoint.
+    let sydney = AwsProvider::new(&moto.sdk_config_in("ap-southeast-2"), CLUSTER, options()).unwrap();
+    let c = sydney.catalog().await.unwrap();
+    assert_eq!(on_demand_price(&c, "m5.large"), Some(embedded("m5.large")));
+    assert!(c.provenance.iter().any(|p| p.contains("US-EAST-1 PRICES") && p.contains("Price List API failed") && p.contains("ap-southeast-2")), "{:#?}", c.provenance);
+    let state = moto.fault_state().await.unwrap();
+    assert_eq!(state["pricingRegions"].as_array().unwrap().last().and_then(|r| r.as_str()), Some("ap-south-1"));
+    moto.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -219,6 +219,9 @@ fn the_deployments_args_parse_as_stowage_controller_with_the_charts_values() {
     let c = super::controller::config(&a).unwrap();
     assert_eq!((c.batch.idle, c.batch.max), (std::time::Duration::from_secs(2), std::time::Duration::from_secs(90)));
     assert!(c.consolidation.spot_to_spot, "settings.featureGates.spotToSpotConsolidation");
+    assert!(!a.connect.isolated_vpc);
+    values["settings"]["isolatedVPC"] = true.into();
+    assert!(parse_controller(&render_args(&deployment, &values)).connect.isolated_vpc, "settings.isolatedVPC");
 }
 
 #[test]

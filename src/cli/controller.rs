@@ -47,6 +47,10 @@ pub struct ConnectArgs {
     /// Cluster DNS addresses (comma separated), for node user data.
     #[arg(long, value_delimiter = ',')]
     pub cluster_dns: Vec<String>,
+    /// Karpenter's isolatedVPC: the AWS Price List API is not reachable, so on-demand prices stay the
+    /// embedded (us-east-1) table's instead of the region's.
+    #[arg(long, env = "ISOLATED_VPC", default_value_t = false, action = clap::ArgAction::Set)]
+    pub isolated_vpc: bool,
     /// Resolve `al2023@...` AMI aliases to plain Amazon Linux 2023 images (EC2 emulators only).
     #[arg(long, hide = true)]
     pub plain_al2023_fallback: bool,
@@ -195,6 +199,7 @@ async fn aws_provider(c: &ConnectArgs, launches: bool) -> Result<AwsProvider, St
         Err(e) => tracing::debug!(error = %e, "no cluster facts; not needed to read the catalog"),
     }
     opts.alias.plain_al2023_fallback = c.plain_al2023_fallback;
+    opts.isolated_vpc = c.isolated_vpc;
     AwsProvider::new(&sdk, cluster, opts).map_err(|e| e.to_string())
 }
 

@@ -22,7 +22,14 @@ moto's own app (the same `DomainDispatcherApplication` `moto_server` serves) and
         with one of `errors` (default: the two above, EC2's throttling and 5xx), without reaching
         moto. The draws come from Python's `random.Random(seed)` in request order, so a seed fixes
         the sequence of faults for a given sequence of requests.
-    POST /stowage/reset     clears every rule and counter.
+    POST /stowage/prices    {"region": "eu-west-1", "prices": {"m5.large": 0.107}, "metalPrices": {"m5.metal": 5.136}}
+        moto has no AWS Price List API: from now on `AWSPriceListService.GetProducts` (JSON 1.1, any host) is
+        answered here, from the prices seeded per region (shared-tenancy instances, and bare metal for the
+        Dedicated / "Compute Instance (bare metal)" query), as Price List items in the API's JSON shape,
+        `MaxResults` per page with a `NextToken`. Filters other than Karpenter's on-demand Linux ones match
+        nothing. Throttle and fault rules apply (action `GetProducts`, a JSON error). Each call's signing
+        region (the Price List endpoint the client chose) is listed in `/stowage/state` `pricingRegions`.
+    POST /stowage/reset     clears every rule and counter (and the seeded prices).
     GET  /stowage/state     {"iceRules": [...], "throttleRules": [...], "faultRule": {...} or null,
                              "requests": {action: n}, "throttled": {action: n}, "iceErrors": n,
                              "injected": {action: {code: n}}}
@@ -65,6 +72,8 @@ class State:
         self.fault_rule = None
         self.fault_rng = None
         self.injected = {}
+        self.prices = {}
+        self.pricing_regions = []
 
     def snapshot(self):
         return {
@@ -75,6 +84,7 @@ class State:
             "throttled": self.throttled,
             "iceErrors": self.ice_errors,
             "injected": self.injected,
+            "pricingRegions": self.pricing_regions,
         }
 
     def random_fault(self, action, environ):
@@ -115,6 +125,28 @@ def ec2_error(start_response, status, code, message):
         [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))],
     )
     return [body]
+
+
+def json_error(start_response, status, code, message):
+    """An error as the AWS JSON 1.1 protocol (Price List API) sends it."""
+    out = json.dumps({"__type": code, "message": message}).encode()
+    start_response(f"{status} Error", [("Content-Type", "application/x-amz-json-1.1"), ("Content-Length", str(len(out))), ("x-amzn-ErrorType", code)])
+    return [out]
+
+
+def price_item(instance_type, usd, region, tenancy, family):
+    """One Price List item (a JSON document in a string), trimmed to the fields AWS sends that matter here."""
+    sku = "STOWAGE" + instance_type.replace(".", "").upper()
+    return json.dumps({
+        "product": {"productFamily": family, "sku": sku, "attributes": {
+            "instanceType": instance_type, "regionCode": region, "tenancy": tenancy, "operatingSystem": "Linux",
+            "preInstalledSw": "NA", "capacitystatus": "Used", "marketoption": "OnDemand", "servicecode": "AmazonEC2"}},
+        "serviceCode": "AmazonEC2",
+        "terms": {"OnDemand": {f"{sku}.JRTCKXETXF": {"sku": sku, "offerTermCode": "JRTCKXETXF", "priceDimensions": {
+            f"{sku}.JRTCKXETXF.6YS6EN2CT7": {"unit": "Hrs", "pricePerUnit": {"USD": f"{float(usd):.10f}"},
+                                             "description": f"${usd} per On Demand Linux {instance_type} Instance Hour"}}}}},
+        "version": "stowage-seeded", "publicationDate": "2026-12-01T00:00:00Z",
+    })
 
 
 def subnet_zone(subnet_id):
@@ -209,6 +241,8 @@ class Middleware:
         path = environ.get("PATH_INFO", "")
         if path.startswith("/stowage/"):
             return self.control(path, environ, start_response)
+        if environ.get("HTTP_X_AMZ_TARGET") == "AWSPriceListService.GetProducts":
+            return self.get_products(environ, start_response)
         if environ.get("REQUEST_METHOD") != "POST" or "x-www-form-urlencoded" not in environ.get("CONTENT_TYPE", ""):
             return self.app(environ, start_response)
         length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -295,6 +329,45 @@ class Middleware:
         start_response(captured["status"], headers)
         return [out]
 
+    def get_products(self, environ, start_response):
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        req = json.loads(environ["wsgi.input"].read(length) or b"{}")
+        auth = environ.get("HTTP_AUTHORIZATION", "")
+        scope = auth.split("Credential=", 1)[1].split(",", 1)[0].split("/") if "Credential=" in auth else []
+        action = "GetProducts"
+        with self.state.lock:
+            st = self.state
+            st.requests[action] = st.requests.get(action, 0) + 1
+            st.pricing_regions.append(scope[2] if len(scope) > 2 else "")
+            for rule in st.throttle_rules:
+                if rule["remaining"] > 0 and rule.get("action") in (None, action):
+                    rule["remaining"] -= 1
+                    st.throttled[action] = st.throttled.get(action, 0) + 1
+                    return json_error(start_response, rule["status"], rule["code"], rule["message"])
+            fault = st.random_fault(action, environ)
+            if fault is not None:
+                return json_error(start_response, fault[1], fault[0], fault[2])
+            filters = {f.get("Field"): f.get("Value") for f in req.get("Filters", [])}
+            wanted = {"serviceCode": "AmazonEC2", "preInstalledSw": "NA", "operatingSystem": "Linux", "capacitystatus": "Used", "marketoption": "OnDemand"}
+            seeded = st.prices.get(filters.get("regionCode"), {})
+            if req.get("ServiceCode") != "AmazonEC2" or any(filters.get(k) != v for k, v in wanted.items()):
+                table = {}
+            elif (filters.get("tenancy"), filters.get("productFamily")) == ("Shared", "Compute Instance"):
+                table = seeded.get("prices", {})
+            elif (filters.get("tenancy"), filters.get("productFamily")) == ("Dedicated", "Compute Instance (bare metal)"):
+                table = seeded.get("metalPrices", {})
+            else:
+                table = {}
+            items = [price_item(t, p, filters.get("regionCode"), filters.get("tenancy"), filters.get("productFamily")) for t, p in sorted(table.items())]
+        start = int(req.get("NextToken") or 0)
+        size = int(req.get("MaxResults") or 100)
+        page = {"FormatVersion": "aws_v1", "PriceList": items[start:start + size]}
+        if start + size < len(items):
+            page["NextToken"] = str(start + size)
+        out = json.dumps(page).encode()
+        start_response("200 OK", [("Content-Type", "application/x-amz-json-1.1"), ("Content-Length", str(len(out)))])
+        return [out]
+
     def control(self, path, environ, start_response):
         length = int(environ.get("CONTENT_LENGTH") or 0)
         raw = environ["wsgi.input"].read(length) if length else b""
@@ -338,6 +411,11 @@ class Middleware:
                 st.fault_rule = rule
                 st.fault_rng = random.Random(rule["seed"])
                 return json_response(start_response, "200 OK", {"faultRule": rule})
+            if path == "/stowage/prices" and environ["REQUEST_METHOD"] == "POST":
+                if not isinstance(body.get("region"), str):
+                    return json_response(start_response, "400 Bad Request", {"error": "region is required"})
+                st.prices[body["region"]] = {"prices": body.get("prices") or {}, "metalPrices": body.get("metalPrices") or {}}
+                return json_response(start_response, "200 OK", {"regions": sorted(st.prices)})
             if path == "/stowage/reset" and environ["REQUEST_METHOD"] == "POST":
                 st.reset()
                 return json_response(start_response, "200 OK", {})

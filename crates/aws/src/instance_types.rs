@@ -25,7 +25,7 @@ use aws_sdk_ec2::types::{Filter, LocationType, UsageClassType};
 use super::Ec2;
 use super::errors::AwsError;
 use super::ice::IceCache;
-use super::pricing::{self, SpotPrices};
+use super::pricing::{self, OnDemandPrices, SpotPrices};
 use stowage_core::catalog::aws as formulas;
 use stowage_core::domain::catalog::{AwsFacts, Catalog, InstanceType, Offering};
 use stowage_core::domain::nodepool::KubeletSettings;
@@ -151,7 +151,7 @@ fn offerings(name: &str, zones: &BTreeSet<String>, od: f64, spot_ok: bool, od_ok
 }
 
 /// Builds the catalog for `zones` from fetched data (module docs).
-pub fn build(region: &str, zones: &BTreeSet<String>, data: &TypeData, spot: &SpotPrices, ice: &IceCache) -> Catalog {
+pub fn build(region: &str, zones: &BTreeSet<String>, data: &TypeData, spot: &SpotPrices, on_demand: &OnDemandPrices, ice: &IceCache) -> Catalog {
     let mut types = Vec::new();
     let (mut unpriced, mut changed) = (0, 0);
     for info in &data.types {
@@ -159,7 +159,7 @@ pub fn build(region: &str, zones: &BTreeSet<String>, data: &TypeData, spot: &Spo
             unpriced += 1;
             continue;
         };
-        let Some(od) = pricing::on_demand(&info.name) else {
+        let Some(od) = on_demand.price(&info.name) else {
             unpriced += 1;
             continue;
         };
@@ -199,10 +199,7 @@ pub fn build(region: &str, zones: &BTreeSet<String>, data: &TypeData, spot: &Spo
         format!(
             "Capacity and overhead: Karpenter's AL2023 formulas (src/catalog/aws.rs) on the API's facts; {changed} types' facts differ from the embedded catalog's and were recomputed. Labels and extended resources: the embedded catalog."
         ),
-        format!(
-            "On-demand prices: the embedded catalog (models/catalog/aws-us-east-1.json, Karpenter's generated table){}; the Pricing API is not used.",
-            if region == "us-east-1" { "" } else { ", us-east-1 prices used for this region" }
-        ),
+        on_demand.provenance(region),
         spot.provenance(),
         "Availability: offerings in the unavailable-offerings (ICE) cache for 3 minutes after a capacity error are marked available: false.".to_string(),
     ];
@@ -248,7 +245,7 @@ mod tests {
         let zones: BTreeSet<String> = ["us-east-1a", "us-east-1b", "us-east-1c"].iter().map(|s| s.to_string()).collect();
         let ice = IceCache::new(Duration::from_secs(180));
         ice.mark("spot:m5.large:us-east-1b", "InsufficientInstanceCapacity");
-        let c = build("us-east-1", &zones, &data(), &SpotPrices::synthetic("test"), &ice);
+        let c = build("us-east-1", &zones, &data(), &SpotPrices::synthetic("test"), &OnDemandPrices::embedded("test"), &ice);
         assert_eq!(c.types.len(), 1, "types without a price are left out");
         let m5 = c.get("m5.large").unwrap();
         let a = m5.allocatable();
@@ -259,6 +256,26 @@ mod tests {
         assert!(!spot_b.available && spot_b.synthetic);
         assert!(m5.offerings.iter().filter(|o| o.capacity_type == "on-demand").all(|o| o.available && (o.price - 0.096).abs() < 1e-9));
         assert!(c.provenance.iter().any(|p| p.starts_with("SPOT PRICES ARE SYNTHETIC")));
+    }
+
+    #[test]
+    fn the_price_list_apis_prices_win_and_unpriced_types_keep_the_tables() {
+        let zones: BTreeSet<String> = ["eu-west-1a"].iter().map(|s| s.to_string()).collect();
+        let mut d = data();
+        d.zones.insert("m5.large".into(), zones.clone());
+        let ice = IceCache::new(Duration::from_secs(180));
+        // The API prices m5.large for the region and also the type the table lacks.
+        let api = OnDemandPrices::from_api("eu-west-1", [("m5.large".to_string(), 0.107), ("zz.unknown".to_string(), 1.0)].into_iter().collect());
+        let c = build("eu-west-1", &zones, &d, &SpotPrices::synthetic("test"), &api, &ice);
+        let od = c.get("m5.large").unwrap().offerings.iter().find(|o| o.capacity_type == "on-demand").unwrap().price;
+        assert!((od - 0.107).abs() < 1e-12, "{od}");
+        assert!(c.get("zz.unknown").is_none(), "a type the embedded catalog lacks has no labels or facts to plan with");
+        assert!(c.provenance.iter().any(|p| p.contains("Price List API for eu-west-1 (2 types)")), "{:?}", c.provenance);
+        // Without the API, eu-west-1 gets us-east-1's prices, and the provenance shouts it.
+        let c = build("eu-west-1", &zones, &d, &SpotPrices::synthetic("test"), &OnDemandPrices::embedded("isolatedVPC is set"), &ice);
+        let od = c.get("m5.large").unwrap().offerings.iter().find(|o| o.capacity_type == "on-demand").unwrap().price;
+        assert!((od - 0.096).abs() < 1e-12, "{od}");
+        assert!(c.provenance.iter().any(|p| p.contains("US-EAST-1 PRICES USED FOR THIS REGION") && p.contains("isolatedVPC")), "{:?}", c.provenance);
     }
 
     #[test]

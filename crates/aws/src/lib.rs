@@ -111,7 +111,7 @@ use self::ice::{IceCache, offering_key, subnet_key};
 use self::instance_profile::Iam;
 use self::instance_types::TypeData;
 use self::launch_template::TemplateSpec;
-use self::pricing::SpotPrices;
+use self::pricing::{OnDemandPrices, PriceList, SpotPrices};
 use self::retry::{RetryPolicy, call_with_retries};
 pub use self::userdata::ClusterInfo;
 use stowage_core::domain::catalog::Catalog;
@@ -159,8 +159,11 @@ pub struct AwsOptions {
     pub discovery_ttl: Duration,
     /// Instance types and offerings (Karpenter: 12 h).
     pub types_ttl: Duration,
-    /// Spot prices (Karpenter: 12 h).
+    /// Spot and on-demand prices (Karpenter: 12 h).
     pub prices_ttl: Duration,
+    /// Karpenter's `isolatedVPC`: no endpoint for the Price List API, so on-demand prices stay the
+    /// embedded table's.
+    pub isolated_vpc: bool,
     /// Unavailable offerings (Karpenter: 3 min).
     pub ice_ttl: Duration,
     /// After a failed fetch, how long the offline catalog / synthetic spot prices are served before
@@ -180,6 +183,7 @@ impl Default for AwsOptions {
             discovery_ttl: Duration::from_secs(60),
             types_ttl: Duration::from_secs(12 * 3600),
             prices_ttl: Duration::from_secs(12 * 3600),
+            isolated_vpc: false,
             ice_ttl: ice::DEFAULT_TTL,
             offline_retry: Duration::from_secs(60),
             profile_gc_interval: Duration::from_secs(300),
@@ -200,12 +204,14 @@ struct CatalogState {
     types: Option<Arc<TypeData>>,
     types_failed: Option<(Instant, String)>,
     spot: Option<(SpotPrices, Instant, Duration)>,
+    on_demand: Option<(OnDemandPrices, Instant, Duration)>,
 }
 
 /// The AWS implementation of [`CloudProvider`] (module docs).
 pub struct AwsProvider {
     ec2: Ec2,
     iam: Iam,
+    price_list: PriceList,
     cluster: String,
     region: String,
     opts: AwsOptions,
@@ -257,7 +263,13 @@ impl AwsProvider {
 
         let conf = aws_sdk_ec2::config::Builder::from(sdk).retry_config(RetryConfig::standard().with_max_attempts(1)).build();
         let iam_conf = aws_sdk_iam::config::Builder::from(sdk).retry_config(aws_sdk_iam::config::retry::RetryConfig::standard().with_max_attempts(1)).build();
+        // The Price List API answers from a few regions only (pricing::pricing_api_region).
+        let pricing_conf = aws_sdk_pricing::config::Builder::from(sdk)
+            .region(aws_sdk_pricing::config::Region::new(pricing::pricing_api_region(&region)))
+            .retry_config(aws_sdk_pricing::config::retry::RetryConfig::standard().with_max_attempts(1))
+            .build();
         Ok(AwsProvider {
+            price_list: PriceList { client: aws_sdk_pricing::Client::from_conf(pricing_conf), retry: options.retry.clone() },
             ec2: Ec2 { client: aws_sdk_ec2::Client::from_conf(conf), retry: options.retry.clone() },
             iam: Iam { client: aws_sdk_iam::Client::from_conf(iam_conf), retry: options.retry.clone() },
             cluster,
@@ -387,8 +399,8 @@ impl AwsProvider {
         lock(&self.nodeclasses).values().filter_map(|e| e.resolved.as_ref()).flat_map(|(r, _)| r.zones()).collect()
     }
 
-    /// Fetches what is stale; returns the type data (if any) and the spot prices.
-    async fn catalog_data(&self) -> (Option<Arc<TypeData>>, Option<String>, SpotPrices) {
+    /// Fetches what is stale; returns the type data (if any), the spot and the on-demand prices.
+    async fn catalog_data(&self) -> (Option<Arc<TypeData>>, Option<String>, SpotPrices, OnDemandPrices) {
         let mut st = self.catalog.lock().await;
         let types_stale = st.types.as_ref().is_none_or(|t| t.fetched_at.elapsed() >= self.opts.types_ttl);
         let recently_failed = st.types_failed.as_ref().is_some_and(|(at, _)| at.elapsed() < self.opts.offline_retry);
@@ -429,16 +441,41 @@ impl AwsProvider {
                 }
             }
         }
+        let on_demand_stale = st.on_demand.as_ref().is_none_or(|(_, at, ttl)| at.elapsed() >= *ttl);
+        if on_demand_stale {
+            if !pricing::pricing_api_serves(&self.region, self.opts.isolated_vpc) {
+                let why = if self.opts.isolated_vpc { "isolatedVPC is set".to_string() } else { format!("{} has no Price List API", self.region) };
+                st.on_demand = Some((OnDemandPrices::embedded(why), Instant::now(), Duration::MAX));
+            } else {
+                match pricing::fetch_on_demand(&self.price_list, &self.region).await {
+                    Ok(p) => {
+                        tracing::info!(types = p.len(), region = %self.region, "fetched on-demand prices from the Price List API");
+                        st.on_demand = Some((OnDemandPrices::from_api(&self.region, p), Instant::now(), self.opts.prices_ttl));
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot fetch on-demand prices; keeping the {} ones", if st.on_demand.as_ref().is_some_and(|p| p.0.from_the_api()) { "previous" } else { "embedded" });
+                        match st.on_demand.as_mut() {
+                            Some(p) if p.0.from_the_api() => {
+                                p.1 = Instant::now();
+                                p.2 = self.opts.offline_retry;
+                            }
+                            _ => st.on_demand = Some((OnDemandPrices::embedded(format!("the Price List API failed ({e})")), Instant::now(), self.opts.offline_retry)),
+                        }
+                    }
+                }
+            }
+        }
         let spot = st.spot.as_ref().map(|s| s.0.clone()).unwrap_or_else(|| SpotPrices::synthetic("no spot prices yet"));
-        (st.types.clone(), st.types_failed.as_ref().map(|(_, e)| e.clone()), spot)
+        let on_demand = st.on_demand.as_ref().map(|s| s.0.clone()).unwrap_or_else(|| OnDemandPrices::embedded("not fetched yet"));
+        (st.types.clone(), st.types_failed.as_ref().map(|(_, e)| e.clone()), spot, on_demand)
     }
 
     async fn catalog_for_zones(&self, zones: BTreeSet<String>) -> Catalog {
-        let (types, failed, spot) = self.catalog_data().await;
+        let (types, failed, spot, on_demand) = self.catalog_data().await;
         match types {
             Some(d) => {
                 let zones = if zones.is_empty() { d.zones.values().flatten().cloned().collect() } else { zones };
-                instance_types::build(&self.region, &zones, &d, &spot, &self.ice)
+                instance_types::build(&self.region, &zones, &d, &spot, &on_demand, &self.ice)
             }
             None => instance_types::offline(&self.region, &zones, &self.ice, failed.as_deref().unwrap_or("no data")),
         }

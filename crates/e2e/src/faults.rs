@@ -106,13 +106,21 @@ impl Moto {
         self.fault_request("POST", "/stowage/faults", body).await.map(|_| ())
     }
 
+    /// Seeds the Price List API the middleware emulates (moto has none) for `region`: on-demand prices of
+    /// shared-tenancy types and of bare-metal types (USD per hour).
+    pub async fn seed_prices(&self, region: &str, prices: &[(&str, f64)], metal: &[(&str, f64)]) -> Result<()> {
+        let map = |v: &[(&str, f64)]| v.iter().map(|(t, p)| (t.to_string(), json!(p))).collect::<serde_json::Map<String, Value>>();
+        self.fault_request("POST", "/stowage/prices", json!({"region": region, "prices": map(prices), "metalPrices": map(metal)})).await.map(|_| ())
+    }
+
     /// Removes every rule and resets the counters.
     pub async fn reset_faults(&self) -> Result<()> {
         self.fault_request("POST", "/stowage/reset", json!({})).await.map(|_| ())
     }
 
     /// `{"iceRules", "throttleRules", "faultRule", "requests": {action: n}, "throttled": {action: n},
-    /// "iceErrors", "injected": {action: {code: n}}}` (`injected` counts the random faults).
+    /// "iceErrors", "injected": {action: {code: n}}, "pricingRegions": [signing region of each
+    /// GetProducts]}` (`injected` counts the random faults).
     pub async fn fault_state(&self) -> Result<Value> {
         self.fault_request("GET", "/stowage/state", json!({})).await
     }

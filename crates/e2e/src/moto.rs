@@ -95,6 +95,12 @@ impl Moto {
         sdk_config(self.port)
     }
 
+    /// [`Moto::sdk_config`] in another region (moto serves every region on the same endpoint; the
+    /// network [`Moto::start`] prepared is in us-east-1 only).
+    pub fn sdk_config_in(&self, region: &str) -> aws_config::SdkConfig {
+        self.sdk_config().into_builder().region(aws_config::Region::new(region.to_string())).build()
+    }
+
     /// An IAM client for this server (same settings as [`Moto::ec2`]).
     pub fn iam(&self) -> aws_sdk_iam::Client {
         aws_sdk_iam::Client::from_conf(aws_sdk_iam::config::Builder::from(&self.sdk_config()).build())
