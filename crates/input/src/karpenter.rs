@@ -67,11 +67,10 @@ pub fn nodepool(o: &Obj<api::NodePool>) -> Result<NodePool, InputError> {
     };
     let disruption = spec.disruption.clone().unwrap_or_default();
     let consolidation = match disruption.consolidation_policy.as_deref() {
-        // Balanced (Karpenter v1.14) consolidates underutilised nodes only when the saving outweighs the
-        // disruption; stowage reads it as WhenEmptyOrUnderutilized, whose underutilised half is
-        // stowage_decide::consolidation (the simulator runs it; the controller removes empty nodes only
-        // so far, docs/aws-provider.md).
-        None | Some("WhenEmptyOrUnderutilized" | "Balanced") => ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        None | Some("WhenEmptyOrUnderutilized") => ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        // Karpenter v1.14: underutilised nodes go only when the saving outweighs the disruption
+        // (stowage_decide::balanced).
+        Some("Balanced") => ConsolidationPolicy::Balanced,
         Some("WhenEmpty") => ConsolidationPolicy::WhenEmpty,
         Some(o) => {
             return Err(ctx.err("spec.disruption.consolidationPolicy", format!("unknown policy {o:?} (WhenEmpty, WhenEmptyOrUnderutilized, Balanced)")));
@@ -291,9 +290,10 @@ mod tests {
     }
 
     #[test]
-    fn balanced_reads_as_when_empty_or_underutilized() {
+    fn consolidation_policies_are_read_and_unknown_ones_refused() {
         let p = nodepool(&pool("Balanced", serde_json::json!([]))).unwrap();
-        assert_eq!(p.consolidation, ConsolidationPolicy::WhenEmptyOrUnderutilized);
+        assert_eq!(p.consolidation, ConsolidationPolicy::Balanced);
+        assert_eq!(nodepool(&pool("WhenEmpty", serde_json::json!([]))).unwrap().consolidation, ConsolidationPolicy::WhenEmpty);
         let e = nodepool(&pool("Sometimes", serde_json::json!([]))).unwrap_err().to_string();
         assert!(e.contains("consolidationPolicy") && e.contains("Balanced"), "{e}");
     }
