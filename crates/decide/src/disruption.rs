@@ -143,6 +143,8 @@ pub fn pool_policy_at(p: &NodePool, now: Option<i64>) -> PoolPolicy {
         Some("Never") => None,
         Some(v) => humantime::parse_duration(v).ok(),
     };
+    // A static pool's nodes are not removed for emptiness (Karpenter: consolidateAfter is ignored).
+    let consolidate_after = consolidate_after.filter(|_| !stowage_input::unsupported::is_static(p));
     PoolPolicy { consolidate_after, budgets: reason_budgets(Some(p), REASON_EMPTY, now) }
 }
 
@@ -445,6 +447,16 @@ mod tests {
         assert!(d.decide(&cs, &empty_zero, t(0)).is_empty(), "an Empty budget of 0 keeps empty nodes");
         let drift_zero: BTreeMap<String, PoolPolicy> = [("np".to_string(), pool_policy(&pool_with(serde_json::json!([{"nodes": "0", "reasons": ["Drifted"]}]))))].into();
         assert_eq!(d.decide(&cs, &drift_zero, t(0)).len(), 2, "a Drifted budget does not limit emptiness");
+    }
+
+    #[test]
+    fn a_static_pool_never_loses_empty_nodes() {
+        let mut p = pool_with(serde_json::json!([{"nodes": "100%"}]));
+        assert_eq!(pool_policy(&p).consolidate_after, Some(Duration::ZERO));
+        p.spec.replicas = Some(2);
+        assert_eq!(pool_policy(&p).consolidate_after, None, "static: Karpenter ignores consolidateAfter");
+        let mut d = Disruption::default();
+        assert!(d.decide(&[cand("a", "np", 0)], &[("np".to_string(), pool_policy(&p))].into(), t(100)).is_empty());
     }
 
     #[test]
