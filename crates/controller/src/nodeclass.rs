@@ -124,7 +124,7 @@ pub(crate) async fn reconcile_all<P: CloudProvider>(ctx: &Ctx<P>) {
 /// The event and the log line of a newly reported set of unsupported fields.
 fn report_unsupported<P: CloudProvider>(ctx: &Ctx<P>, nc: &EC2NodeClass, reported: Option<String>) {
     if let Some(message) = reported {
-        tracing::warn!(nodeclass = nc.metadata.name.as_deref().unwrap_or(""), %message, "EC2NodeClass sets fields stowage does not act on");
+        tracing::warn!(nodeclass = nc.metadata.name.as_deref().unwrap_or(""), fields = %message, "EC2NodeClass sets fields stowage does not act on");
         ctx.events.object(nc, Reason::UnsupportedField, message);
     }
 }

@@ -75,7 +75,7 @@ pub(crate) async fn report_unsupported<P: CloudProvider>(ctx: &Ctx<P>) {
     let api: Api<NodePool> = Api::all(ctx.client.clone());
     for (name, conditions, reported) in unsupported(&pools, ctx.clock.now()) {
         if let (Some(message), Some(p)) = (&reported, pools.iter().find(|p| p.metadata.name.as_deref() == Some(name.as_str()))) {
-            tracing::warn!(nodepool = %name, %message, "NodePool sets fields stowage does not act on");
+            tracing::warn!(nodepool = %name, fields = %message, "NodePool sets fields stowage does not act on");
             ctx.events.object(p, Reason::UnsupportedField, message.clone());
         }
         match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({ "status": { "conditions": conditions } }))).await {

@@ -63,9 +63,6 @@ pub struct EC2NodeClassSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::opaque_object")]
     pub cpu_options: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "super::opaque_object")]
-    pub enclave_options: Option<serde_json::Value>,
 }
 
 /// A subnet or security group selector term: tags ANDed, or an id (or, for security groups, a name).
