@@ -251,4 +251,53 @@ spec:
         assert_eq!(w.cluster.nodepools.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), vec!["dynamic"], "the static pool launches nothing");
         assert_eq!(w.cluster.nodeclasses.len(), 1, "the NodeClass is planned all the same");
     }
+
+    /// Every `spec` field of Karpenter v1.14.1's CRDs (karpenter.sh_nodepools.yaml and
+    /// karpenter.k8s.aws_ec2nodeclasses.yaml of the release, taints' own fields aside) is in stowage's
+    /// CRD, typed or kept whole, so the API server never hands the controller a field it would drop.
+    #[test]
+    fn stowage_types_every_spec_field_of_karpenters_v1_14_1_crds() {
+        use kube::CustomResourceExt;
+        const EC2NODECLASS: &str = "amiFamily amiSelectorTerms amiSelectorTerms.alias amiSelectorTerms.id amiSelectorTerms.name amiSelectorTerms.owner amiSelectorTerms.ssmParameter \
+            amiSelectorTerms.tags associatePublicIPAddress blockDeviceMappings blockDeviceMappings.deviceName blockDeviceMappings.ebs blockDeviceMappings.ebs.deleteOnTermination \
+            blockDeviceMappings.ebs.encrypted blockDeviceMappings.ebs.iops blockDeviceMappings.ebs.kmsKeyID blockDeviceMappings.ebs.snapshotID blockDeviceMappings.ebs.throughput \
+            blockDeviceMappings.ebs.volumeInitializationRate blockDeviceMappings.ebs.volumeSize blockDeviceMappings.ebs.volumeType blockDeviceMappings.rootVolume \
+            capacityReservationSelectorTerms capacityReservationSelectorTerms.id capacityReservationSelectorTerms.instanceMatchCriteria capacityReservationSelectorTerms.ownerID \
+            capacityReservationSelectorTerms.tags connectionTracking connectionTracking.tcpEstablishedTimeout connectionTracking.udpStreamTimeout connectionTracking.udpTimeout \
+            context cpuOptions cpuOptions.nestedVirtualization detailedMonitoring instanceProfile instanceStorePolicy ipPrefixCount kubelet kubelet.clusterDNS kubelet.cpuCFSQuota \
+            kubelet.evictionHard kubelet.evictionMaxPodGracePeriod kubelet.evictionSoft kubelet.evictionSoftGracePeriod kubelet.imageGCHighThresholdPercent \
+            kubelet.imageGCLowThresholdPercent kubelet.kubeReserved kubelet.maxPods kubelet.podsPerCore kubelet.systemReserved metadataOptions metadataOptions.httpEndpoint \
+            metadataOptions.httpProtocolIPv6 metadataOptions.httpPutResponseHopLimit metadataOptions.httpTokens networkInterfaces networkInterfaces.deviceIndex \
+            networkInterfaces.interfaceType networkInterfaces.networkCardIndex placementGroupSelector placementGroupSelector.id placementGroupSelector.name role \
+            securityGroupSelectorTerms securityGroupSelectorTerms.id securityGroupSelectorTerms.name securityGroupSelectorTerms.tags subnetSelectorTerms subnetSelectorTerms.id \
+            subnetSelectorTerms.tags tags userData";
+        const NODEPOOL: &str = "disruption disruption.budgets disruption.budgets.duration disruption.budgets.nodes disruption.budgets.reasons disruption.budgets.schedule \
+            disruption.consolidateAfter disruption.consolidationPolicy limits replicas template template.metadata template.metadata.annotations template.metadata.labels \
+            template.spec template.spec.expireAfter template.spec.nodeClassRef template.spec.nodeClassRef.group template.spec.nodeClassRef.kind template.spec.nodeClassRef.name \
+            template.spec.requirements template.spec.requirements.key template.spec.requirements.minValues template.spec.requirements.operator template.spec.requirements.values \
+            template.spec.startupTaints template.spec.taints template.spec.terminationGracePeriod weight";
+        /// Whether `path` is in the schema: a property at every step, or a step kept whole.
+        fn covered(mut schema: &Value, path: &str) -> bool {
+            for seg in path.split('.') {
+                if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true)) {
+                    return true;
+                }
+                let node = if schema.get("items").is_some() { &schema["items"] } else { schema };
+                if node.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true)) {
+                    return true;
+                }
+                match node.get("properties").and_then(|p| p.get(seg)) {
+                    Some(next) => schema = next,
+                    None => return false,
+                }
+            }
+            true
+        }
+        for (crd, fields) in [(serde_json::to_value(EC2NodeClass::crd()).unwrap(), EC2NODECLASS), (serde_json::to_value(NodePool::crd()).unwrap(), NODEPOOL)] {
+            let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+            let missing: Vec<&str> = fields.split_whitespace().filter(|f| !covered(spec, f)).collect();
+            assert!(missing.is_empty(), "{}: Karpenter v1.14.1 fields stowage's CRD lacks: {missing:?}", crd["spec"]["names"]["kind"]);
+            assert!(!covered(spec, "noSuchField"), "the check can fail");
+        }
+    }
 }
