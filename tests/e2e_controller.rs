@@ -16,6 +16,7 @@
 //! | `a_spot_interruption_through_sqs_drains_and_replaces_the_node` | a spot interruption warning on moto's SQS: the NodeClaim is deleted at once, its Node drained, the pods run again on a node off the interrupted offering; events, metrics, the queue emptied, no leak |
 //! | `api_server_restart_is_survived` | kube-apiserver restarted under a running controller; it re-lists and provisions the next batch |
 //! | `karpenters_quick_start_launches_a_node_nodeadm_accepts` | issue 16: Karpenter's getting-started NodePool and EC2NodeClass (`role:`, `al2023@latest`) applied unchanged over Karpenter's own CRDs; a pending pod gets a node launched with the instance profile stowage created for the role, and nodeadm's own parser accepts its user data with the cluster's facts, labels and taints |
+//! | `unsupported_fields_are_reported_on_the_objects` | an EC2NodeClass with `ipPrefixCount` and a static NodePool (`replicas`) get `UnsupportedFields=True` and a Warning `UnsupportedField` event; the NodeClass stays Ready, a pod gets a node of the dynamic pool only; the condition goes when the field does |
 //! | `record_then_plan_offline_gives_the_controllers_plan` | `stowage record` + `stowage plan` on the files equal the NodeClaims the controller creates from the same state |
 //!
 //! Every control plane here has Karpenter v1.14.1's own NodePool, NodeClaim and EC2NodeClass CRDs
@@ -928,6 +929,62 @@ async fn api_server_restart_is_survived() {
     let m = c.metrics().render();
     assert!(m.contains("stowage_state_synced 1"), "{m}");
     w.stop(c, true).await;
+}
+
+/// Fields stowage reads but does not act on are reported on their objects, which are still used
+/// (docs/aws-provider.md §8).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsupported_fields_are_reported_on_the_objects() {
+    let w = World::start("ctl-unsupported").await;
+    w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/seed-1b-statefulset-zonal-rescale/nodepool.yaml"]).await;
+    let classes: Api<stowage_input::api::EC2NodeClass> = Api::all(w.client.clone());
+    classes.patch("default", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"ipPrefixCount": 1}}))).await.unwrap();
+    let pools: Api<NodePool> = Api::all(w.client.clone());
+    let mut fixed = pools.get("default").await.unwrap();
+    fixed.metadata = kube::api::ObjectMeta { name: Some("fixed".into()), ..Default::default() };
+    fixed.spec.replicas = Some(2);
+    fixed.spec.weight = Some(100);
+    fixed.status = None;
+    pools.create(&Default::default(), &fixed).await.unwrap();
+    let c = w.controller().await;
+    create_deployment(&w, plain_deployment("web", 1, "500m")).await;
+    w.wait_running("app=web", 1).await;
+    let node = w.wait_nodes(1).await.remove(0);
+    assert_eq!(label(&node, NODEPOOL), "default", "the static pool launches nothing, even with the higher weight");
+
+    let condition = |conds: Option<&Vec<stowage_input::api::Condition>>, ty: &str| conds.into_iter().flatten().find(|c| c.type_ == ty).cloned();
+    let r = poll_until("UnsupportedFields conditions and events", Duration::from_secs(60), POLL, || async {
+        let nc = classes.get("default").await.map_err(|e| Error::kube("getting the EC2NodeClass", e))?;
+        let np = pools.get("fixed").await.map_err(|e| Error::kube("getting the NodePool", e))?;
+        let on_class = condition(nc.status.as_ref().and_then(|s| s.conditions.as_ref()), "UnsupportedFields");
+        let on_pool = condition(np.status.as_ref().and_then(|s| s.conditions.as_ref()), "UnsupportedFields");
+        let evs = Api::<k8s_openapi::api::events::v1::Event>::all(w.client.clone()).list(&ListParams::default()).await.map_err(|e| Error::kube("listing events", e))?.items;
+        let seen: BTreeSet<String> =
+            evs.iter().filter(|e| e.reason.as_deref() == Some("UnsupportedField") && e.type_.as_deref() == Some("Warning")).filter_map(|e| e.regarding.as_ref()?.kind.clone()).collect();
+        let ok = on_class.as_ref().is_some_and(|c| c.status == "True" && c.message.as_deref().is_some_and(|m| m.contains("spec.ipPrefixCount")))
+            && on_pool.as_ref().is_some_and(|c| c.status == "True" && c.message.as_deref().is_some_and(|m| m.contains("spec.replicas")))
+            && seen.len() == 2;
+        Ok(if ok { Probe::Done(nc) } else { Probe::Waiting(format!("EC2NodeClass {on_class:?}, NodePool {on_pool:?}, events on {seen:?}")) })
+    })
+    .await;
+    let nc = match r {
+        Ok(nc) => nc,
+        Err(e) => w.fail("unsupported fields reported", e).await,
+    };
+    assert_eq!(condition(nc.status.as_ref().and_then(|s| s.conditions.as_ref()), "Ready").map(|c| c.status), Some("True".to_string()), "the NodeClass is still used");
+
+    classes.patch("default", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"ipPrefixCount": null}}))).await.unwrap();
+    let r = poll_until("the EC2NodeClass's condition removed", Duration::from_secs(60), POLL, || async {
+        let nc = classes.get("default").await.map_err(|e| Error::kube("getting the EC2NodeClass", e))?;
+        let on_class = condition(nc.status.as_ref().and_then(|s| s.conditions.as_ref()), "UnsupportedFields");
+        Ok(if on_class.is_none() { Probe::Done(()) } else { Probe::Waiting(format!("{on_class:?}")) })
+    })
+    .await;
+    if let Err(e) = r {
+        w.fail("condition removed", e).await;
+    }
+    w.assert_no_leak().await;
+    w.stop(c, false).await;
 }
 
 /// (nodepool, instance type, zone, capacity type, capacity-spread) of a plan's new nodes.

@@ -368,6 +368,9 @@ pub fn record(args: RecordArgs) -> ExitCode {
             for x in &rec.excluded {
                 eprintln!("warning: left out: {x}");
             }
+            for x in &rec.unsupported {
+                eprintln!("warning: {}: {x}", args.out.display());
+            }
             let text = serde_json::to_string_pretty(&rec.workload).map_err(|e| e.to_string())?;
             if args.out.as_os_str() == "-" {
                 super::out::outln!("{text}")?;

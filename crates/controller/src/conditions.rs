@@ -5,6 +5,7 @@
 
 use k8s_openapi::jiff::Timestamp;
 use stowage_input::api::{Condition, EC2NodeClass, NodeClaim};
+use stowage_input::unsupported::Unsupported;
 
 pub(crate) const CONDITION_LAUNCHED: &str = "Launched";
 pub(crate) const CONDITION_REGISTERED: &str = "Registered";
@@ -12,6 +13,9 @@ pub(crate) const CONDITION_INITIALIZED: &str = "Initialized";
 pub(crate) const CONDITION_READY: &str = "Ready";
 /// EC2NodeClass: the spec passes the validation Karpenter's CRD enforces (kubelet settings).
 pub(crate) const CONDITION_VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
+/// NodePool and EC2NodeClass: fields are set that stowage reads but does not act on
+/// (`stowage_input::unsupported`); True with the fields in the message, absent when there are none.
+pub(crate) const CONDITION_UNSUPPORTED_FIELDS: &str = "UnsupportedFields";
 
 /// `now` as a condition timestamp.
 pub fn timestamp(now: Timestamp) -> String {
@@ -35,6 +39,26 @@ pub(crate) fn set_condition_at(conditions: &mut Vec<Condition>, type_: &str, sta
         observed_generation: None,
     });
     conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+}
+
+/// Sets `UnsupportedFields` to True naming `fields`, or removes it when there are none. `Some(message)`
+/// when it changed to name another set of fields (a Warning event and a log line are due); whether it
+/// changed at all.
+pub(crate) fn set_unsupported_at(conditions: &mut Vec<Condition>, fields: &[Unsupported], now: Timestamp) -> (bool, Option<String>) {
+    let current = conditions.iter().find(|c| c.type_ == CONDITION_UNSUPPORTED_FIELDS);
+    if fields.is_empty() {
+        if current.is_none() {
+            return (false, None);
+        }
+        conditions.retain(|c| c.type_ != CONDITION_UNSUPPORTED_FIELDS);
+        return (true, None);
+    }
+    let message = format!("stowage does not act on: {}", stowage_input::unsupported::message(fields));
+    if current.is_some_and(|c| c.status == "True" && c.message.as_deref() == Some(message.as_str())) {
+        return (false, None);
+    }
+    set_condition_at(conditions, CONDITION_UNSUPPORTED_FIELDS, "True", "UnsupportedFields", &message, now);
+    (true, Some(message))
 }
 
 pub fn condition<'a>(claim: &'a NodeClaim, type_: &str) -> Option<&'a Condition> {

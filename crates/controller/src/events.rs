@@ -1,7 +1,8 @@
 //! Kubernetes Events (`events.k8s.io/v1`) on pods and NodeClaims, the way `kubectl describe` users
 //! expect them from Karpenter: `Nominated` and `FailedScheduling` on pods (with the planner's reason),
 //! the lifecycle of each NodeClaim (`Launched`, `InsufficientCapacity`, `Registered`, ...),
-//! `InvalidNodePool` on a NodePool left out of planning, and interruption messages on NodeClaims and
+//! `InvalidNodePool` on a NodePool left out of planning, `UnsupportedField` on a NodePool or
+//! EC2NodeClass that sets fields stowage does not act on, and interruption messages on NodeClaims and
 //! Nodes (`SpotInterrupted`, `TerminatingOnInterruption`, ...: interruption.rs).
 //!
 //! Publishing never blocks the controller and never fails it: events go through a bounded queue to one
@@ -36,6 +37,8 @@ pub(crate) enum Reason {
     ReconcileFailed,
     /// A NodePool stowage cannot read is left out of planning.
     InvalidNodePool,
+    /// A NodePool or EC2NodeClass sets fields stowage does not act on (`stowage_input::unsupported`).
+    UnsupportedField,
     /// Interruption messages (Karpenter's AWS interruption controller's reasons).
     SpotInterrupted,
     SpotRebalanceRecommendation,
@@ -62,6 +65,7 @@ impl Reason {
             Reason::InstanceVanished => "InstanceVanished",
             Reason::ReconcileFailed => "ReconcileFailed",
             Reason::InvalidNodePool => "InvalidNodePool",
+            Reason::UnsupportedField => "UnsupportedField",
             Reason::SpotInterrupted => "SpotInterrupted",
             Reason::SpotRebalanceRecommendation => "SpotRebalanceRecommendation",
             Reason::InstanceUnhealthy => "InstanceUnhealthy",
@@ -81,6 +85,7 @@ impl Reason {
             | Reason::InstanceVanished
             | Reason::ReconcileFailed
             | Reason::InvalidNodePool
+            | Reason::UnsupportedField
             | Reason::SpotInterrupted
             | Reason::InstanceUnhealthy
             | Reason::InstanceStopping
@@ -97,6 +102,7 @@ impl Reason {
             Reason::Registered | Reason::RegistrationTimeout | Reason::Initialized => "Registering",
             Reason::Disrupting | Reason::Terminating | Reason::InstanceVanished => "Terminating",
             Reason::ReconcileFailed => "Reconciling",
+            Reason::UnsupportedField => "Validating",
             Reason::SpotInterrupted | Reason::SpotRebalanceRecommendation | Reason::InstanceUnhealthy | Reason::InstanceStopping | Reason::InstanceTerminating => "Interruption",
             Reason::TerminatingOnInterruption => "Terminating",
         }

@@ -593,6 +593,7 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
         tracing::warn!(object = %x.object, reason = %x.reason, "left out of the batch: stowage cannot read it");
     }
     nodepool::report(ctx, &snapshot.excluded).await;
+    nodepool::report_unsupported(ctx).await;
     let pending = snapshot.cluster.pending().len();
     if pending == 0 {
         ctx.metrics.pods(0, 0, 0);
@@ -823,6 +824,7 @@ async fn nodeclass_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watc
     periodic(ctx.config.nodeclass_interval, stop, || async {
         if lock(&ctx.state).synced() {
             nodeclass::reconcile_all(&ctx).await;
+            nodepool::report_unsupported(&ctx).await;
         }
         true
     })

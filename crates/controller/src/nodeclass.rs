@@ -5,12 +5,18 @@
 //! NodePools whose NodeClass is not ready. Status is written only when it changes. As leader, each round
 //! also lets the cloud garbage-collect what it made for node classes no EC2NodeClass uses any more
 //! ([`CloudProvider::collect_nodeclass_resources`]: instance profiles on AWS).
+//!
+//! A NodeClass that sets fields stowage reads but does not act on (`stowage_input::unsupported`:
+//! `placementGroupSelector`, `networkInterfaces`, ...) is still used; its status gets
+//! `UnsupportedFields=True` naming them ([`with_unsupported`]), with a Warning event `UnsupportedField`
+//! and a log line when that set changes; the condition goes when none is left.
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::conditions::{CONDITION_READY, CONDITION_VALIDATION_SUCCEEDED, set_condition_at};
+use super::conditions::{CONDITION_READY, CONDITION_VALIDATION_SUCCEEDED, set_condition_at, set_unsupported_at};
+use super::events::Reason;
 use super::{Ctx, kube_status};
 use stowage_decide::cloud::{CloudError, CloudProvider};
 use stowage_input::api::EC2NodeClass;
@@ -55,6 +61,15 @@ pub(crate) fn status_for(current: Option<&EC2NodeClassStatus>, resolved: Result<
     }
 }
 
+/// `status` with the NodeClass's `UnsupportedFields` condition, and the message of a newly reported
+/// set of fields (an event is due).
+pub(crate) fn with_unsupported(mut status: EC2NodeClassStatus, nc: &EC2NodeClass, now: Timestamp) -> (EC2NodeClassStatus, Option<String>) {
+    let mut conditions = status.conditions.take().unwrap_or_default();
+    let (_, reported) = set_unsupported_at(&mut conditions, &stowage_input::unsupported::nodeclass(nc), now);
+    status.conditions = Some(conditions);
+    (status, reported)
+}
+
 /// Whether two statuses differ in anything but condition timestamps.
 fn differs(a: Option<&EC2NodeClassStatus>, b: &EC2NodeClassStatus) -> bool {
     let strip = |s: &EC2NodeClassStatus| {
@@ -76,9 +91,10 @@ pub(crate) async fn reconcile_all<P: CloudProvider>(ctx: &Ctx<P>) {
         let name = nc.metadata.name.clone().unwrap_or_default();
         let problems = invalid(&nc);
         if !problems.is_empty() {
-            let status = invalid_status(nc.status.as_ref(), &problems, ctx.clock.now());
+            let (status, reported) = with_unsupported(invalid_status(nc.status.as_ref(), &problems, ctx.clock.now()), &nc, ctx.clock.now());
             if differs(nc.status.as_ref(), &status) && ctx.is_leader() {
                 tracing::warn!(nodeclass = %name, problems = ?problems, "EC2NodeClass is invalid; its NodePools are not planned");
+                report_unsupported(ctx, &nc, reported);
                 write_status(ctx, &api, &name, &status).await;
             }
             continue;
@@ -91,17 +107,26 @@ pub(crate) async fn reconcile_all<P: CloudProvider>(ctx: &Ctx<P>) {
             ctx.metrics.error(super::metrics::Stage::Cloud);
             continue;
         }
-        let status = status_for(nc.status.as_ref(), resolved.as_ref().cloned(), ctx.clock.now());
+        let (status, reported) = with_unsupported(status_for(nc.status.as_ref(), resolved.as_ref().cloned(), ctx.clock.now()), &nc, ctx.clock.now());
         // Followers resolve too (their provider's cache stays warm for a takeover) but never write.
         if !differs(nc.status.as_ref(), &status) || !ctx.is_leader() {
             continue;
         }
+        report_unsupported(ctx, &nc, reported);
         if let Err(e) = &resolved {
             tracing::warn!(nodeclass = %name, error = %e, "EC2NodeClass not ready; its NodePools are not planned");
         }
         write_status(ctx, &api, &name, &status).await;
     }
     collect_resources(ctx).await;
+}
+
+/// The event and the log line of a newly reported set of unsupported fields.
+fn report_unsupported<P: CloudProvider>(ctx: &Ctx<P>, nc: &EC2NodeClass, reported: Option<String>) {
+    if let Some(message) = reported {
+        tracing::warn!(nodeclass = nc.metadata.name.as_deref().unwrap_or(""), fields = %message, "EC2NodeClass sets fields stowage does not act on");
+        ctx.events.object(nc, Reason::UnsupportedField, message);
+    }
 }
 
 async fn write_status<P: CloudProvider>(ctx: &Ctx<P>, api: &Api<EC2NodeClass>, name: &str, status: &EC2NodeClassStatus) {
@@ -157,6 +182,35 @@ mod tests {
         assert!(!crate::conditions::nodeclass_not_ready(&nc));
         nc.status = Some(s2);
         assert!(crate::conditions::nodeclass_not_ready(&nc));
+    }
+
+    #[test]
+    fn unsupported_fields_are_a_condition_on_a_nodeclass_that_is_still_ready() {
+        let t = Timestamp::from_second(1_800_000_000).unwrap();
+        let mut nc = EC2NodeClass::new("x", Default::default());
+        nc.spec.placement_group_selector = Some(serde_json::json!({"name": "pg"}));
+        nc.spec.ip_prefix_count = Some(1);
+        let (s, reported) = with_unsupported(status_for(None, Ok(EC2NodeClassStatus::default()), t), &nc, t);
+        let cond = |s: &EC2NodeClassStatus, ty: &str| s.conditions.as_ref().unwrap().iter().find(|c| c.type_ == ty).cloned();
+        let u = cond(&s, "UnsupportedFields").expect("reported");
+        assert_eq!(u.status, "True");
+        assert_eq!(u.message.as_deref(), Some("stowage does not act on: spec.placementGroupSelector (read, not acted on); spec.ipPrefixCount (read, not acted on)"));
+        assert_eq!(reported, u.message, "an event with the same text");
+        assert_eq!(cond(&s, "Ready").unwrap().status, "True", "still used");
+        nc.status = Some(s.clone());
+        // The next round: nothing new, no write, no event.
+        let (again, reported) = with_unsupported(status_for(nc.status.as_ref(), Ok(EC2NodeClassStatus::default()), t), &nc, t);
+        assert!(!differs(nc.status.as_ref(), &again) && reported.is_none());
+        // An invalid NodeClass keeps the report beside its validation failure.
+        nc.spec.kubelet = Some(KubeletConfiguration { max_pods: Some(-1), ..Default::default() });
+        let (bad, _) = with_unsupported(invalid_status(nc.status.as_ref(), &invalid(&nc), t), &nc, t);
+        assert!(cond(&bad, "UnsupportedFields").is_some() && cond(&bad, "Ready").unwrap().status == "False");
+        // Fields removed: the condition goes.
+        nc.spec.placement_group_selector = None;
+        nc.spec.ip_prefix_count = None;
+        let (fixed, reported) = with_unsupported(status_for(nc.status.as_ref(), Ok(EC2NodeClassStatus::default()), t), &nc, t);
+        assert!(cond(&fixed, "UnsupportedFields").is_none() && reported.is_none());
+        assert!(differs(nc.status.as_ref(), &fixed), "written");
     }
 
     #[test]

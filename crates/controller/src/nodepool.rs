@@ -4,12 +4,18 @@
 //! sets the same condition type) and a Warning event `InvalidNodePool` when the condition turns False.
 //! A NodePool read again gets `ValidationSucceeded=True`. Status is written only when the condition's
 //! status or message changes.
+//!
+//! NodePools that set fields stowage reads but does not act on (`stowage_input::unsupported`:
+//! `spec.replicas`, a static pool, which is left out of planning) are still planned; as leader, each
+//! gets `UnsupportedFields=True` with the fields in the message, a Warning event `UnsupportedField` and
+//! a log line when that set changes, and the condition is removed when none is left ([`unsupported`],
+//! every batch and every NodeClass round).
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::conditions::{CONDITION_VALIDATION_SUCCEEDED, set_condition_at};
+use super::conditions::{CONDITION_VALIDATION_SUCCEEDED, set_condition_at, set_unsupported_at};
 use super::events::Reason;
 use super::state::Excluded;
 use super::{Ctx, kube_status};
@@ -44,6 +50,45 @@ pub(crate) fn changes(pools: &[NodePool], excluded: &[Excluded], now: Timestamp)
     out
 }
 
+/// The NodePools whose `UnsupportedFields` condition must change: their new conditions, and the
+/// message of a newly reported set of fields (an event is due).
+pub(crate) fn unsupported(pools: &[NodePool], now: Timestamp) -> Vec<(String, Vec<stowage_input::api::Condition>, Option<String>)> {
+    let mut out = Vec::new();
+    for p in pools {
+        let Some(name) = p.metadata.name.clone() else { continue };
+        let mut conditions = p.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+        let (changed, reported) = set_unsupported_at(&mut conditions, &stowage_input::unsupported::nodepool(p), now);
+        if changed {
+            out.push((name, conditions, reported));
+        }
+    }
+    out
+}
+
+/// Writes the `UnsupportedFields` conditions [`unsupported`] asks for (leader only), with the events and
+/// log lines.
+pub(crate) async fn report_unsupported<P: CloudProvider>(ctx: &Ctx<P>) {
+    if !ctx.is_leader() {
+        return;
+    }
+    let pools: Vec<NodePool> = super::lock(&ctx.state).nodepools.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).cloned().collect();
+    let api: Api<NodePool> = Api::all(ctx.client.clone());
+    for (name, conditions, reported) in unsupported(&pools, ctx.clock.now()) {
+        if let (Some(message), Some(p)) = (&reported, pools.iter().find(|p| p.metadata.name.as_deref() == Some(name.as_str()))) {
+            tracing::warn!(nodepool = %name, fields = %message, "NodePool sets fields stowage does not act on");
+            ctx.events.object(p, Reason::UnsupportedField, message.clone());
+        }
+        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({ "status": { "conditions": conditions } }))).await {
+            Ok(p) => super::lock(&ctx.state).apply(p),
+            Err(e) if kube_status(&e) == Some(404) => {}
+            Err(e) => {
+                ctx.metrics.error(super::metrics::Stage::Snapshot);
+                tracing::warn!(nodepool = %name, error = %e, "writing the NodePool's UnsupportedFields condition failed");
+            }
+        }
+    }
+}
+
 /// Writes the conditions [`changes`] asks for (leader only) and the events.
 pub(crate) async fn report<P: CloudProvider>(ctx: &Ctx<P>, excluded: &[Excluded]) {
     if !ctx.is_leader() {
@@ -73,6 +118,29 @@ mod tests {
 
     fn pool(name: &str) -> NodePool {
         NodePool::new(name, Default::default())
+    }
+
+    #[test]
+    fn unsupported_fields_get_a_condition_and_one_event_per_change_and_none_when_gone() {
+        let t = Timestamp::from_second(1_800_000_000).unwrap();
+        let mut pools = vec![pool("dynamic"), pool("fixed")];
+        pools[1].spec.replicas = Some(3);
+        let c = unsupported(&pools, t);
+        assert_eq!(c.len(), 1, "a pool with nothing to report gets no condition");
+        let (name, conditions, event) = &c[0];
+        assert_eq!(name, "fixed");
+        let cond = conditions.iter().find(|c| c.type_ == "UnsupportedFields").unwrap();
+        assert_eq!(cond.status, "True");
+        let message = cond.message.clone().unwrap();
+        assert!(message.contains("spec.replicas (static NodePool"), "{message}");
+        assert_eq!(event.as_deref(), Some(message.as_str()), "the event says what the condition says");
+        pools[1].status = Some(NodePoolStatus { conditions: Some(conditions.clone()), ..Default::default() });
+        assert!(unsupported(&pools, t).is_empty(), "written once: no second event while nothing changes");
+        pools[1].spec.replicas = None;
+        let gone = unsupported(&pools, t);
+        assert_eq!(gone.len(), 1);
+        assert!(gone[0].1.iter().all(|c| c.type_ != "UnsupportedFields"), "removed when none is left");
+        assert!(gone[0].2.is_none(), "no event for a fix");
     }
 
     #[test]

@@ -41,6 +41,9 @@ pub struct Recording {
     pub pending: usize,
     /// Objects left out because stowage cannot read them.
     pub excluded: Vec<String>,
+    /// Fields of the recorded NodePools and EC2NodeClasses stowage does not act on, one line each
+    /// naming the object and the field ([`unsupported`]).
+    pub unsupported: Vec<String>,
 }
 
 async fn list_into<K: StateObject + DeserializeOwned + std::fmt::Debug>(client: &kube::Client, s: &mut ClusterState) -> Result<(), RecordError> {
@@ -89,7 +92,17 @@ pub fn recording(s: &ClusterState, catalog: &Catalog) -> Result<Recording, Recor
         catalog: catalog_file(catalog),
         pending: snap.cluster.pending().len(),
         excluded: snap.excluded.iter().map(|x| x.reason.clone()).collect(),
+        unsupported: unsupported(s),
     })
+}
+
+/// Every field of the state's NodePools and EC2NodeClasses that stowage reads but does not act on
+/// (`stowage_input::unsupported`), as `<Kind> <name>: <field>: not supported by stowage: <what it does>`.
+pub fn unsupported(s: &ClusterState) -> Vec<String> {
+    let line = |kind: &str, name: Option<&String>, u: stowage_input::unsupported::Unsupported| format!("{kind} {}: {}: not supported by stowage: {}", name.map_or("", |n| n.as_str()), u.path, u.note);
+    let pools = s.nodepools.iter().flat_map(|p| stowage_input::unsupported::nodepool(p).into_iter().map(|u| line("NodePool", p.metadata.name.as_ref(), u)));
+    let classes = s.nodeclasses.iter().flat_map(|c| stowage_input::unsupported::nodeclass(c).into_iter().map(|u| line("EC2NodeClass", c.metadata.name.as_ref(), u)));
+    pools.chain(classes).collect()
 }
 
 fn quantities(r: &Resources) -> BTreeMap<String, String> {
@@ -143,6 +156,29 @@ pub(crate) fn catalog_file(c: &Catalog) -> CatalogFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unsupported_fields_of_the_recorded_objects_are_named() {
+        let mut s = ClusterState::default();
+        let mut fixed = NodePool::new("fixed", Default::default());
+        fixed.spec.replicas = Some(1);
+        s.init::<NodePool>();
+        s.init_apply(fixed);
+        s.init_apply(NodePool::new("dynamic", Default::default()));
+        s.init_done::<NodePool>();
+        let mut nc = EC2NodeClass::new("default", Default::default());
+        nc.spec.cpu_options = Some(serde_json::json!({"coreCount": 2}));
+        s.init::<EC2NodeClass>();
+        s.init_apply(nc);
+        s.init_done::<EC2NodeClass>();
+        assert_eq!(
+            unsupported(&s),
+            vec![
+                format!("NodePool fixed: spec.replicas: not supported by stowage: {}", stowage_input::unsupported::STATIC),
+                "EC2NodeClass default: spec.cpuOptions: not supported by stowage: read, not acted on".to_string(),
+            ]
+        );
+    }
 
     #[test]
     fn a_catalog_round_trips_through_its_file() {

@@ -1,7 +1,7 @@
 //! Consolidation of underutilised nodes (`consolidationPolicy: WhenEmptyOrUnderutilized`, and
-//! `Balanced`, treated alike), once for the controller and the simulator: which managed nodes to
-//! remove and which replacement nodes to launch so that every displaced pod has a place
-//! kube-scheduler accepts, at a lower cost.
+//! `Balanced` with its score on top, [`crate::balanced`]), once for the controller and the simulator:
+//! which managed nodes to remove and which replacement nodes to launch so that every displaced pod has
+//! a place kube-scheduler accepts, at a lower cost.
 //!
 //! ```text
 //!  Input { base: provision::Input of the cluster at rest (no pending pod, no NodeClaim in flight), objects (pods' annotations and
@@ -28,7 +28,10 @@
 //! `disruption(S) = podMoveCost × Σ evictionCost(p)` over the pods S displaces, where `evictionCost` is
 //! Karpenter's: `1 + pod-deletion-cost / 2^27 + priority / 2^25`, clamped to `[0, 10]` (Karpenter
 //! clamps to `[-10, 10]`; the lower clamp at 0 keeps the lower bound below valid). S is acted on only if
-//! `saving(S) − disruption(S) ≥ minSaving` (the stated margin, $/h).
+//! `saving(S) − disruption(S) ≥ minSaving` (the stated margin, $/h), and, when S touches a `Balanced`
+//! pool, only if every Balanced pool it touches approves it ([`crate::balanced`]: the share of the
+//! pool's price S saves against the share of the pool's disruption it causes, Karpenter's `BalancedK`
+//! threshold). A candidate of a Balanced pool whose outright deletion would not pass is not tried.
 //!
 //! **Search (the choice, and its limits).** Not a MILP over keep binaries: the MILP's families model
 //! new nodes as configurations priced per pattern and existing nodes as fixed capacity, and a keep
@@ -49,7 +52,8 @@
 //! the candidates. Every solution keeps or launches at least that capacity, so the bound holds.
 //!
 //! **Rules.**
-//! - `WhenEmpty` pools never consolidate non-empty nodes (emptiness is [`crate::disruption`]'s).
+//! - `WhenEmpty` pools never consolidate non-empty nodes (emptiness is [`crate::disruption`]'s, under
+//!   every policy: an empty node of a Balanced pool is never scored).
 //! - `consolidateAfter`: a node's workload pods (by uid) unchanged for that long; `Never` disables.
 //!   The memory is [`Consolidation`]'s; in the controller it restarts with the process (a later
 //!   decision, never an earlier one).
@@ -83,6 +87,7 @@ use k8s_openapi::api::core::v1::Pod as PodObj;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::balanced::{self, PoolTotals, Score};
 use super::disruption::{Moment, allowed_disruptions, annotated, is_mirror, pool_policy, reason_budgets, workload_on};
 use super::provision::{self, Planner, PodRef, ProvisionError};
 use stowage_core::domain::catalog::{Catalog, SPOT};
@@ -164,6 +169,8 @@ pub struct Decision {
     pub lower_bound: f64,
     /// Candidate sets planned.
     pub evaluations: usize,
+    /// The score of each `Balanced` pool the decision touches ([`crate::balanced`]; all approved).
+    pub balanced: BTreeMap<String, Score>,
 }
 
 impl Decision {
@@ -171,8 +178,9 @@ impl Decision {
     pub fn reason(&self) -> String {
         let nodes: Vec<&str> = self.remove.iter().map(|r| r.node.as_str()).collect();
         let moved: usize = self.remove.iter().map(|r| r.pods.len()).sum();
+        let scores: Vec<String> = self.balanced.iter().map(|(p, s)| format!("; Balanced pool {p}: score {:.3} >= {:.3}", s.value(), Score::threshold())).collect();
         format!(
-            "underutilized: remove {} ({} pods moved, {} replacement{}), saving ${:.4}/h against a disruption cost of ${:.4}/h; cost ${:.4}/h -> ${:.4}/h, lower bound ${:.4}/h",
+            "underutilized: remove {} ({} pods moved, {} replacement{}), saving ${:.4}/h against a disruption cost of ${:.4}/h; cost ${:.4}/h -> ${:.4}/h, lower bound ${:.4}/h{}",
             nodes.join(", "),
             moved,
             self.replacements.claims.len(),
@@ -181,7 +189,8 @@ impl Decision {
             self.disruption_cost,
             self.cost_before,
             self.cost_after,
-            self.lower_bound
+            self.lower_bound,
+            scores.concat()
         )
     }
 }
@@ -220,6 +229,8 @@ struct Cand {
     capacity_type: String,
     pods: Vec<usize>,
     disruption: f64,
+    /// Karpenter's node disruption cost (`1 + Σ evictionCost`, [`balanced::node_disruption`]).
+    reschedule: f64,
     rank: f64,
 }
 
@@ -339,10 +350,12 @@ impl<T: Moment> Consolidation<T> {
         if !cluster.pending().is_empty() || cluster.nodes.iter().any(|n| n.in_flight) {
             return Ok(Outcome::NotSettled);
         }
-        let cands = candidates(input, &due);
+        let balanced = balanced_totals(input);
+        let mut cands = candidates(input, &due);
+        cands.retain(|c| balanced::passes_as_delete(&c.source(), &|p| balanced.contains_key(p), &balanced));
         let cost = current_cost(input);
         let lower_bound = lower_bound(input, &cands);
-        let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: false, now: now.unix_seconds() };
+        let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: false, now: now.unix_seconds(), balanced };
         let best = search.run()?;
         let evaluations = search.evaluations;
         Ok(match best {
@@ -369,7 +382,7 @@ pub fn replace(input: &Input, planner: &mut dyn Planner, node: &str) -> Result<O
     let cands = candidates(input, &due);
     let Some(c) = cands.first() else { return Ok(None) };
     let (cost, lower_bound) = (current_cost(input), lower_bound(input, &cands));
-    let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: true, now: None };
+    let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: true, now: None, balanced: BTreeMap::new() };
     let d = search.evaluate(&[c])?;
     Ok(d.map(|mut d| {
         d.evaluations = 1;
@@ -392,7 +405,7 @@ fn pool_obj<'o>(objects: &'o Objects, name: &str) -> Option<&'o NodePoolObj> {
 /// `consolidateAfter` of the node's pool when the pool consolidates underutilised nodes.
 fn consolidate_after(cluster: &Cluster, objects: &Objects, n: &Node) -> Option<Duration> {
     let pool = cluster.nodepool(n.nodepool.as_deref()?)?;
-    if pool.consolidation != ConsolidationPolicy::WhenEmptyOrUnderutilized {
+    if !pool.consolidation.consolidates_underutilized() {
         return None;
     }
     match pool_obj(objects, &pool.name) {
@@ -432,16 +445,40 @@ fn candidates(input: &Input, due: &BTreeSet<String>) -> Vec<Cand> {
         }
         let Some((price, ct)) = node_price(input.base.catalog, n) else { continue };
         let cost = node_cost(input.base.weights, price, &ct);
-        let disruption = input.settings.pod_move_cost * on.iter().map(|(_, p)| eviction_cost(p, obj(p))).sum::<f64>();
+        let evictions: Vec<f64> = on.iter().map(|(_, p)| eviction_cost(p, obj(p))).collect();
+        let disruption = input.settings.pod_move_cost * evictions.iter().sum::<f64>();
+        let reschedule = balanced::node_disruption(evictions);
         let mut used = Resources::default();
         for (_, p) in &on {
             used.add(&p.requests);
         }
         let util = ["cpu", "memory"].iter().map(|r| used.get(r) as f64 / n.allocatable.get(r).max(1) as f64).fold(0.0, f64::max).min(1.0);
         let rank = cost * (1.0 - util) - disruption;
-        out.push(Cand { node: ni, pool, cost, price, capacity_type: ct, pods: on.iter().map(|(i, _)| *i).collect(), disruption, rank });
+        out.push(Cand { node: ni, pool, cost, price, capacity_type: ct, pods: on.iter().map(|(i, _)| *i).collect(), disruption, reschedule, rank });
     }
     out.sort_by(|a, b| b.rank.total_cmp(&a.rank).then_with(|| cluster.nodes[a.node].name.cmp(&cluster.nodes[b.node].name)));
+    out
+}
+
+impl Cand {
+    /// The node as [`crate::balanced`] scores it.
+    fn source(&self) -> balanced::Source {
+        balanced::Source { pool: self.pool.clone(), price: self.price, disruption: self.reschedule }
+    }
+}
+
+/// The `Balanced` pools and their totals over all their nodes, candidates or not ([`crate::balanced`]).
+fn balanced_totals(input: &Input) -> BTreeMap<String, PoolTotals> {
+    let (cluster, objects) = (input.base.cluster, input.base.objects);
+    let pods = pod_objects(objects);
+    let mut out: BTreeMap<String, PoolTotals> = cluster.nodepools.iter().filter(|p| p.consolidation == ConsolidationPolicy::Balanced).map(|p| (p.name.clone(), PoolTotals::default())).collect();
+    for n in &cluster.nodes {
+        let Some(t) = n.nodepool.as_ref().and_then(|p| out.get_mut(p)) else { continue };
+        if let Some((price, _)) = node_price(input.base.catalog, n) {
+            t.cost += price;
+        }
+        t.disruption += balanced::node_disruption(workload_on(cluster, &n.name).map(|(_, p)| eviction_cost(p, pods.get(&(p.namespace.clone(), p.name.clone())).copied())));
+    }
     out
 }
 
@@ -560,6 +597,8 @@ struct Search<'i, 'a, 'p> {
     forced: bool,
     /// The round's time in Unix seconds, if the clock has a calendar (budget schedules).
     now: Option<i64>,
+    /// The `Balanced` pools and their totals (none for a forced replacement).
+    balanced: BTreeMap<String, PoolTotals>,
 }
 
 impl Search<'_, '_, '_> {
@@ -613,6 +652,11 @@ impl Search<'_, '_, '_> {
         if !self.forced && !self.spot_rules_hold(set, &replacements) {
             return Ok(None);
         }
+        let sources: Vec<balanced::Source> = set.iter().map(|c| c.source()).collect();
+        let (approved, scores) = balanced::evaluate(&sources, replacements.claims.iter().map(|c| c.price).sum(), &|p| self.balanced.contains_key(p), &self.balanced);
+        if !approved {
+            return Ok(None);
+        }
         let removed: f64 = set.iter().map(|c| c.cost).sum();
         let added: f64 = replacements.claims.iter().map(|c| node_cost(self.input.base.weights, c.price, &c.capacity_type)).sum();
         let remove = set
@@ -641,6 +685,7 @@ impl Search<'_, '_, '_> {
             disruption_cost: set.iter().map(|c| c.disruption).sum(),
             lower_bound: self.lower_bound,
             evaluations: 0,
+            balanced: scores,
         }))
     }
 

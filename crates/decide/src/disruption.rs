@@ -7,8 +7,9 @@
 //!   Empty command once consolidateAfter has passed and carries it out only if the nodes are still empty
 //!   15 s later; requiring the node to stay empty throughout is the same or stricter), is removed by
 //!   deleting its NodeClaim. The controller validates with its `consolidation_validation` (15 s by
-//!   default, as Karpenter); the simulator does not (zero). The pool's disruption budgets (`spec.disruption.budgets[].nodes`,
-//!   a count or a percentage of the pool's nodes, rounded up as Karpenter does; default `10%`) bound how
+//!   default, as Karpenter); the simulator does not (zero). The pool's disruption budgets for reason
+//!   `Empty` (`spec.disruption.budgets[].nodes`, a count or a percentage of the pool's nodes, rounded up
+//!   as Karpenter does; default `10%`; [`reason_budgets`]) bound how
 //!   many of its NodeClaims may be deleting at once; a budget with a `schedule` (cron, UTC) and a
 //!   `duration` applies only from each time the schedule fires for that long ([`budget_active`], as
 //!   Karpenter); on a clock without a calendar (the simulator's) it always applies (stricter, never
@@ -33,6 +34,11 @@ use stowage_input::api::nodepool::Budget;
 
 /// `karpenter.sh/do-not-disrupt`.
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// The disruption reason budgets name for empty nodes (Karpenter's `DisruptionReasonEmpty`); drift's
+/// is `crate::drift::REASON`, consolidation's `crate::consolidation::REASON`.
+pub const REASON_EMPTY: &str = "Empty";
+/// Every reason a budget may name (Karpenter v1's `DisruptionReason` enum; the input refuses others).
+pub const REASONS: [&str; 3] = stowage_input::karpenter::BUDGET_REASONS;
 
 /// What the shared decisions need of a clock: order, adding a duration, and the time between two
 /// moments (zero if `earlier` is later).
@@ -115,12 +121,12 @@ pub struct Candidate<T> {
     pub nominated: bool,
 }
 
-/// A NodePool's disruption settings.
+/// A NodePool's settings for the emptiness decision.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolPolicy {
     /// `None`: `consolidateAfter: Never`.
     pub consolidate_after: Option<Duration>,
-    /// Budgets' `nodes` values ("10%", "3").
+    /// `nodes` values ("10%", "3") of the budgets that apply to reason `Empty` ([`reason_budgets`]).
     pub budgets: Vec<String>,
 }
 
@@ -129,7 +135,7 @@ pub fn pool_policy(p: &NodePool) -> PoolPolicy {
     pool_policy_at(p, None)
 }
 
-/// [`pool_policy`] with the budgets that apply at `now` (Unix seconds; [`budget_active`]).
+/// [`pool_policy`] with the `Empty` budgets that apply at `now` (Unix seconds; [`budget_active`]).
 pub fn pool_policy_at(p: &NodePool, now: Option<i64>) -> PoolPolicy {
     let d = p.spec.disruption.clone().unwrap_or_default();
     let consolidate_after = match d.consolidate_after.as_deref() {
@@ -137,18 +143,23 @@ pub fn pool_policy_at(p: &NodePool, now: Option<i64>) -> PoolPolicy {
         Some("Never") => None,
         Some(v) => humantime::parse_duration(v).ok(),
     };
-    let all = d.budgets.unwrap_or_default();
-    if all.is_empty() {
-        return PoolPolicy { consolidate_after, budgets: vec!["10%".into()] };
-    }
-    // Budgets exist but none applies now: nothing limits disruption (Karpenter).
-    let budgets: Vec<String> = all.into_iter().filter(|b| budget_active(b, now)).filter_map(|b| b.nodes).collect();
-    PoolPolicy { consolidate_after, budgets: if budgets.is_empty() { vec!["100%".into()] } else { budgets } }
+    // A static pool's nodes are not removed for emptiness (Karpenter: consolidateAfter is ignored).
+    let consolidate_after = consolidate_after.filter(|_| !stowage_input::unsupported::is_static(p));
+    PoolPolicy { consolidate_after, budgets: reason_budgets(Some(p), REASON_EMPTY, now) }
 }
 
 /// Budgets (`nodes` values) of a pool that apply to disruptions for `reason` at `now` (Unix seconds,
-/// [`budget_active`]; Karpenter's default `10%` if the pool has none; `100%` if it
-/// has budgets but none for this reason applies now).
+/// [`budget_active`]), Karpenter's `GetAllowedDisruptionsByReason`:
+///
+/// ```text
+/// applies(b, reason, now) = (b.reasons unset ∨ reason ∈ b.reasons) ∧ active(b, now)
+/// allowed(pool, reason)   = min over applying budgets of nodes(b) (a count, or a percentage of the
+///                           pool's nodes rounded up: allowed_disruptions), unbounded if none applies
+/// ```
+///
+/// Karpenter's default `10%` if the pool has no budget; `100%` (no limit) if it has budgets but none
+/// applies to this reason now. A budget whose `reasons` is an empty list applies to no reason (as
+/// Karpenter: `nil` means all, `[]` none).
 pub fn reason_budgets(pool: Option<&NodePool>, reason: &str, now: Option<i64>) -> Vec<String> {
     let Some(p) = pool else { return vec!["10%".into()] };
     let budgets = p.spec.disruption.as_ref().and_then(|d| d.budgets.clone()).unwrap_or_default();
@@ -393,6 +404,59 @@ mod tests {
             budgets: Some(vec![stowage_input::api::nodepool::Budget { nodes: Some("2".into()), ..Default::default() }]),
         });
         assert_eq!(pool_policy(&np), PoolPolicy { consolidate_after: None, budgets: vec!["2".into()] });
+    }
+
+    fn pool_with(budgets: serde_json::Value) -> NodePool {
+        serde_json::from_value(serde_json::json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "np"},
+            "spec": {"disruption": {"budgets": budgets},
+                     "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn budgets_limit_the_reasons_they_name_and_the_smallest_applying_one_wins() {
+        let mixed = pool_with(serde_json::json!([
+            {"nodes": "0", "reasons": ["Drifted"]},
+            {"nodes": "2", "reasons": ["Empty", "Underutilized"]},
+            {"nodes": "50%"}
+        ]));
+        let only_underutilized = pool_with(serde_json::json!([{"nodes": "0", "reasons": ["Underutilized"]}]));
+        let no_reason = pool_with(serde_json::json!([{"nodes": "0", "reasons": []}]));
+        // (pool, reason, the pool's nodes, nodes that may be disrupting at once)
+        let table: [(&NodePool, &str, usize, usize); 9] = [
+            (&mixed, "Drifted", 10, 0),
+            (&mixed, "Empty", 10, 2),
+            (&mixed, "Underutilized", 10, 2),
+            (&mixed, "Empty", 2, 1),
+            (&only_underutilized, "Underutilized", 10, 0),
+            (&only_underutilized, "Empty", 10, 10),
+            (&only_underutilized, "Drifted", 10, 10),
+            (&no_reason, "Empty", 10, 10),
+            (&no_reason, "Drifted", 10, 10),
+        ];
+        for (pool, reason, total, want) in table {
+            assert_eq!(allowed_disruptions(&reason_budgets(Some(pool), reason, None), total), want, "{reason} of {total} nodes under {:?}", pool.spec.disruption);
+        }
+        for r in REASONS {
+            assert_eq!(reason_budgets(None, r, None), vec!["10%".to_string()], "no pool: Karpenter's default");
+        }
+        // Emptiness reads the Empty budgets only.
+        let mut d = Disruption::default();
+        let cs = vec![cand("a", "np", 0), cand("b", "np", 0)];
+        let empty_zero: BTreeMap<String, PoolPolicy> = [("np".to_string(), pool_policy(&pool_with(serde_json::json!([{"nodes": "0", "reasons": ["Empty"]}]))))].into();
+        assert!(d.decide(&cs, &empty_zero, t(0)).is_empty(), "an Empty budget of 0 keeps empty nodes");
+        let drift_zero: BTreeMap<String, PoolPolicy> = [("np".to_string(), pool_policy(&pool_with(serde_json::json!([{"nodes": "0", "reasons": ["Drifted"]}]))))].into();
+        assert_eq!(d.decide(&cs, &drift_zero, t(0)).len(), 2, "a Drifted budget does not limit emptiness");
+    }
+
+    #[test]
+    fn a_static_pool_never_loses_empty_nodes() {
+        let mut p = pool_with(serde_json::json!([{"nodes": "100%"}]));
+        assert_eq!(pool_policy(&p).consolidate_after, Some(Duration::ZERO));
+        p.spec.replicas = Some(2);
+        assert_eq!(pool_policy(&p).consolidate_after, None, "static: Karpenter ignores consolidateAfter");
+        let mut d = Disruption::default();
+        assert!(d.decide(&[cand("a", "np", 0)], &[("np".to_string(), pool_policy(&p))].into(), t(100)).is_empty());
     }
 
     #[test]

@@ -127,6 +127,10 @@ pub fn candidate(cluster: &Cluster, objects: &Objects, now: Option<i64>, skip: &
             continue;
         }
         let Some(pool) = objects.nodepools.iter().map(|o| &o.obj).find(|p| p.metadata.name.as_deref() == Some(pool_name.as_str())) else { continue };
+        // A static pool's nodes are Karpenter's static drift's, which stowage does not implement.
+        if stowage_input::unsupported::is_static(pool) {
+            continue;
+        }
         let nodeclass = objects.nodeclasses.iter().map(|o| &o.obj).find(|n| n.metadata.name.as_deref() == Some(c.spec.node_class_ref.name.as_str()));
         let Some(cause) = drifted(c, pool, nodeclass) else { continue };
         let members: Vec<&stowage_core::domain::Node> = cluster.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(pool_name.as_str())).collect();

@@ -145,10 +145,77 @@ fn when_empty_pools_never_consolidate_non_empty_nodes() {
     assert!(matches!(decide(&w), Outcome::Nothing { candidates: 0, .. }));
 }
 
+/// Balanced approves a move whose share of the pool's price saved is at least half its share of the
+/// pool's disruption: three half-empty m5.xlarge nodes (one pod each) into one m5.large saves
+/// $0.48 of $0.576/h (0.83) for all the pool's disruption (6 of 6): score 0.83 >= 0.5.
 #[test]
-fn balanced_is_treated_like_when_empty_or_underutilized() {
+fn balanced_approves_a_move_that_saves_more_than_it_disrupts() {
     let w = load(three_half_empty(m5_pool("Balanced", "0s", json!([{"nodes": "100%"}])), none3(), none3()));
-    assert_eq!(removed(&consolidated(decide(&w))), vec!["a", "b", "c"]);
+    let d = consolidated(decide(&w));
+    assert_eq!(removed(&d), vec!["a", "b", "c"]);
+    let score = d.balanced.get("np").expect("the Balanced pool is scored");
+    assert!(score.approved() && (score.value() - (0.48 / 0.576)).abs() < 0.02, "score {}", score.value());
+    assert!(d.reason().contains("Balanced pool np: score"), "{}", d.reason());
+    let plain = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), none3(), none3()));
+    assert!(consolidated(decide(&plain)).balanced.is_empty(), "other policies are not scored");
+}
+
+/// An m5.2xlarge holding six 500m pods next to two m5.2xlarge nodes each filled by one 7-cpu pod: the
+/// six pods need a new m5.xlarge (the full nodes take one each at most), saving $0.192 of the pool's
+/// $1.152/h (0.17) for 7 of its 11 units of disruption (0.64): score 0.26 < 0.5. Under
+/// WhenEmptyOrUnderutilized the same move is taken.
+fn crowded_pool(policy: &str) -> Workload {
+    let mut items = vec![nodeclass(), m5_pool(policy, "0s", json!([{"nodes": "100%"}]))];
+    for n in ["a", "b", "c"] {
+        items.push(node(n, "m5.2xlarge", "on-demand", json!({})));
+    }
+    for i in 0..6 {
+        items.push(pod(&format!("web-a{i}"), "a", "500m", true, json!({})));
+    }
+    items.push(pod("big-b", "b", "7", true, json!({})));
+    items.push(pod("big-c", "c", "7", true, json!({})));
+    load(items)
+}
+
+#[test]
+fn balanced_rejects_a_move_whose_disruption_outweighs_its_saving() {
+    let taken = consolidated(decide(&crowded_pool("WhenEmptyOrUnderutilized")));
+    assert_eq!(removed(&taken), vec!["a"]);
+    assert!(taken.saving > 0.15, "the move saves ${}/h", taken.saving);
+    match decide(&crowded_pool("Balanced")) {
+        Outcome::Nothing { candidates, .. } => assert!(candidates >= 1, "a is a candidate (its outright deletion would pass), its best move does not"),
+        o => panic!("Balanced took a move it must reject: {o:?}"),
+    }
+    // Through the MILP (HiGHS) too.
+    let milp = Planner { solver: Solver::Milp, ..Planner::default() };
+    assert!(matches!(decide_with(&crowded_pool("Balanced"), &Settings::default(), milp, 0), Outcome::Nothing { .. }));
+}
+
+/// Empty nodes are the emptiness decision's under every policy, Balanced included: never scored,
+/// never a consolidation candidate, removed once consolidateAfter has passed.
+#[test]
+fn balanced_pools_lose_their_empty_nodes_without_a_score() {
+    let mut items = three_half_empty(m5_pool("Balanced", "0s", json!([{"nodes": "100%"}])), none3(), none3());
+    items.push(node("e", "m5.2xlarge", "on-demand", json!({})));
+    let w = load(items);
+    let d = consolidated(decide(&w));
+    assert!(!removed(&d).contains(&"e"), "the empty node is not consolidation's");
+    let pool = w.objects.nodepools[0].obj.clone();
+    let pools = [("np".to_string(), stowage_decide::disruption::pool_policy(&pool))].into();
+    let cand = |name: &str, pods: usize| stowage_decide::disruption::Candidate {
+        nodeclaim: name.into(),
+        nodepool: "np".into(),
+        created: Some(Duration::ZERO),
+        expire_after: None,
+        deleting: false,
+        initialized: true,
+        workload_pods: pods,
+        do_not_disrupt: false,
+        nominated: false,
+    };
+    let mut empty: stowage_decide::disruption::Disruption<Duration> = Default::default();
+    let actions = empty.decide(&[cand("a", 1), cand("b", 1), cand("c", 1), cand("e", 0)], &pools, Duration::ZERO);
+    assert_eq!(actions.iter().map(|a| a.nodeclaim.as_str()).collect::<Vec<_>>(), vec!["e"]);
 }
 
 #[test]

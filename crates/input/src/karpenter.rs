@@ -67,17 +67,19 @@ pub fn nodepool(o: &Obj<api::NodePool>) -> Result<NodePool, InputError> {
     };
     let disruption = spec.disruption.clone().unwrap_or_default();
     let consolidation = match disruption.consolidation_policy.as_deref() {
-        // Balanced (Karpenter v1.14) consolidates underutilised nodes only when the saving outweighs the
-        // disruption; stowage reads it as WhenEmptyOrUnderutilized, whose underutilised half is
-        // stowage_decide::consolidation (the simulator runs it; the controller removes empty nodes only
-        // so far, docs/aws-provider.md).
-        None | Some("WhenEmptyOrUnderutilized" | "Balanced") => ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        None | Some("WhenEmptyOrUnderutilized") => ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        // Karpenter v1.14: underutilised nodes go only when the saving outweighs the disruption
+        // (stowage_decide::balanced).
+        Some("Balanced") => ConsolidationPolicy::Balanced,
         Some("WhenEmpty") => ConsolidationPolicy::WhenEmpty,
         Some(o) => {
             return Err(ctx.err("spec.disruption.consolidationPolicy", format!("unknown policy {o:?} (WhenEmpty, WhenEmptyOrUnderutilized, Balanced)")));
         }
     };
     let consolidate_after = duration(&ctx, "spec.disruption.consolidateAfter", disruption.consolidate_after.as_deref().unwrap_or("0s"))?;
+    for (i, b) in disruption.budgets.iter().flatten().enumerate() {
+        budget(&ctx, &format!("spec.disruption.budgets[{i}]"), b)?;
+    }
     let expire_after = duration(&ctx, "spec.template.spec.expireAfter", tspec.expire_after.as_deref().unwrap_or("720h"))?;
     if tspec.node_class_ref.name.is_empty() {
         return Err(ctx.err("spec.template.spec.nodeClassRef.name", "missing node class name"));
@@ -101,6 +103,33 @@ pub fn nodepool(o: &Obj<api::NodePool>) -> Result<NodePool, InputError> {
         consolidate_after,
         expire_after,
     })
+}
+
+/// The disruption reasons a budget may name (Karpenter v1's `DisruptionReason` enum).
+pub const BUDGET_REASONS: [&str; 3] = ["Underutilized", "Empty", "Drifted"];
+
+/// What Karpenter's CRD refuses in a disruption budget: `nodes` not a count or a 0-100 percentage
+/// (`^((100|[0-9]{1,2})%|[0-9]+)$`), a reason outside [`BUDGET_REASONS`], `schedule` without
+/// `duration` or the reverse.
+fn budget(ctx: &Ctx, field: &str, b: &api::nodepool::Budget) -> Result<(), InputError> {
+    if let Some(n) = &b.nodes {
+        let ok = match n.strip_suffix('%') {
+            Some(p) => !p.is_empty() && p.len() <= 3 && p.bytes().all(|c| c.is_ascii_digit()) && (p.len() < 3 || p == "100"),
+            None => !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()),
+        };
+        if !ok {
+            return Err(ctx.err(format!("{field}.nodes"), format!("{n:?} is neither a node count nor a percentage from 0% to 100%")));
+        }
+    }
+    for (j, r) in b.reasons.iter().flatten().enumerate() {
+        if !BUDGET_REASONS.contains(&r.as_str()) {
+            return Err(ctx.err(format!("{field}.reasons[{j}]"), format!("unknown disruption reason {r:?} (Underutilized, Empty, Drifted)")));
+        }
+    }
+    if b.schedule.is_some() != b.duration.is_some() {
+        return Err(ctx.err(field, "'schedule' must be set with 'duration'"));
+    }
+    Ok(())
 }
 
 fn reserved(ctx: &Ctx, field: &str, m: Option<&std::collections::BTreeMap<String, String>>) -> Result<Option<Resources>, InputError> {
@@ -291,11 +320,36 @@ mod tests {
     }
 
     #[test]
-    fn balanced_reads_as_when_empty_or_underutilized() {
+    fn consolidation_policies_are_read_and_unknown_ones_refused() {
         let p = nodepool(&pool("Balanced", serde_json::json!([]))).unwrap();
-        assert_eq!(p.consolidation, ConsolidationPolicy::WhenEmptyOrUnderutilized);
+        assert_eq!(p.consolidation, ConsolidationPolicy::Balanced);
+        assert_eq!(nodepool(&pool("WhenEmpty", serde_json::json!([]))).unwrap().consolidation, ConsolidationPolicy::WhenEmpty);
         let e = nodepool(&pool("Sometimes", serde_json::json!([]))).unwrap_err().to_string();
         assert!(e.contains("consolidationPolicy") && e.contains("Balanced"), "{e}");
+    }
+
+    fn pool_budgets(budgets: serde_json::Value) -> Result<NodePool, InputError> {
+        let mut o = pool("WhenEmpty", serde_json::json!([]));
+        o.obj.spec.disruption.as_mut().unwrap().budgets = serde_json::from_value(budgets).unwrap();
+        nodepool(&o)
+    }
+
+    #[test]
+    fn budget_reasons_and_nodes_are_validated_naming_the_field() {
+        pool_budgets(serde_json::json!([{"nodes": "10%", "reasons": ["Empty", "Drifted", "Underutilized"]}, {"nodes": "0"}, {"nodes": "100%"}])).unwrap();
+        let table = [
+            (serde_json::json!([{"nodes": "1", "reasons": ["Empty", "Expired"]}]), "spec.disruption.budgets[0].reasons[1]", "unknown disruption reason \"Expired\""),
+            (serde_json::json!([{"nodes": "1"}, {"nodes": "1", "reasons": ["empty"]}]), "spec.disruption.budgets[1].reasons[0]", "unknown disruption reason"),
+            (serde_json::json!([{"nodes": "101%"}]), "spec.disruption.budgets[0].nodes", "neither a node count"),
+            (serde_json::json!([{"nodes": "-1"}]), "spec.disruption.budgets[0].nodes", "neither a node count"),
+            (serde_json::json!([{"nodes": "10 %"}]), "spec.disruption.budgets[0].nodes", "neither a node count"),
+            (serde_json::json!([{"nodes": "1", "schedule": "@daily"}]), "spec.disruption.budgets[0]", "'schedule' must be set with 'duration'"),
+        ];
+        for (budgets, field, message) in table {
+            let e = pool_budgets(budgets.clone()).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some(field), "{budgets}: {e}");
+            assert!(e.message.contains(message) && e.location == "p.yaml" && e.object.as_deref() == Some("NodePool p"), "{budgets}: {e}");
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod pending;
 pub mod quantity;
 pub mod read;
 pub mod spread_defaults;
+pub mod unsupported;
 pub mod volumes;
 pub mod weights;
 
@@ -344,8 +345,9 @@ pub fn build_under(o: &Objects, selection: Selection, defaults: &SpreadDefaults)
         }
     }
     for np in &o.nodepools {
-        if np.obj.spec.replicas.is_some() {
-            // Static pools keep a fixed node count; they are not provisioned dynamically.
+        if unsupported::is_static(&np.obj) {
+            // Static pools keep a fixed node count; they are not provisioned dynamically (Karpenter
+            // leaves them out of its scheduler too). Reported: unsupported::STATIC.
             continue;
         }
         match karpenter::nodepool(np) {

@@ -57,7 +57,15 @@ fn typed<T: DeserializeOwned>(raw: &RawObject) -> Result<Obj<T>, InputError> {
     }
 }
 
-/// Types every object; unknown kinds become warnings. All errors are collected.
+/// One warning per Karpenter field of `raw` stowage does not act on: `set` (typed, read and not acted
+/// on) and the fields of the file stowage's types drop ([`crate::unsupported::dropped`]).
+fn unsupported_warnings<T: serde::Serialize>(raw: &RawObject, obj: &T, set: Vec<crate::unsupported::Unsupported>) -> Vec<String> {
+    let back = serde_json::to_value(obj).unwrap_or(serde_json::Value::Null);
+    set.into_iter().chain(crate::unsupported::dropped(&raw.value, &back)).map(|u| format!("{}: {}: {}: not supported by stowage: {}", raw.source, raw.describe(), u.path, u.note)).collect()
+}
+
+/// Types every object; unknown kinds become warnings, and so do Karpenter fields stowage does not act
+/// on. All errors are collected.
 pub fn type_all(raws: &[RawObject]) -> (Objects, Vec<String>, Vec<InputError>) {
     let mut o = Objects::default();
     let mut warnings = Vec::new();
@@ -77,9 +85,15 @@ pub fn type_all(raws: &[RawObject]) -> (Objects, Vec<String>, Vec<InputError>) {
             ("Job", _) => typed(raw).map(|x| o.jobs.push(x)),
             ("DaemonSet", _) => typed(raw).map(|x| o.daemonsets.push(x)),
             ("Node", _) => typed(raw).map(|x| o.nodes.push(x)),
-            ("NodePool", "karpenter.sh") => typed(raw).map(|x| o.nodepools.push(x)),
+            ("NodePool", "karpenter.sh") => typed::<NodePool>(raw).map(|x| {
+                warnings.extend(unsupported_warnings(raw, &x.obj, crate::unsupported::nodepool(&x.obj)));
+                o.nodepools.push(x)
+            }),
             ("NodeClaim", "karpenter.sh") => typed(raw).map(|x| o.nodeclaims.push(x)),
-            ("EC2NodeClass", "karpenter.k8s.aws") => typed(raw).map(|x| o.nodeclasses.push(x)),
+            ("EC2NodeClass", "karpenter.k8s.aws") => typed::<EC2NodeClass>(raw).map(|x| {
+                warnings.extend(unsupported_warnings(raw, &x.obj, crate::unsupported::nodeclass(&x.obj)));
+                o.nodeclasses.push(x)
+            }),
             ("PersistentVolumeClaim", _) => typed(raw).map(|x| o.pvcs.push(x)),
             ("PersistentVolume", _) => typed(raw).map(|x| o.pvs.push(x)),
             ("StorageClass", _) => typed(raw).map(|x| o.storageclasses.push(x)),

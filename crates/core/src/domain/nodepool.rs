@@ -16,6 +16,16 @@ pub struct PoolRequirement {
 pub enum ConsolidationPolicy {
     WhenEmpty,
     WhenEmptyOrUnderutilized,
+    /// Karpenter v1.14: underutilised nodes are consolidated only when the move's share of the pool's
+    /// saving outweighs its share of the pool's disruption (`stowage_decide::balanced`).
+    Balanced,
+}
+
+impl ConsolidationPolicy {
+    /// Whether underutilised (non-empty) nodes of the pool are consolidated at all.
+    pub fn consolidates_underutilized(&self) -> bool {
+        matches!(self, ConsolidationPolicy::WhenEmptyOrUnderutilized | ConsolidationPolicy::Balanced)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

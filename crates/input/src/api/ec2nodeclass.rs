@@ -45,6 +45,24 @@ pub struct EC2NodeClassSpec {
     pub detailed_monitoring: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    // Karpenter's fields stowage keeps but does not act on (`crate::unsupported` reports them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::opaque_objects")]
+    pub capacity_reservation_selector_terms: Option<Vec<serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::opaque_object")]
+    pub placement_group_selector: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::opaque_objects")]
+    pub network_interfaces: Option<Vec<serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_prefix_count: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::opaque_object")]
+    pub connection_tracking: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::opaque_object")]
+    pub cpu_options: Option<serde_json::Value>,
 }
 
 /// A subnet or security group selector term: tags ANDed, or an id (or, for security groups, a name).
@@ -228,6 +246,9 @@ pub struct BlockDevice {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[serde(rename = "snapshotID")]
     pub snapshot_id: Option<String>,
+    /// MiB/s (Karpenter v1.14); kept, not acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_initialization_rate: Option<i32>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -4,7 +4,7 @@
 //!
 //! Field names, defaults and enums follow Karpenter v1.14 (`pkg/apis/v1` in kubernetes-sigs/karpenter and
 //! aws/karpenter-provider-aws). Fields stowage does not interpret are still typed so that round trips
-//! through the API server keep them.
+//! through the API server keep them, and `crate::unsupported` lists the ones that are set.
 
 pub mod ec2nodeclass;
 pub mod nodeclaim;
@@ -55,6 +55,17 @@ pub struct Condition {
     pub last_transition_time: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+/// The schema of a Karpenter object field stowage keeps but does not act on (reported by
+/// `crate::unsupported`): any object, kept by the API server as it is.
+pub(crate) fn opaque_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+}
+
+/// [`opaque_object`] for a list of objects.
+pub(crate) fn opaque_objects(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}})
 }
 
 /// The CRDs of the three kinds, generated from these types.

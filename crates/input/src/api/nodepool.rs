@@ -66,7 +66,7 @@ pub struct NodeClaimTemplateSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Disruption {
-    /// WhenEmpty or WhenEmptyOrUnderutilized.
+    /// WhenEmpty, WhenEmptyOrUnderutilized or Balanced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consolidation_policy: Option<String>,
     /// A duration ("30s") or "Never".
