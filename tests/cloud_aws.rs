@@ -114,7 +114,8 @@ async fn discovery_finds_subnets_groups_and_images_and_reports_what_is_missing()
     }
     assert_eq!(status.security_groups.unwrap().iter().map(|g| g.id.clone()).collect::<Vec<_>>(), vec![net.security_group_id.clone()]);
     let amis = status.amis.unwrap();
-    let archs: Vec<_> = amis.iter().map(|a| a.requirements[0].values.clone().unwrap()[0].clone()).collect();
+    let mut archs: Vec<_> = amis.iter().map(|a| a.requirements[0].values.clone().unwrap()[0].clone()).collect();
+    archs.sort();
     assert_eq!(archs, vec!["amd64", "arm64"]);
     assert!(amis.iter().all(|a| a.name.as_deref().is_some_and(|n| n.starts_with("al2023-ami-2023") && !n.contains("minimal"))), "{amis:?}");
     // spec.role: an instance profile made for the role (tests below check it in IAM).
@@ -126,6 +127,10 @@ async fn discovery_finds_subnets_groups_and_images_and_reports_what_is_missing()
         vec![SelectorTerm { id: Some(net.subnets["us-east-1c"].clone()), ..Default::default() }, SelectorTerm { tags: Some(tags(&[("no-such-tag", "*")])), ..Default::default() }];
     by_id.spec.security_group_selector_terms = vec![SelectorTerm { name: Some("stowage-e2e".into()), ..Default::default() }];
     by_id.spec.ami_selector_terms = vec![AmiSelectorTerm { id: Some(net.ami_id.clone()), ..Default::default() }];
+    // Without an alias Karpenter's CRD requires amiFamily; stowage refuses the NodeClass without it.
+    let err = aws.resolve_nodeclass(&by_id).await.unwrap_err();
+    assert!(matches!(&err, CloudError::NodeClassNotReady(m) if m.contains("spec.amiFamily is required")), "{err}");
+    by_id.spec.ami_family = Some("AL2023".into());
     let s = aws.resolve_nodeclass(&by_id).await.unwrap();
     assert_eq!(s.subnets.unwrap().iter().map(|s| s.zone.clone()).collect::<Vec<_>>(), vec!["us-east-1c"]);
     assert_eq!(s.security_groups.unwrap()[0].id, net.security_group_id);
@@ -144,6 +149,7 @@ async fn discovery_finds_subnets_groups_and_images_and_reports_what_is_missing()
     broken.spec.subnet_selector_terms = vec![SelectorTerm { tags: Some(tags(&[(DISCOVERY_TAG_KEY, DISCOVERY_TAG_VALUE), ("tier", "private")])), ..Default::default() }];
     broken.spec.security_group_selector_terms = vec![SelectorTerm { id: Some("sg-00000000000000000".into()), ..Default::default() }];
     broken.spec.ami_selector_terms = vec![AmiSelectorTerm { name: Some("no-such-image-*".into()), ..Default::default() }];
+    broken.spec.ami_family = Some("Custom".into());
     let err = aws.resolve_nodeclass(&broken).await.unwrap_err();
     let CloudError::NodeClassNotReady(m) = &err else { panic!("{err}") };
     assert!(m.contains("no subnet") && m.contains("no security group") && m.contains("no AMI"), "{m}");
@@ -151,10 +157,19 @@ async fn discovery_finds_subnets_groups_and_images_and_reports_what_is_missing()
     req.nodeclass = "broken".into();
     assert!(matches!(aws.launch(&req).await, Err(CloudError::NodeClassNotReady(_))));
 
-    // Without the plain-AL2023 fallback an alias needs an EKS image, which moto does not have.
+    // Without the plain-AL2023 fallback an alias needs its SSM parameters: without a Kubernetes
+    // version they cannot be named; with one, moto has none (no parameter seeded here).
     let strict = AwsProvider::new(&moto.sdk_config(), CLUSTER, AwsOptions { alias: Default::default(), ..options() }).unwrap();
     let err = strict.resolve_nodeclass(&nodeclass("default")).await.unwrap_err();
-    assert!(matches!(&err, CloudError::NodeClassNotReady(m) if m.contains("no AMI")), "{err}");
+    assert!(matches!(&err, CloudError::NodeClassNotReady(m) if m.contains("no AMI") && m.contains("Kubernetes version is unknown")), "{err}");
+    let mut with_version = AwsOptions { alias: Default::default(), ..options() };
+    with_version.alias.kubernetes_version = Some("1.31".into());
+    let strict = AwsProvider::new(&moto.sdk_config(), CLUSTER, with_version).unwrap();
+    let err = strict.resolve_nodeclass(&nodeclass("default")).await.unwrap_err();
+    assert!(
+        matches!(&err, CloudError::NodeClassNotReady(m) if m.contains("0 of its 5 SSM parameters exist") && m.contains("/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/standard/recommended/image_id")),
+        "{err}"
+    );
     moto.stop().await.unwrap();
     eprintln!("discovery test: {:.1}s", t0.elapsed().as_secs_f64());
 }
@@ -660,4 +675,287 @@ async fn interruption_queue_receives_and_deletes_on_moto_sqs() {
     }
     assert!(matches!(SqsQueue::new(&moto.sdk_config(), " ", options().retry), Err(CloudError::Fatal(_))));
     moto.stop().await.unwrap();
+}
+
+/// The user data of every stowage launch template that launches `image`.
+async fn user_data_for_image(moto: &Moto, image: &str) -> Vec<String> {
+    let lts = moto.ec2().describe_launch_templates().send().await.unwrap();
+    let mut out = Vec::new();
+    for lt in lts.launch_templates().iter().filter(|l| l.launch_template_name().is_some_and(|n| n.starts_with("stowage/"))) {
+        let v = moto.ec2().describe_launch_template_versions().launch_template_id(lt.launch_template_id().unwrap()).send().await.unwrap();
+        let data = v.launch_template_versions()[0].launch_template_data().unwrap();
+        if data.image_id() == Some(image) {
+            out.push(String::from_utf8(base64_decode(data.user_data().unwrap()).unwrap()).unwrap());
+        }
+    }
+    assert!(!out.is_empty(), "no launch template launches {image}");
+    out
+}
+
+/// The part of a MIME multipart user data with this content type (its body).
+fn mime_part<'a>(ud: &'a str, content_type: &str) -> &'a str {
+    let header = format!("Content-Type: {content_type}\n\n");
+    let start = ud.find(&header).unwrap_or_else(|| panic!("no {content_type} part in {ud}")) + header.len();
+    let end = ud[start..].find("\n--//").map(|e| start + e).unwrap_or(ud.len());
+    &ud[start..end]
+}
+
+/// nodeadm's NodeConfig schema (node.eks.aws/v1alpha1): the fields it reads, the four cluster fields
+/// it requires, kubelet flags as a list of strings.
+fn check_node_config(yaml: &str) -> serde_json::Value {
+    let v: serde_json::Value = serde_saphyr::from_str(yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    assert_eq!((v["apiVersion"].as_str(), v["kind"].as_str()), (Some("node.eks.aws/v1alpha1"), Some("NodeConfig")), "{yaml}");
+    let known = |obj: &serde_json::Value, keys: &[&str], at: &str| {
+        for k in obj.as_object().unwrap_or_else(|| panic!("{at} is not a mapping: {yaml}")).keys() {
+            assert!(keys.contains(&k.as_str()), "{at}.{k} is not a NodeConfig field: {yaml}");
+        }
+    };
+    known(&v, &["apiVersion", "kind", "spec"], "");
+    known(&v["spec"], &["cluster", "kubelet", "containerd", "instance", "featureGates"], "spec");
+    known(&v["spec"]["cluster"], &["name", "apiServerEndpoint", "certificateAuthority", "cidr", "enableOutpost", "id"], "spec.cluster");
+    for required in ["name", "apiServerEndpoint", "certificateAuthority", "cidr"] {
+        assert!(v["spec"]["cluster"][required].as_str().is_some_and(|s| !s.is_empty()), "nodeadm requires spec.cluster.{required}: {yaml}");
+    }
+    known(&v["spec"]["kubelet"], &["config", "flags"], "spec.kubelet");
+    assert!(v["spec"]["kubelet"]["config"].is_object(), "{yaml}");
+    assert!(v["spec"]["kubelet"]["flags"].as_array().is_some_and(|f| f.iter().all(|x| x.is_string())), "{yaml}");
+    v
+}
+
+/// AMI aliases of every family and `ssmParameter` terms through moto's SSM (public parameters seeded
+/// into its backend, pointing at copies of moto's plain images named like the real ones): per arch and
+/// variant, the image a launch picks per instance type (GPU → nvidia, Inferentia → neuron), the user
+/// data each family's bootstrapper reads, SSM caching and throttling, and what is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ami_aliases_and_ssm_parameters_resolve_per_family_arch_and_variant() {
+    let t0 = Instant::now();
+    let moto = Moto::start("cloud-aws-ssm").await.unwrap();
+    let k8s = "1.31";
+    let image = seed_ami_parameters(&moto).await;
+    let img = |name: &str| image[name].clone();
+
+    let mut o = AwsOptions { alias: Default::default(), ..options() };
+    o.alias.kubernetes_version = Some(k8s.into());
+    let aws = AwsProvider::new(&moto.sdk_config(), CLUSTER, o).unwrap();
+    let requirements = |s: &stowage_input::api::ec2nodeclass::AmiStatus| -> Vec<String> {
+        s.requirements.iter().map(|r| format!("{} {} {}", r.key, r.operator, r.values.clone().unwrap_or_default().join(","))).collect()
+    };
+
+    // al2023@latest: five images, each with its variant's requirements.
+    let status = aws.resolve_nodeclass(&nodeclass("default")).await.unwrap();
+    let amis: BTreeMap<String, Vec<String>> = status.amis.unwrap().iter().map(|a| (a.name.clone().unwrap(), requirements(a))).collect();
+    let none = "karpenter.k8s.aws/instance-accelerator-count DoesNotExist ,karpenter.k8s.aws/instance-gpu-count DoesNotExist ";
+    let want = |arch: &str, rest: &str| -> Vec<String> { std::iter::once(format!("kubernetes.io/arch In {arch}")).chain(rest.split(',').filter(|s| !s.is_empty()).map(str::to_string)).collect() };
+    assert_eq!(amis.len(), 5, "{amis:?}");
+    assert_eq!(amis["amazon-eks-node-al2023-x86_64-standard-1.31-v20261201"], want("amd64", none));
+    assert_eq!(amis["amazon-eks-node-al2023-x86_64-nvidia-1.31-v20261201"], want("amd64", "karpenter.k8s.aws/instance-gpu-count Exists "));
+    assert_eq!(amis["amazon-eks-node-al2023-x86_64-neuron-1.31-v20261201"], want("amd64", "karpenter.k8s.aws/instance-accelerator-count Exists "));
+    assert_eq!(amis["amazon-eks-node-al2023-arm64-standard-1.31-v20261201"], want("arm64", none));
+    assert_eq!(amis["amazon-eks-node-al2023-arm64-nvidia-1.31-v20261201"], want("arm64", "karpenter.k8s.aws/instance-gpu-count Exists "));
+
+    // Each instance type launches with its image: GPU → nvidia, Inferentia → neuron, else standard.
+    let mut n = 0;
+    let mut launch = |nodeclass: &'static str, instance_type: &'static str| {
+        n += 1;
+        let mut req = request(&format!("general-ami{n}"), vec![offering("on-demand", instance_type, "us-east-1a")]);
+        req.nodeclass = nodeclass.into();
+        req
+    };
+    for (t, name) in [
+        ("m5.large", "amazon-eks-node-al2023-x86_64-standard-1.31-v20261201"),
+        ("g5.xlarge", "amazon-eks-node-al2023-x86_64-nvidia-1.31-v20261201"),
+        ("inf2.xlarge", "amazon-eks-node-al2023-x86_64-neuron-1.31-v20261201"),
+        ("m6g.large", "amazon-eks-node-al2023-arm64-standard-1.31-v20261201"),
+        ("g5g.xlarge", "amazon-eks-node-al2023-arm64-nvidia-1.31-v20261201"),
+    ] {
+        let inst = aws.launch(&launch("default", t)).await.unwrap();
+        assert_eq!(inst.image_id.as_deref(), Some(img(name).as_str()), "{t} launches {name}");
+    }
+    // AL2023 user data is a NodeConfig nodeadm accepts.
+    for ud in user_data_for_image(&moto, &img("amazon-eks-node-al2023-x86_64-nvidia-1.31-v20261201")).await {
+        let v = check_node_config(mime_part(&ud, "application/node.eks.aws"));
+        assert_eq!(v["spec"]["cluster"]["cidr"], "10.100.0.0/16");
+        assert!(v["spec"]["kubelet"]["config"]["maxPods"].as_i64().is_some_and(|m| m > 0), "{ud}");
+    }
+
+    // A pinned version reads its own parameter; only the x86_64 standard one exists here.
+    let mut pinned = nodeclass("pinned");
+    pinned.spec.ami_selector_terms = vec![AmiSelectorTerm { alias: Some("al2023@v20261101".into()), ..Default::default() }];
+    let s = aws.resolve_nodeclass(&pinned).await.unwrap();
+    assert_eq!(s.amis.unwrap().iter().map(|a| a.id.clone()).collect::<Vec<_>>(), vec![img("amazon-eks-node-al2023-x86_64-standard-1.31-v20261101")]);
+
+    // Bottlerocket: x86_64 standard serves neuron types too, nvidia has its own image; no arm64 nvidia.
+    let mut bottlerocket = nodeclass("bottlerocket");
+    bottlerocket.spec.ami_selector_terms = vec![AmiSelectorTerm { alias: Some("bottlerocket@latest".into()), ..Default::default() }];
+    bottlerocket.spec.user_data = Some("[settings.host-containers.admin]\nenabled = true\n[settings.kubernetes]\nmax-pods = 3\n".into());
+    bottlerocket.spec.kubelet = Some(stowage_input::api::ec2nodeclass::KubeletConfiguration { image_gc_high_threshold_percent: Some(85), cpu_cfs_quota: Some(false), ..Default::default() });
+    let s = aws.resolve_nodeclass(&bottlerocket).await.unwrap();
+    let amis: Vec<(String, Vec<String>)> = s.amis.unwrap().iter().map(|a| (a.name.clone().unwrap(), requirements(a))).collect();
+    assert_eq!(amis.len(), 4, "x86_64 standard twice (standard, neuron), arm64 standard, x86_64 nvidia: {amis:?}");
+    for (t, name) in [
+        ("m5.large", "bottlerocket-aws-k8s-1.31-x86_64-v1.26.0"),
+        ("inf2.xlarge", "bottlerocket-aws-k8s-1.31-x86_64-v1.26.0"),
+        ("g5.xlarge", "bottlerocket-aws-k8s-1.31-nvidia-x86_64-v1.26.0"),
+        ("m6g.large", "bottlerocket-aws-k8s-1.31-aarch64-v1.26.0"),
+    ] {
+        let inst = aws.launch(&launch("bottlerocket", t)).await.unwrap();
+        assert_eq!(inst.image_id.as_deref(), Some(img(name).as_str()), "{t} launches {name}");
+    }
+    // No arm64 nvidia image: a g5g offering cannot launch (cached as NoImageForArchitecture).
+    let err = aws.launch(&launch("bottlerocket", "g5g.xlarge")).await.unwrap_err();
+    assert!(matches!(&err, CloudError::InsufficientCapacity { message, .. } if message.contains("no AMI of EC2NodeClass bottlerocket for g5g.xlarge")), "{err}");
+    check_bottlerocket_templates(&moto, &img("bottlerocket-aws-k8s-1.31-x86_64-v1.26.0")).await;
+    let mut br_pinned = nodeclass("br-pinned");
+    br_pinned.spec.ami_selector_terms = vec![AmiSelectorTerm { alias: Some("bottlerocket@v1.25.0".into()), ..Default::default() }];
+    let s = aws.resolve_nodeclass(&br_pinned).await.unwrap();
+    assert!(s.amis.unwrap().iter().all(|a| a.id == img("bottlerocket-aws-k8s-1.31-x86_64-v1.25.0")), "the v is dropped from the path");
+
+    // AL2: bootstrap.sh with the cluster and kubelet flags; the GPU image serves GPU types.
+    let mut al2 = nodeclass("al2");
+    al2.spec.ami_selector_terms = vec![AmiSelectorTerm { alias: Some("al2@latest".into()), ..Default::default() }];
+    aws.resolve_nodeclass(&al2).await.unwrap();
+    for (t, name) in [("m5.large", "amazon-eks-node-1.31-v20261201"), ("g5.xlarge", "amazon-eks-gpu-node-1.31-v20261201"), ("m6g.large", "amazon-eks-arm64-node-1.31-v20261201")] {
+        let inst = aws.launch(&launch("al2", t)).await.unwrap();
+        assert_eq!(inst.image_id.as_deref(), Some(img(name).as_str()), "{t} launches {name}");
+    }
+    for ud in user_data_for_image(&moto, &img("amazon-eks-node-1.31-v20261201")).await {
+        let script = mime_part(&ud, "text/x-shellscript; charset=\"us-ascii\"");
+        assert!(script.starts_with("#!/bin/bash -xe\n"), "{script}");
+        assert!(script.contains("/etc/eks/bootstrap.sh 'demo' --apiserver-endpoint 'https://127.0.0.1:6443' --b64-cluster-ca 'Q0EK'"), "{script}");
+        for flag in ["--dns-cluster-ip '10.100.0.10'", "--use-max-pods false", "--max-pods=29", "karpenter.sh/unregistered:NoExecute", "--node-labels=\""] {
+            assert!(script.contains(flag), "{flag} in {script}");
+        }
+    }
+
+    ssm_parameter_terms(&aws, &img("team-web-image")).await;
+
+    // SSM answers are cached: another NodeClass with the same alias asks nothing.
+    let asked = count(&moto, "requests", "GetParameter").await;
+    assert_eq!(asked, 5 + 5 + 4 + 4 + 3 + 1 + 2, "one GetParameter per parameter of each alias and ssmParameter term");
+    aws.resolve_nodeclass(&nodeclass("default-2")).await.unwrap();
+    assert_eq!(count(&moto, "requests", "GetParameter").await, asked);
+    // Throttled SSM calls are retried within the bound.
+    moto.throttle(Some("GetParameter"), 2).await.unwrap();
+    let mut fresh = nodeclass("fresh");
+    fresh.spec.ami_selector_terms = vec![AmiSelectorTerm { alias: Some("bottlerocket@v1.24.0".into()), ..Default::default() }];
+    let err = aws.resolve_nodeclass(&fresh).await.unwrap_err();
+    assert!(matches!(&err, CloudError::NodeClassNotReady(m) if m.contains("0 of its 4 SSM parameters exist")), "{err}");
+    assert_eq!(count(&moto, "throttled", "GetParameter").await, 2);
+
+    refused_families(&moto, &aws, &al2).await;
+    moto.stop().await.unwrap();
+    eprintln!("ssm test: {:.1}s", t0.elapsed().as_secs_f64());
+}
+
+/// Copies of moto's plain images under the names of the real EKS / Bottlerocket images, one per public
+/// SSM parameter (Kubernetes 1.31), and the parameters seeded into moto's SSM; plus a team parameter
+/// and one whose value is not an AMI id. Returns image name → id.
+async fn seed_ami_parameters(moto: &Moto) -> BTreeMap<String, String> {
+    let x86 = moto.plain_al2023_image("x86_64").await.unwrap();
+    let arm = moto.plain_al2023_image("arm64").await.unwrap();
+    // (parameter, image copied from, its name): the real images' names, one image per parameter.
+    let eks = "/aws/service/eks/optimized-ami/1.31";
+    let br = "/aws/service/bottlerocket/aws-k8s-1.31";
+    let seeds: Vec<(String, &str, String)> = vec![
+        (format!("{eks}/amazon-linux-2023/x86_64/standard/recommended/image_id"), &x86, "amazon-eks-node-al2023-x86_64-standard-1.31-v20261201".into()),
+        (format!("{eks}/amazon-linux-2023/x86_64/nvidia/recommended/image_id"), &x86, "amazon-eks-node-al2023-x86_64-nvidia-1.31-v20261201".into()),
+        (format!("{eks}/amazon-linux-2023/x86_64/neuron/recommended/image_id"), &x86, "amazon-eks-node-al2023-x86_64-neuron-1.31-v20261201".into()),
+        (format!("{eks}/amazon-linux-2023/arm64/standard/recommended/image_id"), &arm, "amazon-eks-node-al2023-arm64-standard-1.31-v20261201".into()),
+        (format!("{eks}/amazon-linux-2023/arm64/nvidia/recommended/image_id"), &arm, "amazon-eks-node-al2023-arm64-nvidia-1.31-v20261201".into()),
+        (format!("{eks}/amazon-linux-2023/x86_64/standard/amazon-eks-node-al2023-x86_64-standard-1.31-v20261101/image_id"), &x86, "amazon-eks-node-al2023-x86_64-standard-1.31-v20261101".into()),
+        (format!("{eks}/amazon-linux-2/recommended/image_id"), &x86, "amazon-eks-node-1.31-v20261201".into()),
+        (format!("{eks}/amazon-linux-2-arm64/recommended/image_id"), &arm, "amazon-eks-arm64-node-1.31-v20261201".into()),
+        (format!("{eks}/amazon-linux-2-gpu/recommended/image_id"), &x86, "amazon-eks-gpu-node-1.31-v20261201".into()),
+        (format!("{br}/x86_64/latest/image_id"), &x86, "bottlerocket-aws-k8s-1.31-x86_64-v1.26.0".into()),
+        (format!("{br}/arm64/latest/image_id"), &arm, "bottlerocket-aws-k8s-1.31-aarch64-v1.26.0".into()),
+        (format!("{br}-nvidia/x86_64/latest/image_id"), &x86, "bottlerocket-aws-k8s-1.31-nvidia-x86_64-v1.26.0".into()),
+        (format!("{br}/x86_64/1.25.0/image_id"), &x86, "bottlerocket-aws-k8s-1.31-x86_64-v1.25.0".into()),
+        ("/team/images/web".into(), &x86, "team-web-image".into()),
+    ];
+    let mut image: BTreeMap<String, String> = BTreeMap::new();
+    let mut params = Vec::new();
+    for (param, source, name) in &seeds {
+        let id = moto.copy_image(source, name).await.unwrap();
+        params.push((param.clone(), id.clone()));
+        image.insert(name.clone(), id);
+    }
+    params.push(("/team/images/not-an-ami".into(), "hello".into()));
+    moto.put_public_parameters(&params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect::<Vec<_>>()).await.unwrap();
+    image
+}
+
+/// The Bottlerocket launch templates of `image`: the TOML parsed back keeps the NodeClass's settings
+/// and has only Bottlerocket `settings.kubernetes` keys with stowage's values; Karpenter's default
+/// volumes.
+async fn check_bottlerocket_templates(moto: &Moto, image: &str) {
+    for ud in user_data_for_image(moto, image).await {
+        let doc: toml::Table = ud.parse().unwrap_or_else(|e| panic!("{e}\n{ud}"));
+        assert_eq!(doc["settings"]["host-containers"]["admin"]["enabled"].as_bool(), Some(true), "{ud}");
+        let k = doc["settings"]["kubernetes"].as_table().unwrap();
+        let keys: Vec<&str> = k.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            vec!["api-server", "cluster-certificate", "cluster-dns-ip", "cluster-name", "cpu-cfs-quota-enforced", "image-gc-high-threshold-percent", "max-pods", "node-labels", "node-taints"],
+            "{ud}"
+        );
+        assert_eq!((k["cluster-name"].as_str(), k["api-server"].as_str(), k["cluster-dns-ip"].as_str()), (Some(CLUSTER), Some("https://127.0.0.1:6443"), Some("10.100.0.10")));
+        assert!(k["max-pods"].as_integer().is_some_and(|m| m > 3), "stowage's maxPods wins: {ud}");
+        assert_eq!(k["node-labels"]["workload"].as_str(), Some("web"));
+        assert_eq!(k["node-taints"]["karpenter.sh/unregistered"].as_array().map(|a| a[0].as_str()), Some(Some(":NoExecute")));
+    }
+    // Bottlerocket's default volumes: a 4 GiB OS volume and a 20 GiB data volume.
+    let lts = moto.ec2().describe_launch_templates().send().await.unwrap();
+    let mut br_devices = None;
+    for lt in lts.launch_templates().iter().filter(|l| l.launch_template_name().is_some_and(|n| n.starts_with("stowage/"))) {
+        let v = moto.ec2().describe_launch_template_versions().launch_template_id(lt.launch_template_id().unwrap()).send().await.unwrap();
+        let data = v.launch_template_versions()[0].launch_template_data().unwrap();
+        if data.image_id() == Some(image) {
+            br_devices = Some(data.block_device_mappings().iter().map(|b| (b.device_name().unwrap().to_string(), b.ebs().and_then(|e| e.volume_size()))).collect::<Vec<_>>());
+        }
+    }
+    assert_eq!(br_devices, Some(vec![("/dev/xvda".to_string(), Some(4)), ("/dev/xvdb".to_string(), Some(20))]));
+}
+
+/// Refused: Windows, AL2 from Kubernetes 1.33, an amiFamily that contradicts the alias.
+async fn refused_families(moto: &Moto, aws: &AwsProvider, al2: &EC2NodeClass) {
+    let mut windows = nodeclass("windows");
+    windows.spec.ami_selector_terms = vec![AmiSelectorTerm { alias: Some("windows2022@latest".into()), ..Default::default() }];
+    let err = aws.resolve_nodeclass(&windows).await.unwrap_err();
+    assert!(matches!(&err, CloudError::NodeClassNotReady(m) if m.contains("Windows nodes are not supported") && !m.contains("no AMI")), "{err}");
+    let mut mismatch = nodeclass("mismatch");
+    mismatch.spec.ami_family = Some("Bottlerocket".into());
+    let err = aws.resolve_nodeclass(&mismatch).await.unwrap_err();
+    assert!(matches!(&err, CloudError::NodeClassNotReady(m) if m.contains("spec.amiFamily Bottlerocket does not match the alias")), "{err}");
+    let mut o = AwsOptions { alias: Default::default(), ..options() };
+    o.alias.kubernetes_version = Some("1.33".into());
+    let newer = AwsProvider::new(&moto.sdk_config(), CLUSTER, o).unwrap();
+    let err = newer.resolve_nodeclass(al2).await.unwrap_err();
+    assert!(matches!(&err, CloudError::NodeClassNotReady(m) if m.contains("AL2 aliases are not supported on Kubernetes 1.33")), "{err}");
+}
+
+/// ssmParameter terms: the value is the image (its architecture the only requirement); a missing
+/// parameter or a value that is not an AMI id leaves nothing, and the NodeClass is not ready naming
+/// the parameter.
+async fn ssm_parameter_terms(aws: &AwsProvider, image: &str) {
+    let mut by_param = nodeclass("by-param");
+    by_param.spec.ami_family = Some("AL2023".into());
+    by_param.spec.ami_selector_terms = vec![AmiSelectorTerm { ssm_parameter: Some("/team/images/web".into()), ..Default::default() }];
+    let s = aws.resolve_nodeclass(&by_param).await.unwrap();
+    assert_eq!(
+        s.amis
+            .unwrap()
+            .iter()
+            .map(|a| (a.id.clone(), a.requirements.iter().map(|r| format!("{} {} {}", r.key, r.operator, r.values.clone().unwrap_or_default().join(","))).collect::<Vec<_>>()))
+            .collect::<Vec<_>>(),
+        vec![(image.to_string(), vec!["kubernetes.io/arch In amd64".to_string()])]
+    );
+    by_param.spec.ami_selector_terms = vec![
+        AmiSelectorTerm { ssm_parameter: Some("/team/images/missing".into()), ..Default::default() },
+        AmiSelectorTerm { ssm_parameter: Some("/team/images/not-an-ami".into()), ..Default::default() },
+    ];
+    let err = aws.resolve_nodeclass(&by_param).await.unwrap_err();
+    assert!(
+        matches!(&err, CloudError::NodeClassNotReady(m) if m.contains("ssmParameter /team/images/missing: no such SSM parameter") && m.contains("/team/images/not-an-ami: its value \"hello\" is not an AMI id")),
+        "{err}"
+    );
 }

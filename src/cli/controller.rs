@@ -40,8 +40,8 @@ pub struct ConnectArgs {
     /// start when neither gives it, since nodes cannot join without it).
     #[arg(long)]
     pub service_cidr: Option<String>,
-    /// Kubernetes minor version (e.g. 1.31) whose EKS images `al2023@...` aliases resolve to
-    /// (default: from eks:DescribeCluster).
+    /// Kubernetes minor version (e.g. 1.31) whose public SSM AMI parameters `al2023@`, `al2@` and
+    /// `bottlerocket@` aliases read (default: from eks:DescribeCluster).
     #[arg(long)]
     pub kubernetes_version: Option<String>,
     /// Cluster DNS addresses (comma separated), for node user data.
@@ -51,7 +51,8 @@ pub struct ConnectArgs {
     /// embedded (us-east-1) table's instead of the region's.
     #[arg(long, env = "ISOLATED_VPC", default_value_t = false, action = clap::ArgAction::Set)]
     pub isolated_vpc: bool,
-    /// Resolve `al2023@...` AMI aliases to plain Amazon Linux 2023 images (EC2 emulators only).
+    /// Resolve `al2023@...` AMI aliases whose SSM parameters give no image to plain Amazon Linux 2023
+    /// images (EC2 emulators only).
     #[arg(long, hide = true)]
     pub plain_al2023_fallback: bool,
 }

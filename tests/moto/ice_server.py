@@ -29,10 +29,20 @@ moto's own app (the same `DomainDispatcherApplication` `moto_server` serves) and
         `MaxResults` per page with a `NextToken`. Filters other than Karpenter's on-demand Linux ones match
         nothing. Throttle and fault rules apply (action `GetProducts`, a JSON error). Each call's signing
         region (the Price List endpoint the client chose) is listed in `/stowage/state` `pricingRegions`.
-    POST /stowage/reset     clears every rule and counter (and the seeded prices).
+    POST /stowage/ssm       {"parameters": {"/aws/service/eks/optimized-ami/1.31/...": "ami-...", ...}}
+        Writes public SSM parameters (String, data type aws:ec2:image when the value is an AMI id)
+        straight into moto's SSM backend (us-east-1, moto's default account) in this process: moto's
+        PutParameter refuses names under /aws/, as AWS does, and moto has no EKS or Bottlerocket AMI
+        parameters of its own. A name written again gets a new version. Answers {"written": n}.
+    POST /stowage/reset     clears every rule and counter (and the seeded prices; not the SSM parameters).
     GET  /stowage/state     {"iceRules": [...], "throttleRules": [...], "faultRule": {...} or null,
                              "requests": {action: n}, "throttled": {action: n}, "iceErrors": n,
                              "injected": {action: {code: n}}}
+
+Requests in the JSON protocols (SSM, and whatever else sends `X-Amz-Target: Service.Action`) are
+counted under their action too (`requests["GetParameter"]`), and throttle rules that name their action
+explicitly apply to them (answered with a JSON `ThrottlingException`, HTTP 400, as those services
+throttle); rules without an action and random faults stay EC2-only.
 
 It also emulates EC2's `prioritized` and `capacity-optimized-prioritized` allocation strategies, which
 moto ignores: the overrides left are ordered by Priority (lowest first) and the launch template config
@@ -113,6 +123,32 @@ def json_response(start_response, status, obj):
     return [body]
 
 
+def seed_ssm_parameters(parameters):
+    """Writes public parameters into moto's SSM backend (see POST /stowage/ssm); returns how many."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core.utils import utcnow
+    from moto.ssm.models import Parameter, ssm_backends
+
+    backend = ssm_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+    for name, value in parameters.items():
+        versions = backend._parameters[name]
+        versions.append(
+            Parameter(
+                account_id=DEFAULT_ACCOUNT_ID,
+                name=name,
+                value=value,
+                parameter_type="String",
+                description=None,
+                allowed_pattern=None,
+                keyid=None,
+                last_modified_date=utcnow(),
+                version=len(versions) + 1,
+                data_type="aws:ec2:image" if value.startswith("ami-") else "text",
+            )
+        )
+    return len(parameters)
+
+
 def ec2_error(start_response, status, code, message):
     body = (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -128,7 +164,7 @@ def ec2_error(start_response, status, code, message):
 
 
 def json_error(start_response, status, code, message):
-    """An error as the AWS JSON 1.1 protocol (Price List API) sends it."""
+    """An error of the AWS JSON protocols (SSM, the Price List API): `__type` and the `X-Amzn-ErrorType` header."""
     out = json.dumps({"__type": code, "message": message}).encode()
     start_response(f"{status} Error", [("Content-Type", "application/x-amz-json-1.1"), ("Content-Length", str(len(out))), ("x-amzn-ErrorType", code)])
     return [out]
@@ -243,6 +279,18 @@ class Middleware:
             return self.control(path, environ, start_response)
         if environ.get("HTTP_X_AMZ_TARGET") == "AWSPriceListService.GetProducts":
             return self.get_products(environ, start_response)
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if target:
+            action = target.rsplit(".", 1)[-1]
+            with self.state.lock:
+                st = self.state
+                st.requests[action] = st.requests.get(action, 0) + 1
+                for rule in st.throttle_rules:
+                    if rule["remaining"] > 0 and rule.get("action") == action:
+                        rule["remaining"] -= 1
+                        st.throttled[action] = st.throttled.get(action, 0) + 1
+                        return json_error(start_response, 400, "ThrottlingException", rule["message"])
+            return self.app(environ, start_response)
         if environ.get("REQUEST_METHOD") != "POST" or "x-www-form-urlencoded" not in environ.get("CONTENT_TYPE", ""):
             return self.app(environ, start_response)
         length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -416,6 +464,11 @@ class Middleware:
                     return json_response(start_response, "400 Bad Request", {"error": "region is required"})
                 st.prices[body["region"]] = {"prices": body.get("prices") or {}, "metalPrices": body.get("metalPrices") or {}}
                 return json_response(start_response, "200 OK", {"regions": sorted(st.prices)})
+            if path == "/stowage/ssm" and environ["REQUEST_METHOD"] == "POST":
+                params = body.get("parameters")
+                if not isinstance(params, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in params.items()):
+                    return json_response(start_response, "400 Bad Request", {"error": "parameters must be an object of name -> string value"})
+                return json_response(start_response, "200 OK", {"written": seed_ssm_parameters(params)})
             if path == "/stowage/reset" and environ["REQUEST_METHOD"] == "POST":
                 st.reset()
                 return json_response(start_response, "200 OK", {})

@@ -12,34 +12,36 @@
 //! Subnets are sorted by free IPv4 addresses (most first), then id, as in `status.subnets`; the launch
 //! path takes the first subnet of a zone. Security groups are sorted by id.
 //!
-//! **AMI aliases.** Karpenter resolves `alias: al2023@<version>` through the public SSM parameter
-//! `/aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/<arch>/standard/recommended/image_id`.
-//! stowage does not call SSM (moto's SSM has no such public parameters, and it would be one more
-//! SDK and IAM permission), so an alias resolves, per architecture (x86_64, arm64), by the first of:
+//! **AMIs.** Terms are resolved as Karpenter's `amifamily.DescribeImageQueries` does:
 //!
-//! 1. `AwsOptions::alias_image_ids[arch]` if configured: `DescribeImages image-id=<id>`;
-//! 2. the EKS-optimized image by name: `DescribeImages Owners=amazon`,
-//!    `name=amazon-eks-node-al2023-<arch>-standard-<k8s minor or *>-<v<version> or v*>`, newest
-//!    `CreationDate` (then name) wins. This is the image the SSM parameter points to (same owner,
-//!    same naming), give or take a release still rolling out;
-//! 3. only when `AwsOptions::plain_al2023_fallback` is set (emulators: moto preloads plain Amazon
-//!    Linux 2023 images but no EKS images): the newest non-minimal
-//!    `al2023-ami-2023.*-<arch>` owned by `amazon`. A plain AL2023 image has no kubelet, so this is
-//!    never right against real EC2, and it is off by default.
+//! - an `alias` term (it must stand alone) reads the public SSM parameters of its family, version and
+//!   the cluster's Kubernetes minor version ([`super::amifamily`], [`super::ssm`]); the image ids found
+//!   are described (`DescribeImages image-id=…`) and each image carries the requirements of its
+//!   variant (standard, nvidia, neuron) besides its architecture. Parameters that do not exist are
+//!   skipped. Two options serve environments without those parameters: `AliasOptions::image_ids`
+//!   (EC2 arch → AMI id, for `al2023@` aliases: that image for every type of the arch, SSM not asked
+//!   for the arch) and `AliasOptions::plain_al2023_fallback` (emulators only: an `al2023@` alias whose
+//!   parameters give no image for an arch takes the newest non-minimal plain `al2023-ami-2023.*-<arch>`
+//!   image owned by `amazon`; it has no kubelet, so this is never right against real EC2);
+//! - `id` terms, and the AMI ids `ssmParameter` terms' parameters hold (`GetParameter`; a missing
+//!   parameter or a value that is not an AMI id is skipped and named if nothing is found), go into one
+//!   `image-id` filter;
+//! - `name` / `tags` / `owner` terms are one `DescribeImages` each (`Owners` = the term's owner or, for
+//!   name terms, `self,amazon`).
 //!
-//! Only the `standard` variant is resolved (no `nvidia` / `neuron` images for GPU / Inferentia types),
-//! and only AL2023 aliases (stowage writes nodeadm user data only); other alias families and
-//! `ssmParameter` terms make the NodeClass not ready with a message saying so.
-//!
-//! Among all images the terms return, each architecture takes the newest non-deprecated one (a
-//! deprecated one only if nothing else matches).
+//! Among all images the terms return, each requirement set (architecture, variant) takes the newest
+//! non-deprecated image (a deprecated one only if nothing else matches); the list is ordered newest
+//! first, as Karpenter orders `status.amis`, and a launch gives each instance type the first image its
+//! labels satisfy.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_ec2::types::Filter;
 
 use super::Ec2;
+use super::amifamily::{self, Family, Variant};
 use super::errors::AwsError;
+use super::ssm::Ssm;
 use stowage_core::domain::nodepool::NodeClass;
 use stowage_input::api::EC2NodeClass;
 use stowage_input::api::ec2nodeclass::{AmiStatus, EC2NodeClassStatus, SecurityGroupStatus, SelectorTerm, SubnetStatus};
@@ -66,6 +68,23 @@ pub struct Ami {
     pub arch: String,
     pub created: String,
     pub deprecated: bool,
+    /// The instance types an alias's image is for (from its SSM parameter); `None`: every type of
+    /// its architecture (id, name, tags, ssmParameter terms; configured and fallback images).
+    pub variant: Option<Variant>,
+}
+
+impl Ami {
+    /// `status.amis[].requirements`: the architecture, then the variant's.
+    pub fn requirements(&self) -> Vec<k8s_openapi::api::core::v1::NodeSelectorRequirement> {
+        let mut v = vec![k8s_openapi::api::core::v1::NodeSelectorRequirement { key: "kubernetes.io/arch".into(), operator: "In".into(), values: Some(vec![self.arch.clone()]) }];
+        v.extend(self.variant.map(Variant::requirements).unwrap_or_default());
+        v
+    }
+
+    /// Whether an instance type of `arch` with `labels` may run this image.
+    pub fn admits(&self, arch: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.arch == arch && self.variant.is_none_or(|v| v.admits(labels))
+    }
 }
 
 /// A NodeClass with everything its selectors found.
@@ -73,10 +92,10 @@ pub struct Ami {
 pub struct Resolved {
     pub subnets: Vec<Subnet>,
     pub security_groups: Vec<SecurityGroup>,
-    /// At most one per architecture, sorted by arch.
+    /// At most one per requirement set (architecture, variant), newest first.
     pub amis: Vec<Ami>,
-    /// AL2023 or Custom: the user data stowage writes.
-    pub ami_family: String,
+    /// The user data stowage writes.
+    pub family: Family,
     /// Sizing view of the NodeClass (kubelet settings, root volume) for maxPods.
     pub sizing: NodeClass,
     /// `spec.instanceProfile`, or the profile made for `spec.role` ([`super::instance_profile`]; set by
@@ -89,8 +108,9 @@ impl Resolved {
         self.subnets.iter().map(|s| s.zone.clone()).collect()
     }
 
-    pub(crate) fn ami_for_arch(&self, arch: &str) -> Option<&Ami> {
-        self.amis.iter().find(|a| a.arch == arch)
+    /// The image an instance type of `arch` with `labels` launches with: the first that admits it.
+    pub(crate) fn ami_for(&self, arch: &str, labels: &BTreeMap<String, String>) -> Option<&Ami> {
+        self.amis.iter().find(|a| a.admits(arch, labels))
     }
 
     /// What the controller writes into `EC2NodeClass.status` (conditions are the controller's).
@@ -98,16 +118,7 @@ impl Resolved {
         EC2NodeClassStatus {
             subnets: Some(self.subnets.iter().map(|s| SubnetStatus { id: s.id.clone(), zone: s.zone.clone(), zone_id: s.zone_id.clone() }).collect()),
             security_groups: Some(self.security_groups.iter().map(|g| SecurityGroupStatus { id: g.id.clone(), name: g.name.clone() }).collect()),
-            amis: Some(
-                self.amis
-                    .iter()
-                    .map(|a| AmiStatus {
-                        id: a.id.clone(),
-                        name: a.name.clone(),
-                        requirements: vec![k8s_openapi::api::core::v1::NodeSelectorRequirement { key: "kubernetes.io/arch".into(), operator: "In".into(), values: Some(vec![a.arch.clone()]) }],
-                    })
-                    .collect(),
-            ),
+            amis: Some(self.amis.iter().map(|a| AmiStatus { id: a.id.clone(), name: a.name.clone(), requirements: a.requirements() }).collect()),
             instance_profile: self.instance_profile.clone(),
             conditions: None,
         }
@@ -134,7 +145,8 @@ impl From<AwsError> for DiscoveryError {
 pub struct AliasOptions {
     /// EC2 arch (`x86_64`, `arm64`) → AMI id to use for `al2023@...` aliases.
     pub image_ids: BTreeMap<String, String>,
-    /// Kubernetes minor version (`1.36`) for the EKS image name; any version when unset.
+    /// Kubernetes minor version (`1.36`) whose SSM parameters aliases read; aliases find no image
+    /// without it (except through `image_ids` and the fallback).
     pub kubernetes_version: Option<String>,
     /// Fall back to plain Amazon Linux 2023 images (emulators only).
     pub plain_al2023_fallback: bool,
@@ -260,7 +272,7 @@ async fn describe_images(ec2: &Ec2, owners: &[String], filters: Vec<Filter>) -> 
         for i in out.images() {
             let (Some(id), Some(arch)) = (i.image_id(), i.architecture().and_then(|a| k8s_arch(a.as_str()))) else { continue };
             let deprecated = i.deprecation_time().and_then(|t| aws_sdk_ec2::primitives::DateTime::from_str(t, aws_sdk_ec2::primitives::DateTimeFormat::DateTime).ok()).is_some_and(|t| t < now);
-            out_images.push(Ami { id: id.into(), name: i.name().map(str::to_string), arch: arch.into(), created: i.creation_date().unwrap_or_default().to_string(), deprecated });
+            out_images.push(Ami { id: id.into(), name: i.name().map(str::to_string), arch: arch.into(), created: i.creation_date().unwrap_or_default().to_string(), deprecated, variant: None });
         }
         token = out.next_token().filter(|t| !t.is_empty()).map(str::to_string);
         if token.is_none() {
@@ -275,29 +287,72 @@ fn newest(images: impl IntoIterator<Item = Ami>) -> Option<Ami> {
     images.into_iter().max_by(|a, b| (!a.deprecated, &a.created, &a.name).cmp(&(!b.deprecated, &b.created, &b.name)))
 }
 
-async fn alias_images(ec2: &Ec2, alias: &str, opts: &AliasOptions) -> Result<Result<Vec<Ami>, String>, AwsError> {
-    let (family, version) = alias.split_once('@').unwrap_or((alias, "latest"));
-    if family != "al2023" {
-        return Ok(Err(format!(
-            "amiSelectorTerms alias {alias:?}: stowage resolves al2023 aliases only (it writes AL2023 nodeadm user data); use amiFamily Custom with id/name/tags terms for other images"
-        )));
+/// A retryable error is returned (the caller keeps its previous result); any other SSM error is a
+/// note for the NodeClass's condition.
+fn ssm_note(e: AwsError, what: &str, notes: &mut Vec<String>) -> Result<(), AwsError> {
+    if e.class.retryable() {
+        return Err(e);
     }
-    let mut found = Vec::new();
-    for arch in ["x86_64", "arm64"] {
-        if let Some(id) = opts.image_ids.get(arch) {
+    notes.push(format!("{what}: {e}"));
+    Ok(())
+}
+
+/// The images of an alias term (module docs). `Err` inside: why the alias cannot be resolved at all;
+/// an empty list comes with notes saying what was looked for.
+async fn alias_images(ec2: &Ec2, ssm: &Ssm, alias: &str, opts: &AliasOptions, notes: &mut Vec<String>) -> Result<Result<Vec<Ami>, String>, AwsError> {
+    let (family, version) = match Family::of_alias(alias) {
+        Ok(f) => f,
+        Err(e) => return Ok(Err(format!("amiSelectorTerms[0]: {e}"))),
+    };
+    let mut found: Vec<Ami> = Vec::new();
+    if family == Family::Al2023 {
+        for id in opts.image_ids.values() {
             found.extend(describe_images(ec2, &[], vec![filter("image-id", [id.as_str()])]).await?);
-            continue;
         }
-        let k8s = opts.kubernetes_version.as_deref().unwrap_or("*");
-        let v = if version == "latest" { "v*".to_string() } else { version.to_string() };
-        let eks = format!("amazon-eks-node-al2023-{arch}-standard-{k8s}-{v}");
-        let images = describe_images(ec2, &["amazon".to_string()], vec![filter("name", [eks])]).await?;
-        if let Some(a) = newest(images) {
-            found.push(a);
-            continue;
+    }
+    let configured: BTreeSet<String> = found.iter().map(|a| a.arch.clone()).collect();
+    match opts.kubernetes_version.as_deref().and_then(amifamily::minor_version) {
+        Some(k8s) => {
+            let params = match amifamily::alias_parameters(family, &version, &k8s) {
+                Ok(p) => p,
+                Err(e) => return Ok(Err(format!("amiSelectorTerms[0]: {e}"))),
+            };
+            let mut ids: BTreeMap<String, Vec<Variant>> = BTreeMap::new();
+            let mut missing = Vec::new();
+            for p in &params {
+                match ssm.get(&p.name).await {
+                    Ok(Some(id)) => ids.entry(id).or_default().extend(p.variants.iter().copied()),
+                    Ok(None) => missing.push(p.name.clone()),
+                    Err(e) => ssm_note(e, &format!("SSM parameter {}", p.name), notes)?,
+                }
+            }
+            if !ids.is_empty() {
+                for img in describe_images(ec2, &[], vec![filter("image-id", ids.keys().map(String::as_str))]).await? {
+                    if configured.contains(&img.arch) {
+                        continue;
+                    }
+                    for v in ids.get(&img.id).into_iter().flatten() {
+                        found.push(Ami { variant: Some(*v), ..img.clone() });
+                    }
+                }
+            }
+            if found.is_empty() {
+                notes.push(format!(
+                    "alias {alias}: {} of its {} SSM parameters exist{}",
+                    params.len() - missing.len(),
+                    params.len(),
+                    if missing.is_empty() { String::new() } else { format!(" (not found: {})", missing.join(", ")) }
+                ));
+            }
         }
-        if opts.plain_al2023_fallback {
-            let plain = format!("al2023-ami-2023.*-{arch}");
+        None => notes.push(format!("alias {alias}: the cluster's Kubernetes version is unknown (eks:DescribeCluster or --kubernetes-version), so its SSM parameters cannot be named")),
+    }
+    if family == Family::Al2023 && opts.plain_al2023_fallback {
+        for (ec2_arch, arch) in [("x86_64", "amd64"), ("arm64", "arm64")] {
+            if found.iter().any(|a| a.arch == arch) {
+                continue;
+            }
+            let plain = format!("al2023-ami-2023.*-{ec2_arch}");
             let images = describe_images(ec2, &["amazon".to_string()], vec![filter("name", [plain])]).await?;
             found.extend(newest(images.into_iter().filter(|a| !a.name.as_deref().unwrap_or("").contains("minimal"))));
         }
@@ -305,71 +360,114 @@ async fn alias_images(ec2: &Ec2, alias: &str, opts: &AliasOptions) -> Result<Res
     Ok(Ok(found))
 }
 
-pub async fn amis(ec2: &Ec2, nc: &EC2NodeClass, opts: &AliasOptions) -> Result<Result<Vec<Ami>, String>, AwsError> {
+/// The AMI ids of `ssmParameter` terms: missing parameters and values that are not AMI ids are skipped
+/// (as Karpenter does) and noted.
+async fn ssm_parameter_image(ssm: &Ssm, i: usize, name: &str, notes: &mut Vec<String>) -> Result<Option<String>, AwsError> {
+    let what = format!("amiSelectorTerms[{i}].ssmParameter {name}");
+    match ssm.get(name).await {
+        Ok(Some(v)) if v.trim().starts_with("ami-") => return Ok(Some(v.trim().to_string())),
+        Ok(Some(v)) => notes.push(format!("{what}: its value {v:?} is not an AMI id")),
+        Ok(None) => notes.push(format!("{what}: no such SSM parameter")),
+        Err(e) => ssm_note(e, &what, notes)?,
+    }
+    Ok(None)
+}
+
+/// The images of the terms, newest per requirement set, newest first. `Err` inside: the terms are
+/// invalid, or nothing was found (the message says what was looked for).
+pub async fn amis(ec2: &Ec2, ssm: &Ssm, nc: &EC2NodeClass, opts: &AliasOptions) -> Result<Result<Vec<Ami>, String>, AwsError> {
     let terms = &nc.spec.ami_selector_terms;
     if terms.is_empty() {
         return Ok(Err("amiSelectorTerms is empty".into()));
     }
     let mut all = Vec::new();
+    let mut notes = Vec::new();
+    let mut ids = Vec::new();
     for (i, t) in terms.iter().enumerate() {
         if let Some(alias) = &t.alias {
             if terms.len() > 1 {
                 return Ok(Err(format!("amiSelectorTerms[{i}]: an alias term must be the only term")));
             }
-            match alias_images(ec2, alias, opts).await? {
+            match alias_images(ec2, ssm, alias, opts, &mut notes).await? {
                 Ok(v) => all.extend(v),
                 Err(e) => return Ok(Err(e)),
             }
             continue;
         }
-        if t.ssm_parameter.is_some() {
-            return Ok(Err(format!("amiSelectorTerms[{i}].ssmParameter: stowage does not read SSM parameters; select the image by id, name or tags")));
+        if let Some(p) = t.ssm_parameter.as_deref().filter(|p| !p.is_empty()) {
+            ids.extend(ssm_parameter_image(ssm, i, p, &mut notes).await?);
+            continue;
+        }
+        if let Some(id) = t.id.as_deref().filter(|id| !id.is_empty()) {
+            ids.push(id.to_string());
+            continue;
         }
         let mut fs = tag_filters(&t.tags.clone().unwrap_or_default());
-        if let Some(id) = &t.id {
-            fs.push(filter("image-id", [id.as_str()]));
-        }
         if let Some(name) = &t.name {
             fs.push(filter("name", [name.as_str()]));
         }
         if fs.is_empty() {
-            return Ok(Err(format!("amiSelectorTerms[{i}] selects nothing (no alias, id, name or tags)")));
+            return Ok(Err(format!("amiSelectorTerms[{i}] selects nothing (no alias, id, name, tags or ssmParameter)")));
         }
         let owners: Vec<String> = match (&t.owner, &t.name) {
             (Some(o), _) => o.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
-            (None, Some(_)) if t.id.is_none() => vec!["self".into(), "amazon".into()],
+            (None, Some(_)) => vec!["self".into(), "amazon".into()],
             _ => Vec::new(),
         };
         all.extend(describe_images(ec2, &owners, fs).await?);
     }
-    let mut by_arch: BTreeMap<String, Vec<Ami>> = BTreeMap::new();
-    for a in all {
-        by_arch.entry(a.arch.clone()).or_default().push(a);
+    if !ids.is_empty() {
+        all.extend(describe_images(ec2, &[], vec![filter("image-id", ids.iter().map(String::as_str))]).await?);
     }
-    Ok(Ok(by_arch.into_values().filter_map(newest).collect()))
+    let mut by_reqs: BTreeMap<(String, Option<Variant>), Vec<Ami>> = BTreeMap::new();
+    for a in all {
+        by_reqs.entry((a.arch.clone(), a.variant)).or_default().push(a);
+    }
+    let mut found: Vec<Ami> = by_reqs.into_values().filter_map(newest).collect();
+    // Karpenter's order of status.amis: newest first, then by id.
+    found.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| a.id.cmp(&b.id)).then_with(|| a.variant.cmp(&b.variant)));
+    if found.is_empty() {
+        let why = if notes.is_empty() { String::new() } else { format!(" ({})", notes.join("; ")) };
+        return Ok(Err(format!("no AMI matches amiSelectorTerms{why}")));
+    }
+    Ok(Ok(found))
 }
 
-/// The AMI family that decides the user data (`spec.amiFamily`, else the alias's, else Custom).
-pub fn ami_family(nc: &EC2NodeClass) -> String {
-    if let Some(f) = &nc.spec.ami_family {
-        return f.clone();
-    }
-    match nc.spec.ami_selector_terms.iter().find_map(|t| t.alias.as_deref()).map(|a| a.split('@').next().unwrap_or("")) {
-        Some("al2023") => "AL2023".into(),
-        Some("al2") => "AL2".into(),
-        Some("bottlerocket") => "Bottlerocket".into(),
-        Some(other) if !other.is_empty() => other.to_string(),
-        _ => "Custom".into(),
+/// The AMI family whose user data stowage writes (Karpenter's CRD rules): `spec.amiFamily`, which
+/// must be the alias's family or Custom when there is an alias; else the alias's family. Without an
+/// alias `spec.amiFamily` is required. Windows is refused.
+pub fn ami_family(nc: &EC2NodeClass) -> Result<Family, String> {
+    let alias = nc.spec.ami_selector_terms.iter().find_map(|t| t.alias.as_deref());
+    let alias_family = alias.map(|a| Family::of_alias(a).map(|(f, _)| f)).transpose()?;
+    match (nc.spec.ami_family.as_deref(), alias_family) {
+        (Some(f), Some(a)) => {
+            let f = Family::parse(f)?;
+            if f != a && f != Family::Custom {
+                return Err(format!("spec.amiFamily {} does not match the alias {:?}: it must be {} or Custom", f.as_str(), alias.unwrap_or_default(), a.as_str()));
+            }
+            Ok(f)
+        }
+        (Some(f), None) => Family::parse(f),
+        (None, Some(a)) => Ok(a),
+        (None, None) => Err("spec.amiFamily is required when amiSelectorTerms has no alias (Karpenter's CRD refuses such an EC2NodeClass): AL2023, AL2, Bottlerocket or Custom".into()),
     }
 }
 
 /// Resolves everything; `NotReady` lists every missing part at once.
-pub async fn resolve(ec2: &Ec2, nc: &EC2NodeClass, opts: &AliasOptions) -> Result<Resolved, DiscoveryError> {
+pub async fn resolve(ec2: &Ec2, ssm: &Ssm, nc: &EC2NodeClass, opts: &AliasOptions) -> Result<Resolved, DiscoveryError> {
     let name = nc.metadata.name.clone().unwrap_or_default();
     let mut missing = Vec::new();
-    let family = ami_family(nc);
-    if !matches!(family.as_str(), "AL2023" | "Custom") {
-        missing.push(format!("amiFamily {family}: stowage writes user data for AL2023 (nodeadm) and Custom only"));
+    let family = match ami_family(nc) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            missing.push(e);
+            None
+        }
+    };
+    if family == Some(Family::Bottlerocket)
+        && let Err(e) = super::userdata::bottlerocket::parse_user_data(nc.spec.user_data.as_deref())
+    {
+        missing.push(e);
     }
     // Karpenter's CRD refuses these; the controller reports them as ValidationSucceeded=False and
     // never gets here, a caller that does gets NotReady instead of nodes whose kubelet does not start.
@@ -384,7 +482,8 @@ pub async fn resolve(ec2: &Ec2, nc: &EC2NodeClass, opts: &AliasOptions) -> Resul
     };
     let subnets = subnets(ec2, &nc.spec.subnet_selector_terms).await?;
     let groups = security_groups(ec2, &nc.spec.security_group_selector_terms).await?;
-    let amis = amis(ec2, nc, opts).await?;
+    // An unusable family (Windows, a bad alias) is reported once, not again as "no AMI".
+    let amis = if family.is_some() { amis(ec2, ssm, nc, opts).await? } else { Err(String::new()) };
     match &subnets {
         Ok(v) if v.is_empty() => missing.push("no subnet matches subnetSelectorTerms".into()),
         Err(e) => missing.push(e.clone()),
@@ -395,17 +494,12 @@ pub async fn resolve(ec2: &Ec2, nc: &EC2NodeClass, opts: &AliasOptions) -> Resul
         Err(e) => missing.push(e.clone()),
         _ => {}
     }
-    match &amis {
-        Ok(v) if v.is_empty() => missing.push(format!(
-            "no AMI matches amiSelectorTerms{}",
-            if nc.spec.ami_selector_terms.iter().any(|t| t.alias.is_some()) { " (aliases resolve by EKS image name, see AwsOptions::alias_image_ids and plain_al2023_fallback)" } else { "" }
-        )),
-        Err(e) => missing.push(e.clone()),
-        _ => {}
+    if let Some(e) = amis.as_ref().err().filter(|e| !e.is_empty()) {
+        missing.push(e.clone());
     }
-    match (missing.is_empty(), subnets, groups, amis, sizing) {
-        (true, Ok(subnets), Ok(security_groups), Ok(amis), Some(sizing)) => {
-            Ok(Resolved { subnets, security_groups, amis, ami_family: family, sizing, instance_profile: nc.spec.instance_profile.clone() })
+    match (missing.is_empty(), subnets, groups, amis, sizing, family) {
+        (true, Ok(subnets), Ok(security_groups), Ok(amis), Some(sizing), Some(family)) => {
+            Ok(Resolved { subnets, security_groups, amis, family, sizing, instance_profile: nc.spec.instance_profile.clone() })
         }
         _ => Err(DiscoveryError::NotReady(format!("EC2NodeClass {name}: {}", missing.join("; ")))),
     }
@@ -438,7 +532,7 @@ mod tests {
 
     #[test]
     fn newest_prefers_non_deprecated_then_date_then_name() {
-        let a = |id: &str, created: &str, dep: bool| Ami { id: id.into(), name: Some(id.into()), arch: "amd64".into(), created: created.into(), deprecated: dep };
+        let a = |id: &str, created: &str, dep: bool| Ami { id: id.into(), name: Some(id.into()), arch: "amd64".into(), created: created.into(), deprecated: dep, variant: None };
         let n = newest(vec![a("x", "2026-01-01", false), a("y", "2026-06-01", true), a("z", "2026-03-01", false)]).unwrap();
         assert_eq!(n.id, "z");
     }

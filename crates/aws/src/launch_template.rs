@@ -11,9 +11,8 @@
 //! | `CreateLaunchTemplate` | `LaunchTemplateName`, `LaunchTemplateData` (below), `TagSpecifications` launch-template = the launch tags; `InvalidLaunchTemplateName.AlreadyExistsException` (a concurrent creator won) counts as success |
 //!
 //! `LaunchTemplateData`: `ImageId`; `UserData` (base64, [`super::userdata`]); `IamInstanceProfile.Name`
-//! (`spec.instanceProfile`, else an instance profile named like `spec.role`: stowage does not create
-//! instance profiles); `BlockDeviceMappings` (`spec.blockDeviceMappings`, default for AL2023
-//! `/dev/xvda` 20 GiB gp3 encrypted, deleted on termination); `MetadataOptions` (`spec.metadataOptions`,
+//! (`spec.instanceProfile`, else the instance profile made for `spec.role`); `BlockDeviceMappings`
+//! (`spec.blockDeviceMappings`, else the family's defaults: [`block_devices`]); `MetadataOptions` (`spec.metadataOptions`,
 //! defaults endpoint enabled, IPv6 disabled, hop limit 1, tokens required, instance tags disabled);
 //! `Monitoring.Enabled` (`spec.detailedMonitoring`); `SecurityGroupIds`, or with
 //! `spec.associatePublicIPAddress` one `NetworkInterfaces[0]` (device 0, the groups, the flag);
@@ -37,6 +36,7 @@ use aws_sdk_ec2::types::{
 use serde::Serialize;
 
 use super::Ec2;
+use super::amifamily::Family;
 use super::errors::{AwsError, LAUNCH_TEMPLATE_ALREADY_EXISTS, LAUNCH_TEMPLATE_NOT_FOUND};
 use stowage_input::api::EC2NodeClass;
 
@@ -146,23 +146,31 @@ pub fn tags(m: &BTreeMap<String, String>) -> Vec<Tag> {
     m.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()
 }
 
-/// The NodeClass's block devices, or the AL2023 default root volume. Errors name the field.
-pub(crate) fn block_devices(nc: &EC2NodeClass, family: &str) -> Result<Vec<BlockDevice>, String> {
+/// Karpenter's default EBS volume (`DefaultEBS`): gp3, encrypted, deleted on termination.
+fn default_volume(device: &str, gib: i32) -> BlockDevice {
+    BlockDevice {
+        device_name: device.into(),
+        volume_size_gib: Some(gib),
+        volume_type: Some("gp3".into()),
+        encrypted: Some(true),
+        delete_on_termination: Some(true),
+        iops: None,
+        throughput: None,
+        kms_key_id: None,
+        snapshot_id: None,
+    }
+}
+
+/// The NodeClass's block devices, or the family's defaults (Karpenter's `DefaultBlockDeviceMappings`):
+/// AL2023 and AL2 a 20 GiB root `/dev/xvda`; Bottlerocket a 4 GiB OS volume `/dev/xvda` and a 20 GiB
+/// data volume `/dev/xvdb`; Custom the AMI's own. Errors name the field.
+pub(crate) fn block_devices(nc: &EC2NodeClass, family: Family) -> Result<Vec<BlockDevice>, String> {
     let Some(bdms) = nc.spec.block_device_mappings.as_ref().filter(|b| !b.is_empty()) else {
-        if family == "Custom" {
-            return Ok(Vec::new()); // the AMI's own mappings
-        }
-        return Ok(vec![BlockDevice {
-            device_name: "/dev/xvda".into(),
-            volume_size_gib: Some(20),
-            volume_type: Some("gp3".into()),
-            encrypted: Some(true),
-            delete_on_termination: Some(true),
-            iops: None,
-            throughput: None,
-            kms_key_id: None,
-            snapshot_id: None,
-        }]);
+        return Ok(match family {
+            Family::Custom => Vec::new(),
+            Family::Bottlerocket => vec![default_volume("/dev/xvda", 4), default_volume("/dev/xvdb", 20)],
+            Family::Al2023 | Family::Al2 => vec![default_volume("/dev/xvda", 20)],
+        });
     };
     let mut out = Vec::new();
     for (i, b) in bdms.iter().enumerate() {
@@ -256,13 +264,15 @@ mod tests {
     #[test]
     fn block_device_sizes_round_up_to_gib() {
         let mut nc = EC2NodeClass::new("x", Default::default());
-        assert_eq!(block_devices(&nc, "AL2023").unwrap()[0].volume_size_gib, Some(20));
-        assert!(block_devices(&nc, "Custom").unwrap().is_empty());
+        assert_eq!(block_devices(&nc, Family::Al2023).unwrap()[0].volume_size_gib, Some(20));
+        let br: Vec<_> = block_devices(&nc, Family::Bottlerocket).unwrap().into_iter().map(|b| (b.device_name, b.volume_size_gib)).collect();
+        assert_eq!(br, vec![("/dev/xvda".to_string(), Some(4)), ("/dev/xvdb".to_string(), Some(20))]);
+        assert!(block_devices(&nc, Family::Custom).unwrap().is_empty());
         nc.spec.block_device_mappings = Some(vec![stowage_input::api::ec2nodeclass::BlockDeviceMapping {
             device_name: Some("/dev/xvda".into()),
             ebs: Some(stowage_input::api::ec2nodeclass::BlockDevice { volume_size: Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity("100G".into())), ..Default::default() }),
             root_volume: Some(true),
         }]);
-        assert_eq!(block_devices(&nc, "AL2023").unwrap()[0].volume_size_gib, Some(94));
+        assert_eq!(block_devices(&nc, Family::Al2023).unwrap()[0].volume_size_gib, Some(94));
     }
 }

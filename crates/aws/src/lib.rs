@@ -32,8 +32,9 @@
 //!   (provenance says OFFLINE) and EC2 is asked again after `offline_retry`.
 //! - **`launch`**: looks for a live instance tagged with the NodeClaim first (returned as is); keeps
 //!   the offerings of the first offering's capacity type, in the request's order, minus those in the
-//!   ICE cache; per zone the subnet with the most free addresses; per instance type the AMI of its
-//!   architecture and the maxPods of Karpenter's formula; one launch template per distinct content
+//!   ICE cache; per zone the subnet with the most free addresses; per instance type the first AMI
+//!   whose requirements it satisfies (architecture; GPU / accelerator variant of an alias's images)
+//!   and the maxPods of Karpenter's formula; one launch template per distinct content
 //!   ([`launch_template`]); one CreateFleet ([`fleet`]). Capacity errors in the answer are put in the
 //!   ICE cache ([`ice`]); zero instances and only capacity errors is `InsufficientCapacity` naming the
 //!   offerings that failed. Offerings that cannot be launched with the NodeClass at all (no subnet in
@@ -44,6 +45,10 @@
 //!   `status.instanceProfile` and the launch templates' `IamInstanceProfile.Name`. `spec.instanceProfile`
 //!   is used as is. `collect_nodeclass_resources` deletes managed profiles no NodeClass uses (at most
 //!   every `profile_gc_interval`).
+//! - **AMIs and user data** ([`discovery`], [`amifamily`], [`ssm`], [`userdata`]): aliases of the
+//!   AL2023, AL2 and Bottlerocket families read the public SSM parameters for the cluster's
+//!   Kubernetes version; `ssmParameter` terms read theirs; the user data is the family's (nodeadm
+//!   `NodeConfig`, `bootstrap.sh`, Bottlerocket TOML, or Custom verbatim). Windows is refused.
 //! - **Cluster facts** ([`cluster`]): endpoint, CA, service CIDR, IP family and Kubernetes version from
 //!   `eks:DescribeCluster`, flags overriding; `launch` refuses (Fatal) when the options carry no service
 //!   CIDR, since nodeadm would refuse the node's NodeConfig.
@@ -65,6 +70,7 @@
 //! | `DescribeSubnets` | [`discovery`] | tag / tag-key / subnet-id filters per term; MaxResults 500 |
 //! | `DescribeSecurityGroups` | [`discovery`] | tag / tag-key / group-id / group-name filters per term; MaxResults 500 |
 //! | `DescribeImages` | [`discovery`] | image-id / name / tag filters, Owners, state=available; MaxResults 1000 |
+//! | `ssm:GetParameter` | [`ssm`] | the public AMI parameters of an alias ([`amifamily`]), `ssmParameter` terms; cached for the discovery TTL |
 //! | `DescribeInstanceTypes` | [`instance_types`] | hvm, x86_64/arm64; MaxResults 100 |
 //! | `DescribeInstanceTypeOfferings` | [`instance_types`] | LocationType availability-zone; MaxResults 1000 |
 //! | `DescribeSpotPriceHistory` | [`pricing`] | Linux/UNIX (+ Amazon VPC), StartTime now; MaxResults 1000 |
@@ -81,6 +87,7 @@
 //!
 //! The IAM policy for these calls is `docs/iam-policy.json`.
 
+pub mod amifamily;
 pub mod cluster;
 pub mod discovery;
 pub mod errors;
@@ -93,6 +100,7 @@ pub mod launch_template;
 pub mod pricing;
 pub mod retry;
 pub mod sqs;
+pub mod ssm;
 pub mod userdata;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -113,6 +121,7 @@ use self::instance_types::TypeData;
 use self::launch_template::TemplateSpec;
 use self::pricing::{OnDemandPrices, PriceList, SpotPrices};
 use self::retry::{RetryPolicy, call_with_retries};
+use self::ssm::Ssm;
 pub use self::userdata::ClusterInfo;
 use stowage_core::domain::catalog::Catalog;
 use stowage_decide::cloud::{CloudError, CloudProvider, Instance, LaunchRequest, OfferingRef};
@@ -152,7 +161,8 @@ impl Ec2 {
 pub struct AwsOptions {
     /// What nodeadm needs to join the cluster (endpoint, CA, service CIDR, DNS).
     pub cluster: ClusterInfo,
-    /// How `alias:` AMI terms resolve (no SSM): configured ids, EKS image names, plain AL2023.
+    /// How `alias:` AMI terms resolve: the Kubernetes version their SSM parameters name; configured
+    /// ids and the plain AL2023 fallback for environments without those parameters.
     pub alias: AliasOptions,
     pub retry: RetryPolicy,
     /// Discovery cache (Karpenter: 1 min).
@@ -212,6 +222,7 @@ pub struct AwsProvider {
     ec2: Ec2,
     iam: Iam,
     price_list: PriceList,
+    ssm: Ssm,
     cluster: String,
     region: String,
     opts: AwsOptions,
@@ -272,6 +283,7 @@ impl AwsProvider {
             price_list: PriceList { client: aws_sdk_pricing::Client::from_conf(pricing_conf), retry: options.retry.clone() },
             ec2: Ec2 { client: aws_sdk_ec2::Client::from_conf(conf), retry: options.retry.clone() },
             iam: Iam { client: aws_sdk_iam::Client::from_conf(iam_conf), retry: options.retry.clone() },
+            ssm: Ssm::new(sdk, options.retry.clone(), options.discovery_ttl),
             cluster,
             region,
             ice: IceCache::new(options.ice_ttl),
@@ -364,7 +376,7 @@ impl AwsProvider {
     /// cannot fix (access denied, an invalid role name) makes the NodeClass not ready with that error,
     /// so that it shows in the NodeClass's condition and not only in a log.
     async fn discover(&self, spec: &EC2NodeClass) -> Result<Resolved, DiscoveryError> {
-        let mut r = discovery::resolve(&self.ec2, spec, &self.opts.alias).await?;
+        let mut r = discovery::resolve(&self.ec2, &self.ssm, spec, &self.opts.alias).await?;
         let name = spec.metadata.name.as_deref().unwrap_or_default();
         match instance_profile::ensure(&self.iam, &self.cluster, &self.region, spec).await {
             Ok(Ok(p)) => r.instance_profile = Some(p),
@@ -513,28 +525,24 @@ impl AwsProvider {
         let mut labels: BTreeMap<String, String> = req.labels.iter().filter(|(k, _)| kubelet_settable_label(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
         labels.insert(TAG_NODEPOOL.into(), req.nodepool.clone());
         labels.insert("karpenter.sh/capacity-type".into(), capacity_type.into());
-        let user_data = if r.ami_family == "AL2023" {
-            userdata::al2023(&userdata::NodeadmInput {
-                cluster_name: &self.cluster,
-                cluster: &self.opts.cluster,
-                max_pods,
-                kubelet: nc.spec.kubelet.as_ref(),
-                labels: &labels,
-                taints: &req.taints,
-                raid0: nc.spec.instance_store_policy.as_deref() == Some("RAID0"),
-                custom_user_data: nc.spec.user_data.as_deref(),
-            })
-        } else {
-            // Custom: the NodeClass's user data as is (Karpenter does not template it either).
-            nc.spec.user_data.clone().unwrap_or_default()
+        let input = userdata::UserDataInput {
+            cluster_name: &self.cluster,
+            cluster: &self.opts.cluster,
+            max_pods,
+            kubelet: nc.spec.kubelet.as_ref(),
+            labels: &labels,
+            taints: &req.taints,
+            raid0: nc.spec.instance_store_policy.as_deref() == Some("RAID0"),
+            custom_user_data: nc.spec.user_data.as_deref(),
         };
+        let user_data = userdata::for_family(r.family, &input).map_err(|m| CloudError::NodeClassNotReady(format!("EC2NodeClass {}: {m}", req.nodeclass)))?;
         Ok(TemplateSpec {
             image_id: image_id.to_string(),
             user_data,
             instance_profile: r.instance_profile.clone(),
             security_group_ids: r.security_groups.iter().map(|g| g.id.clone()).collect(),
             associate_public_ip: nc.spec.associate_public_ip_address,
-            block_devices: launch_template::block_devices(nc, &r.ami_family).map_err(|m| CloudError::NodeClassNotReady(format!("EC2NodeClass {}: {m}", req.nodeclass)))?,
+            block_devices: launch_template::block_devices(nc, r.family).map_err(|m| CloudError::NodeClassNotReady(format!("EC2NodeClass {}: {m}", req.nodeclass)))?,
             metadata: launch_template::metadata(nc),
             detailed_monitoring: nc.spec.detailed_monitoring.unwrap_or(false),
             tags: self.launch_tags(nc, req),
@@ -627,15 +635,17 @@ impl AwsProvider {
                 continue;
             };
             let facts = instance_types::facts(types.as_deref(), &o.instance_type);
+            // The image whose requirements the type's labels (GPU and accelerator counts) satisfy.
+            let labels = stowage_input::catalog::default_catalog().get(&o.instance_type).map(|t| t.labels.clone()).unwrap_or_default();
             let image = match &facts {
-                Some(f) => r.ami_for_arch(&f.arch),
+                Some(f) => r.ami_for(&f.arch, &labels),
                 None if r.amis.len() == 1 => r.amis.first(),
                 None => None,
             };
             let Some(image) = image else {
                 self.mark_unavailable(o, "NoImageForArchitecture");
                 let arch = facts.as_ref().map(|f| f.arch.as_str()).unwrap_or("unknown");
-                skipped.push((o.clone(), format!("no AMI of EC2NodeClass {} for {} ({arch})", req.nodeclass, o.instance_type)));
+                skipped.push((o.clone(), format!("no AMI of EC2NodeClass {} for {} ({arch}; GPU and accelerator types need the alias's nvidia / neuron image)", req.nodeclass, o.instance_type)));
                 continue;
             };
             let max_pods = facts.as_ref().map(|f| stowage_core::catalog::aws::max_pods(f, &r.sizing.ami_family, &r.sizing.kubelet)).unwrap_or(110);

@@ -113,6 +113,13 @@ impl Moto {
         self.fault_request("POST", "/stowage/prices", json!({"region": region, "prices": map(prices), "metalPrices": map(metal)})).await.map(|_| ())
     }
 
+    /// Writes public SSM parameters (name → value, e.g. an EKS AMI parameter → an AMI id) into moto's
+    /// SSM backend (`POST /stowage/ssm`): moto, like AWS, refuses PutParameter under `/aws/`.
+    pub async fn put_public_parameters(&self, parameters: &[(&str, &str)]) -> Result<()> {
+        let map: serde_json::Map<String, Value> = parameters.iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string()))).collect();
+        self.fault_request("POST", "/stowage/ssm", json!({"parameters": map})).await.map(|_| ())
+    }
+
     /// Removes every rule and resets the counters.
     pub async fn reset_faults(&self) -> Result<()> {
         self.fault_request("POST", "/stowage/reset", json!({})).await.map(|_| ())

@@ -245,6 +245,18 @@ impl Moto {
         out.instances.unwrap_or_default().into_iter().next().ok_or_else(|| Error::Invalid(format!("{what}: no instance returned")))
     }
 
+    /// A copy of the preloaded image `source` named `name` (same architecture), e.g. to stand in for an
+    /// EKS-optimized or Bottlerocket image moto does not have. Returns its id.
+    pub async fn copy_image(&self, source: &str, name: &str) -> Result<String> {
+        let out = self.ec2.copy_image().source_image_id(source).source_region(REGION).name(name).send().await.map_err(|e| Error::aws(format!("CopyImage {source} as {name}"), e))?;
+        out.image_id.ok_or_else(|| Error::Invalid(format!("CopyImage {source} as {name}: no ImageId returned")))
+    }
+
+    /// The newest non-minimal preloaded Amazon Linux 2023 image of an EC2 architecture (`x86_64`, `arm64`).
+    pub async fn plain_al2023_image(&self, arch: &str) -> Result<String> {
+        newest_plain_al2023(&self.ec2, arch).await
+    }
+
     pub async fn terminate_instance(&self, instance_id: &str) -> Result<()> {
         self.ec2.terminate_instances().instance_ids(instance_id).send().await.map_err(|e| Error::aws(format!("TerminateInstances {instance_id}"), e))?;
         Ok(())
@@ -314,9 +326,14 @@ async fn create_network(ec2: &aws_sdk_ec2::Client) -> Result<Network> {
     }
     tag.send().await.map_err(|e| Error::aws("CreateTags on the VPC, subnets and security group", e))?;
 
-    let images = ec2.describe_images().owners("amazon").filters(Filter::builder().name("name").values("al2023-ami-2023.*-x86_64").build()).send().await.map_err(|e| Error::aws("DescribeImages", e))?;
+    let ami_id = newest_plain_al2023(ec2, "x86_64").await?;
+    Ok(Network { vpc_id, subnets, security_group_id, ami_id })
+}
+
+async fn newest_plain_al2023(ec2: &aws_sdk_ec2::Client, arch: &str) -> Result<String> {
+    let pattern = format!("al2023-ami-2023.*-{arch}");
+    let images = ec2.describe_images().owners("amazon").filters(Filter::builder().name("name").values(&pattern).build()).send().await.map_err(|e| Error::aws("DescribeImages", e))?;
     let mut candidates: Vec<(String, String)> = images.images.unwrap_or_default().into_iter().filter_map(|i| Some((i.name?, i.image_id?))).filter(|(name, _)| !name.contains("minimal")).collect();
     candidates.sort();
-    let ami_id = candidates.pop().map(|(_, id)| id).ok_or_else(|| Error::Invalid("moto has no Amazon Linux 2023 x86_64 image (al2023-ami-2023.*-x86_64)".into()))?;
-    Ok(Network { vpc_id, subnets, security_group_id, ami_id })
+    candidates.pop().map(|(_, id)| id).ok_or_else(|| Error::Invalid(format!("moto has no Amazon Linux 2023 {arch} image ({pattern})")))
 }

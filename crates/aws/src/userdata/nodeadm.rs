@@ -1,5 +1,5 @@
-//! User data: the AL2023 nodeadm `NodeConfig` in a MIME multipart document, as Karpenter writes it
-//! (`pkg/providers/amifamily/bootstrap/nodeadm.go`), and base64 for the launch template.
+//! AL2023: a nodeadm `NodeConfig` in a MIME multipart document, as Karpenter writes it
+//! (`pkg/providers/amifamily/bootstrap/nodeadm.go`).
 //!
 //! ```text
 //! MIME-Version: 1.0
@@ -20,41 +20,14 @@
 //! --//--
 //! ```
 //!
-//! The taints always include `karpenter.sh/unregistered:NoExecute`, which the controller removes at
-//! registration. Scalars are written as JSON strings and maps as JSON flow mappings (both valid YAML),
+//! clusterDNS is written when the NodeClass or the options give it (nodeadm derives it from `cidr`
+//! otherwise). Scalars are written as JSON strings and maps as JSON flow mappings (both valid YAML),
 //! so no value needs YAML escaping rules.
 
 use std::collections::BTreeMap;
 
-use stowage_core::domain::taints::{Effect, Taint};
+use super::{UserDataInput, multipart, registration_taints, taint_arg};
 use stowage_input::api::ec2nodeclass::KubeletConfiguration;
-
-pub(crate) const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
-const BOUNDARY: &str = "//";
-
-/// Cluster facts nodeadm needs to join (`AwsOptions::cluster`).
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
-pub struct ClusterInfo {
-    /// API server URL.
-    pub endpoint: String,
-    /// Base64 PEM of the cluster CA.
-    pub ca_bundle: String,
-    /// Service CIDR (`spec.cluster.cidr`).
-    pub service_cidr: Option<String>,
-    /// Default cluster DNS when the NodeClass's kubelet sets none.
-    pub cluster_dns: Vec<String>,
-}
-
-pub struct NodeadmInput<'a> {
-    pub cluster_name: &'a str,
-    pub cluster: &'a ClusterInfo,
-    pub max_pods: i64,
-    pub kubelet: Option<&'a KubeletConfiguration>,
-    pub labels: &'a BTreeMap<String, String>,
-    pub taints: &'a [Taint],
-    pub raid0: bool,
-    pub custom_user_data: Option<&'a str>,
-}
 
 fn q(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
@@ -62,20 +35,6 @@ fn q(s: &str) -> String {
 
 fn flow_map(m: &BTreeMap<String, String>) -> String {
     serde_json::to_string(m).unwrap_or_else(|_| "{}".into())
-}
-
-/// `key=value:Effect` (or `key:Effect`), kubelet's `--register-with-taints` syntax.
-pub(crate) fn taint_arg(t: &Taint) -> String {
-    if t.value.is_empty() { format!("{}:{}", t.key, t.effect.as_str()) } else { format!("{}={}:{}", t.key, t.value, t.effect.as_str()) }
-}
-
-/// The request's taints plus the unregistered taint, deduplicated and sorted.
-pub(crate) fn registration_taints(taints: &[Taint]) -> Vec<Taint> {
-    let mut v: Vec<Taint> = taints.to_vec();
-    v.push(Taint::new(UNREGISTERED_TAINT, "", Effect::NoExecute));
-    v.sort();
-    v.dedup();
-    v
 }
 
 /// The EC2NodeClass's kubelet settings as kubelet `KubeletConfiguration` fields (nodeadm merges
@@ -114,7 +73,7 @@ fn kubelet_fields(k: &KubeletConfiguration) -> String {
     s
 }
 
-pub(crate) fn node_config(i: &NodeadmInput) -> String {
+pub(crate) fn node_config(i: &UserDataInput) -> String {
     let mut s = String::from("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n");
     s += &format!("    name: {}\n", q(i.cluster_name));
     if !i.cluster.endpoint.is_empty() {
@@ -148,109 +107,20 @@ pub(crate) fn node_config(i: &NodeadmInput) -> String {
     s
 }
 
-/// Splits a user-supplied user data into MIME parts (each with its own headers). A document that is not
-/// MIME becomes one part, typed as a NodeConfig if it looks like one, else as a shell script.
-pub(crate) fn mime_parts(user_data: &str) -> Vec<String> {
-    let text = user_data.replace("\r\n", "\n");
-    if text.trim().is_empty() {
-        return Vec::new();
-    }
-    let is_mime = text.lines().take(5).any(|l| l.to_ascii_lowercase().starts_with("mime-version:"));
-    if let (true, Some(boundary)) = (is_mime, mime_boundary(&text)) {
-        let sep = format!("--{boundary}");
-        let mut parts = Vec::new();
-        // The preamble (headers of the whole document) comes before the first separator.
-        for chunk in text.split(&sep).skip(1) {
-            if chunk.starts_with("--") {
-                break; // the closing delimiter
-            }
-            let p = chunk.trim_matches('\n');
-            if !p.is_empty() {
-                parts.push(p.to_string());
-            }
-        }
-        return parts;
-    }
-    let content_type = if text.contains("kind: NodeConfig") { "application/node.eks.aws" } else { "text/x-shellscript; charset=\"us-ascii\"" };
-    vec![format!("Content-Type: {content_type}\n\n{}", text.trim_end_matches('\n'))]
-}
-
-fn mime_boundary(text: &str) -> Option<String> {
-    let header = text.lines().find(|l| l.to_ascii_lowercase().starts_with("content-type:") && l.contains("boundary="))?;
-    let b = header.split("boundary=").nth(1)?.trim();
-    let b = b.split(';').next()?.trim().trim_matches('"');
-    (!b.is_empty()).then(|| b.to_string())
-}
-
 /// The AL2023 user data: the NodeClass's own parts first, then stowage's NodeConfig (nodeadm merges
 /// NodeConfigs in order, so stowage's values win, as Karpenter's do).
-pub fn al2023(i: &NodeadmInput) -> String {
-    let mut parts = i.custom_user_data.map(mime_parts).unwrap_or_default();
-    parts.push(format!("Content-Type: application/node.eks.aws\n\n{}", node_config(i).trim_end()));
-    let mut s = format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n");
-    for p in parts {
-        s += &format!("--{BOUNDARY}\n{p}\n\n");
-    }
-    s += &format!("--{BOUNDARY}--\n");
-    s
-}
-
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/// Standard base64 with padding (EC2 wants the launch template's user data base64-encoded).
-pub(crate) fn base64_encode(data: &[u8]) -> String {
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
-            if i <= chunk.len() {
-                out.push(B64[((n >> shift) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// The inverse of [`base64_encode`] (tests read user data back from EC2); `None` on invalid input.
-pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let s: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
-    if !s.len().is_multiple_of(4) {
-        return None;
-    }
-    let val = |c: u8| B64.iter().position(|&x| x == c).map(|p| p as u32);
-    let mut out = Vec::with_capacity(s.len() / 4 * 3);
-    for chunk in s.chunks(4) {
-        let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
-        let mut n = 0u32;
-        for &c in &chunk[..4 - pad] {
-            n = (n << 6) | val(c)?;
-        }
-        n <<= 6 * pad as u32;
-        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&bytes[..3 - pad]);
-    }
-    Some(out)
+pub fn user_data(i: &UserDataInput) -> String {
+    multipart(i.custom_user_data, format!("Content-Type: application/node.eks.aws\n\n{}", node_config(i).trim_end()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::userdata::ClusterInfo;
+    use stowage_core::domain::taints::{Effect, Taint};
 
-    #[test]
-    fn base64_round_trips() {
-        for s in ["", "a", "ab", "abc", "abcd", "hello, world\n"] {
-            let e = base64_encode(s.as_bytes());
-            assert_eq!(base64_decode(&e).unwrap(), s.as_bytes(), "{e}");
-        }
-        assert_eq!(base64_encode(b"hello"), "aGVsbG8=");
-        assert_eq!(base64_decode("bad"), None);
-    }
-
-    fn input<'a>(labels: &'a BTreeMap<String, String>, taints: &'a [Taint], cluster: &'a ClusterInfo, custom: Option<&'a str>) -> NodeadmInput<'a> {
-        NodeadmInput { cluster_name: "demo", cluster, max_pods: 29, kubelet: None, labels, taints, raid0: false, custom_user_data: custom }
+    fn input<'a>(labels: &'a BTreeMap<String, String>, taints: &'a [Taint], cluster: &'a ClusterInfo, custom: Option<&'a str>) -> UserDataInput<'a> {
+        UserDataInput { cluster_name: "demo", cluster, max_pods: 29, kubelet: None, labels, taints, raid0: false, custom_user_data: custom }
     }
 
     #[test]
@@ -258,7 +128,7 @@ mod tests {
         let labels: BTreeMap<String, String> = [("karpenter.sh/nodepool", "default"), ("team", "a b")].into_iter().map(|(k, v)| (k.into(), v.into())).collect();
         let taints = vec![Taint::new("dedicated", "gpu", Effect::NoSchedule)];
         let cluster = ClusterInfo { endpoint: "https://127.0.0.1:6443".into(), ca_bundle: "Q0E=".into(), service_cidr: Some("10.100.0.0/16".into()), cluster_dns: vec!["10.100.0.10".into()] };
-        let ud = al2023(&input(&labels, &taints, &cluster, None));
+        let ud = user_data(&input(&labels, &taints, &cluster, None));
         assert!(ud.starts_with("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n--//\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\n"), "{ud}");
         assert!(ud.contains("      maxPods: 29\n"), "{ud}");
         assert!(ud.contains("clusterDNS: [\"10.100.0.10\"]"), "{ud}");
@@ -267,9 +137,27 @@ mod tests {
         assert!(ud.ends_with("\n--//--\n"), "{ud}");
     }
 
-    /// The NodeConfig as YAML parses it (nodeadm reads it the same way).
-    fn parsed(i: &NodeadmInput) -> serde_json::Value {
-        serde_saphyr::from_str::<serde_json::Value>(&node_config(i)).unwrap_or_else(|e| panic!("{e}\n{}", node_config(i)))
+    /// The NodeConfig as YAML parses it (nodeadm reads it the same way), checked against nodeadm's
+    /// `node.eks.aws/v1alpha1` schema: only fields nodeadm has, flags a list of strings.
+    fn parsed(i: &UserDataInput) -> serde_json::Value {
+        let yaml = node_config(i);
+        let v = serde_saphyr::from_str::<serde_json::Value>(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        assert_eq!((v["apiVersion"].as_str(), v["kind"].as_str()), (Some("node.eks.aws/v1alpha1"), Some("NodeConfig")));
+        let fields = |at: &serde_json::Value, known: &[&str]| {
+            for k in at.as_object().unwrap_or_else(|| panic!("not a mapping: {yaml}")).keys() {
+                assert!(known.contains(&k.as_str()), "{k} is not a NodeConfig field: {yaml}");
+            }
+        };
+        fields(&v, &["apiVersion", "kind", "spec"]);
+        fields(&v["spec"], &["cluster", "kubelet", "containerd", "instance", "featureGates"]);
+        fields(&v["spec"]["cluster"], &["name", "apiServerEndpoint", "certificateAuthority", "cidr", "enableOutpost", "id"]);
+        fields(&v["spec"]["kubelet"], &["config", "flags"]);
+        assert!(v["spec"]["kubelet"]["flags"].as_array().is_some_and(|f| f.iter().all(|x| x.is_string())), "{yaml}");
+        if let Some(inst) = v["spec"].get("instance") {
+            fields(inst, &["localStorage"]);
+            assert_eq!(inst["localStorage"]["strategy"], "RAID0");
+        }
+        v
     }
 
     #[test]
@@ -294,7 +182,9 @@ mod tests {
         assert!(k.validate().is_empty(), "{:?}", k.validate());
         let mut i = input(&labels, &[], &cluster, None);
         i.kubelet = Some(&k);
+        i.raid0 = true;
         let v = parsed(&i);
+        assert_eq!(v["spec"]["instance"]["localStorage"]["strategy"], "RAID0");
         assert_eq!(v["spec"]["cluster"]["cidr"], "10.100.0.0/16");
         let c = &v["spec"]["kubelet"]["config"];
         assert_eq!(c["maxPods"], 29, "the per-type value the caller computed");
@@ -323,18 +213,5 @@ mod tests {
         assert_eq!(v["spec"]["cluster"]["cidr"], "fd00::/108");
         let c = v["spec"]["kubelet"]["config"].as_object().unwrap();
         assert_eq!(c.keys().collect::<Vec<_>>(), vec!["maxPods"]);
-    }
-
-    #[test]
-    fn custom_user_data_parts_come_first() {
-        let labels = BTreeMap::new();
-        let cluster = ClusterInfo::default();
-        let ud = al2023(&input(&labels, &[], &cluster, Some("#!/bin/bash\necho hi\n")));
-        let shell = ud.find("text/x-shellscript").unwrap();
-        let ours = ud.find("kind: NodeConfig").unwrap();
-        assert!(shell < ours, "{ud}");
-        let mime = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUND\"\n\n--BOUND\nContent-Type: text/x-shellscript\n\necho one\n--BOUND\nContent-Type: text/x-shellscript\n\necho two\n--BOUND--\n";
-        let parts = mime_parts(mime);
-        assert_eq!(parts, vec!["Content-Type: text/x-shellscript\n\necho one", "Content-Type: text/x-shellscript\n\necho two"]);
     }
 }
