@@ -942,15 +942,16 @@ async fn unsupported_fields_are_reported_on_the_objects() {
     let pools: Api<NodePool> = Api::all(w.client.clone());
     let mut fixed = pools.get("default").await.unwrap();
     fixed.metadata = kube::api::ObjectMeta { name: Some("fixed".into()), ..Default::default() };
+    // Karpenter's CRD refuses a weight on a static pool ("'weight' is not supported on static NodePools").
     fixed.spec.replicas = Some(2);
-    fixed.spec.weight = Some(100);
+    fixed.spec.weight = None;
     fixed.status = None;
     pools.create(&Default::default(), &fixed).await.unwrap();
     let c = w.controller().await;
     create_deployment(&w, plain_deployment("web", 1, "500m")).await;
     w.wait_running("app=web", 1).await;
     let node = w.wait_nodes(1).await.remove(0);
-    assert_eq!(label(&node, NODEPOOL), "default", "the static pool launches nothing, even with the higher weight");
+    assert_eq!(label(&node, NODEPOOL), "default", "the static pool launches nothing for pending pods");
 
     let condition = |conds: Option<&Vec<stowage_input::api::Condition>>, ty: &str| conds.into_iter().flatten().find(|c| c.type_ == ty).cloned();
     let r = poll_until("UnsupportedFields conditions and events", Duration::from_secs(60), POLL, || async {
@@ -1067,14 +1068,30 @@ async fn record_then_plan_offline_gives_the_controllers_plan() {
 /// Issue 16's acceptance: a Karpenter v1 quick-start setup, end to end. Karpenter's own CRDs (every
 /// control plane here has them), its getting-started NodePool and EC2NodeClass applied as its docs write
 /// them (`role: KarpenterNodeRole-demo`, `al2023@latest`; tests/fixtures/karpenter-quick-start.yaml), one
-/// pending pod. The pod runs on a new node; the EC2NodeClass is Ready with an instance profile stowage
+/// pending pod; `al2023@latest` resolved through the public SSM parameters of Kubernetes 1.31. The pod
+/// runs on a new node; the EC2NodeClass is Ready with an instance profile stowage
 /// created for the role (in IAM, holding the role); the launch template the instance came from names that
 /// profile and the resolved AMI; and nodeadm's own parser and validation (peers/nodeadm) accept its user
 /// data, reading the cluster's facts, the node's labels and the unregistered taint from it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn karpenters_quick_start_launches_a_node_nodeadm_accepts() {
-    let w = World::start("ctl-quick-start").await;
+    let mut w = World::start("ctl-quick-start").await;
     let checker = stowage_e2e::nodeadm_checker(&w.cp.run_dir().join("nodeadm-check.log")).await.unwrap();
+    // `al2023@latest` the way it resolves on EKS: the public SSM parameters of the cluster's Kubernetes
+    // version (seeded into moto, which has none, pointing at copies of its plain images named like the
+    // EKS images), with no emulator fallback.
+    let eks = "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023";
+    let mut standard = BTreeMap::new();
+    for arch in ["x86_64", "arm64"] {
+        let plain = w.moto.plain_al2023_image(arch).await.unwrap();
+        let id = w.moto.copy_image(&plain, &format!("amazon-eks-node-al2023-{arch}-standard-1.31-v20261201")).await.unwrap();
+        w.moto.put_public_parameters(&[(&format!("{eks}/{arch}/standard/recommended/image_id"), &id)]).await.unwrap();
+        standard.insert(arch, id);
+    }
+    let mut opts = aws_options();
+    opts.alias.plain_al2023_fallback = false;
+    opts.alias.kubernetes_version = Some("1.31".into());
+    w.aws = Arc::new(AwsProvider::new(&w.moto.sdk_config(), CLUSTER, opts).unwrap());
     w.apply(&["tests/fixtures/karpenter-quick-start.yaml"]).await;
     let c = w.controller().await;
     create_deployment(&w, plain_deployment("inflate", 1, "1")).await;
@@ -1105,6 +1122,7 @@ async fn karpenters_quick_start_launches_a_node_nodeadm_accepts() {
         let data = v.launch_template_versions()[0].launch_template_data().unwrap();
         assert_eq!(data.iam_instance_profile().and_then(|p| p.name()), Some(profile.as_str()));
         assert!(data.image_id().is_some_and(|id| amis.contains(id)), "{:?} not among {amis:?}", data.image_id());
+        assert_eq!(data.image_id(), Some(standard["x86_64"].as_str()), "an amd64 c/m/r type gets the standard x86_64 EKS image of 1.31");
         let user_data = stowage_aws::userdata::base64_decode(data.user_data().unwrap()).unwrap();
         let config = match stowage_e2e::nodeadm_reads(&checker, &user_data).unwrap() {
             Ok(c) => c,
