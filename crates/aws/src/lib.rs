@@ -738,6 +738,10 @@ fn nothing_launched(req: &LaunchRequest, freq: &FleetRequest, outcome: &fleet::O
 }
 
 impl CloudProvider for AwsProvider {
+    fn provider_name(&self) -> &'static str {
+        "aws"
+    }
+
     async fn catalog(&self) -> Result<Catalog, CloudError> {
         Ok(self.catalog_for_zones(self.known_zones()).await)
     }

@@ -37,6 +37,7 @@
 //!   released. Whatever is cut short is safe by the invariant above.
 
 pub mod clock;
+mod cloud_metrics;
 pub mod conditions;
 pub mod consolidation;
 pub mod disruption;
@@ -187,7 +188,8 @@ pub(crate) fn kube_status(e: &kube::Error) -> Option<u16> {
 /// Shared by every task.
 pub struct Ctx<P> {
     pub(crate) client: kube::Client,
-    pub(crate) cloud: Arc<P>,
+    /// The cloud, every call measured for Karpenter's cloud-provider metrics (`cloud_metrics`).
+    pub(crate) cloud: cloud_metrics::Instrumented<P>,
     pub(crate) config: Config,
     pub(crate) state: Mutex<ClusterState>,
     /// The one clock the controller reads (clock.rs).
@@ -367,7 +369,7 @@ impl Controller {
         let grace = config.shutdown_grace;
         let ctx = Arc::new(Ctx {
             client: client.clone(),
-            cloud,
+            cloud: cloud_metrics::Instrumented::new(cloud, metrics.clone()),
             batcher: Mutex::new(Batcher::new(config.batch)),
             config: config.clone(),
             state: Mutex::new(ClusterState::default()),

@@ -124,6 +124,36 @@ struct MessageTypeLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CloudLabel {
+    controller: &'static str,
+    method: &'static str,
+    provider: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CloudErrorLabel {
+    controller: &'static str,
+    method: &'static str,
+    provider: &'static str,
+    error: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabel {
+    controller: &'static str,
+}
+
+/// Karpenter's duration buckets (`metrics.DurationBuckets`: controller-runtime's, plus longer ones).
+const DURATION_BUCKETS: [f64; 45] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0,
+    30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
+];
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(DURATION_BUCKETS.iter().copied())
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabel {
     version: &'static str,
 }
@@ -143,6 +173,10 @@ struct KarpenterMetrics {
     interruption_received: Family<MessageTypeLabel, Counter>,
     interruption_deleted: Counter,
     interruption_queue_duration: Histogram,
+    cloud_duration: Family<CloudLabel, Histogram, fn() -> Histogram>,
+    cloud_errors: Family<CloudErrorLabel, Counter>,
+    scheduling_duration: Family<ControllerLabel, Histogram, fn() -> Histogram>,
+    unschedulable: Family<ControllerLabel, Gauge>,
 }
 
 impl Default for KarpenterMetrics {
@@ -160,6 +194,10 @@ impl Default for KarpenterMetrics {
             interruption_deleted: Counter::default(),
             // 0.1 s to about 55 min: a message handled at once up to one that waited out the queue.
             interruption_queue_duration: Histogram::new(exponential_buckets(0.1, 2.0, 16)),
+            cloud_duration: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
+            cloud_errors: Family::default(),
+            scheduling_duration: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
+            unschedulable: Family::default(),
         }
     }
 }
@@ -182,6 +220,10 @@ impl KarpenterMetrics {
             "Amount of time an interruption message is on the queue before it is processed by karpenter",
             self.interruption_queue_duration.clone(),
         );
+        r.register("cloudprovider_duration_seconds", "Duration of cloud provider method calls. Labeled by the controller, method name and provider", self.cloud_duration.clone());
+        r.register("cloudprovider_errors", "Total number of errors returned from CloudProvider calls", self.cloud_errors.clone());
+        r.register("scheduler_scheduling_duration_seconds", "Duration of scheduling simulations used for deprovisioning and provisioning in seconds", self.scheduling_duration.clone());
+        r.register("scheduler_unschedulable_pods_count", "The number of unschedulable Pods", self.unschedulable.clone());
         self.build_info.get_or_create(&VersionLabel { version: env!("CARGO_PKG_VERSION") }).set(1);
     }
 }
@@ -270,6 +312,7 @@ impl Metrics {
         self.batch_pods.observe(pods as f64);
         self.solver_status.get_or_create(&StatusLabel { status }).inc();
         self.solver_seconds.observe(seconds);
+        self.karpenter.scheduling_duration.get_or_create(&ControllerLabel { controller: "provisioner" }).observe(seconds);
         if let Some(g) = gap {
             self.solver_gap.set(g);
         }
@@ -280,6 +323,16 @@ impl Metrics {
         self.pods.get_or_create(&StateLabel { state: "provisionable" }).set(provisionable as i64);
         self.pods.get_or_create(&StateLabel { state: "nominated" }).set(nominated as i64);
         self.pods.get_or_create(&StateLabel { state: "unschedulable" }).set(unschedulable as i64);
+        self.karpenter.unschedulable.get_or_create(&ControllerLabel { controller: "provisioner" }).set(unschedulable as i64);
+    }
+
+    /// One cloud-provider call (`cloud_metrics`): its duration, and its error class if it failed.
+    pub(crate) fn cloud_call(&self, provider: &'static str, method: &'static str, seconds: f64, error: Option<&stowage_decide::cloud::CloudError>) {
+        self.karpenter.cloud_duration.get_or_create(&CloudLabel { controller: "", method, provider }).observe(seconds);
+        if let Some(e) = error {
+            let error = crate::cloud_metrics::error_label(e);
+            self.karpenter.cloud_errors.get_or_create(&CloudErrorLabel { controller: "", method, provider, error }).inc();
+        }
     }
 
     /// A NodeClaim created for `reason` (`provisioning`, or the disruption whose replacement it is);
@@ -473,6 +526,11 @@ mod tests {
         m.interruption_received("spot_interrupted");
         m.interruption_deleted();
         m.interruption_queue_duration(0.3);
+        m.batch(3, "optimal", 0.42, None, 1.0);
+        m.pods(3, 2, 1);
+        m.cloud_call("aws", "Create", 0.02, None);
+        m.cloud_call("aws", "Create", 0.03, Some(&stowage_decide::cloud::CloudError::InsufficientCapacity { offerings: vec![], message: "x".into() }));
+        m.cloud_call("aws", "Delete", 0.01, Some(&stowage_decide::cloud::CloudError::Throttled("x".into())));
         let text = m.render();
         for needle in [
             "karpenter_interruption_received_messages_total{message_type=\"spot_interrupted\"} 1",
@@ -491,6 +549,12 @@ mod tests {
             "karpenter_cluster_state_synced 1",
             "karpenter_build_info{version=",
             "stowage_terminations_total 1",
+            "karpenter_scheduler_scheduling_duration_seconds_count{controller=\"provisioner\"} 1",
+            "karpenter_scheduler_scheduling_duration_seconds_bucket{le=\"0.45\",controller=\"provisioner\"} 1",
+            "karpenter_scheduler_unschedulable_pods_count{controller=\"provisioner\"} 1",
+            "karpenter_cloudprovider_duration_seconds_count{controller=\"\",method=\"Create\",provider=\"aws\"} 2",
+            "karpenter_cloudprovider_errors_total{controller=\"\",method=\"Create\",provider=\"aws\",error=\"InsufficientCapacityError\"} 1",
+            "karpenter_cloudprovider_errors_total{controller=\"\",method=\"Delete\",provider=\"aws\",error=\"\"} 1",
         ] {
             assert!(text.contains(needle), "missing {needle}:\n{text}");
         }

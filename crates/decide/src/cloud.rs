@@ -97,6 +97,8 @@ impl CloudError {
 
 /// What the controller needs from a cloud.
 pub trait CloudProvider: Send + Sync {
+    /// The provider's name in metrics (Karpenter's `provider` label: `aws`).
+    fn provider_name(&self) -> &'static str;
     /// Instance types, offerings and prices, with currently unavailable offerings marked.
     fn catalog(&self) -> impl Future<Output = Result<Catalog, CloudError>> + Send;
     /// Launches one node; idempotent per `LaunchRequest::nodeclaim`.

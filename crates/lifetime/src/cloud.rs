@@ -89,6 +89,10 @@ impl FakeCloud {
 }
 
 impl CloudProvider for FakeCloud {
+    fn provider_name(&self) -> &'static str {
+        "fake"
+    }
+
     async fn catalog(&self) -> Result<Catalog, CloudError> {
         Ok(self.catalog.clone())
     }

@@ -238,6 +238,10 @@ impl Cloud {
 }
 
 impl CloudProvider for Cloud {
+    fn provider_name(&self) -> &'static str {
+        "simulated"
+    }
+
     fn catalog(&self) -> impl Future<Output = Result<Catalog, CloudError>> + Send {
         let c = self.catalog.clone();
         async move { Ok(c) }
