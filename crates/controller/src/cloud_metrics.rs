@@ -36,16 +36,6 @@ impl<P: CloudProvider> Instrumented<P> {
     }
 }
 
-/// Karpenter's error label for a cloud error.
-pub(crate) fn error_label(e: &CloudError) -> &'static str {
-    match e {
-        CloudError::InsufficientCapacity { .. } => "InsufficientCapacityError",
-        CloudError::NotFound(_) => "NodeClaimNotFoundError",
-        CloudError::NodeClassNotReady(_) => "NodeClassNotReadyError",
-        CloudError::Throttled(_) | CloudError::Fatal(_) => "",
-    }
-}
-
 impl<P: CloudProvider> CloudProvider for Instrumented<P> {
     async fn catalog(&self) -> Result<Catalog, CloudError> {
         self.measure("GetInstanceTypes", self.inner.catalog()).await

@@ -143,6 +143,17 @@ struct ControllerLabel {
     controller: &'static str,
 }
 
+/// Karpenter's error label for a cloud error (`GetErrorTypeLabelValue`; empty for any other error).
+fn cloud_error_label(e: &stowage_decide::cloud::CloudError) -> &'static str {
+    use stowage_decide::cloud::CloudError;
+    match e {
+        CloudError::InsufficientCapacity { .. } => "InsufficientCapacityError",
+        CloudError::NotFound(_) => "NodeClaimNotFoundError",
+        CloudError::NodeClassNotReady(_) => "NodeClassNotReadyError",
+        CloudError::Throttled(_) | CloudError::Fatal(_) => "",
+    }
+}
+
 /// Karpenter's duration buckets (`metrics.DurationBuckets`: controller-runtime's, plus longer ones).
 const DURATION_BUCKETS: [f64; 45] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0,
@@ -330,7 +341,7 @@ impl Metrics {
     pub(crate) fn cloud_call(&self, provider: &'static str, method: &'static str, seconds: f64, error: Option<&stowage_decide::cloud::CloudError>) {
         self.karpenter.cloud_duration.get_or_create(&CloudLabel { controller: "", method, provider }).observe(seconds);
         if let Some(e) = error {
-            let error = crate::cloud_metrics::error_label(e);
+            let error = cloud_error_label(e);
             self.karpenter.cloud_errors.get_or_create(&CloudErrorLabel { controller: "", method, provider, error }).inc();
         }
     }
