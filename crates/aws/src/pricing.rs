@@ -163,19 +163,21 @@ pub(crate) fn on_demand_page(items: &[String], currency: &str) -> BTreeMap<Strin
 /// Both Price List queries for `region` (shared instances, bare metal), merged.
 pub(crate) async fn fetch_on_demand(api: &PriceList, region: &str) -> Result<BTreeMap<String, f64>, AwsError> {
     use aws_sdk_pricing::types::{Filter, FilterType};
-    let term = |field: &str, value: &str| Filter::builder().r#type(FilterType::TermMatch).field(field).value(value).build().expect("field, type and value are set");
+    let term = |field: &str, value: &str| {
+        Filter::builder().r#type(FilterType::TermMatch).field(field).value(value).build().map_err(|e| AwsError::invalid_response("GetProducts", format!("building the {field} filter: {e}")))
+    };
     let currency = if region.starts_with("cn-") { "CNY" } else { "USD" };
     let mut all = BTreeMap::new();
     for (tenancy, family) in [("Shared", "Compute Instance"), ("Dedicated", "Compute Instance (bare metal)")] {
         let filters = vec![
-            term("regionCode", region),
-            term("serviceCode", "AmazonEC2"),
-            term("preInstalledSw", "NA"),
-            term("operatingSystem", "Linux"),
-            term("capacitystatus", "Used"),
-            term("marketoption", "OnDemand"),
-            term("tenancy", tenancy),
-            term("productFamily", family),
+            term("regionCode", region)?,
+            term("serviceCode", "AmazonEC2")?,
+            term("preInstalledSw", "NA")?,
+            term("operatingSystem", "Linux")?,
+            term("capacitystatus", "Used")?,
+            term("marketoption", "OnDemand")?,
+            term("tenancy", tenancy)?,
+            term("productFamily", family)?,
         ];
         let mut prices = BTreeMap::new();
         let mut token: Option<String> = None;
