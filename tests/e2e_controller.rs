@@ -1143,6 +1143,20 @@ async fn karpenters_quick_start_launches_a_node_nodeadm_accepts() {
         assert!(taints.split(',').any(|t| t == "karpenter.sh/unregistered:NoExecute"), "{taints}");
     }
 
+    // Karpenter's NodePool series: the pool's limit, and its one node's capacity once a batch has seen it.
+    let r = poll_until("karpenter_nodepools_* for the quick-start pool", Duration::from_secs(60), POLL, || async {
+        let m = c.metrics().render();
+        let limit = m.contains("karpenter_nodepools_limit{resource_type=\"cpu\",nodepool=\"default\"} 1000.0");
+        let nodes = m.contains("karpenter_nodepools_usage{resource_type=\"nodes\",nodepool=\"default\"} 1.0");
+        Ok(if limit && nodes { Probe::Done(()) } else { Probe::Waiting(m.lines().filter(|l| l.starts_with("karpenter_nodepools")).collect::<Vec<_>>().join("; ")) })
+    })
+    .await;
+    if let Err(e) = r {
+        w.fail("NodePool metrics", e).await;
+    }
+    let m = c.metrics().render();
+    assert!(m.contains("karpenter_cloudprovider_duration_seconds_count{controller=\"\",method=\"Create\",provider=\"aws\"} 1"), "one launch measured:\n{m}");
+
     // A user data nodeadm refuses is told apart (the checker can fail): the same NodeConfig without the
     // service CIDR, as stowage wrote it before it asked EKS.
     let broken = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: demo\n    apiServerEndpoint: https://127.0.0.1:6443\n    certificateAuthority: Q0EK\n--B--\n";

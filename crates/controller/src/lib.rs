@@ -596,6 +596,7 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
     }
     nodepool::report(ctx, &snapshot.excluded).await;
     nodepool::report_unsupported(ctx).await;
+    ctx.metrics.nodepools(&snapshot.cluster);
     let pending = snapshot.cluster.pending().len();
     if pending == 0 {
         ctx.metrics.pods(0, 0, 0);

@@ -138,6 +138,20 @@ struct CloudErrorLabel {
     error: &'static str,
 }
 
+/// One NodePool's summed node capacity, node count and limits.
+struct PoolUsage<'a> {
+    name: &'a str,
+    used: stowage_core::domain::resources::Resources,
+    nodes: i64,
+    limits: Option<&'a stowage_core::domain::nodepool::PoolLimits>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResourcePoolLabel {
+    resource_type: String,
+    nodepool: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabel {
     controller: &'static str,
@@ -188,6 +202,8 @@ struct KarpenterMetrics {
     cloud_errors: Family<CloudErrorLabel, Counter>,
     scheduling_duration: Family<ControllerLabel, Histogram, fn() -> Histogram>,
     unschedulable: Family<ControllerLabel, Gauge>,
+    nodepool_usage: Family<ResourcePoolLabel, Gauge<f64, AtomicU64>>,
+    nodepool_limit: Family<ResourcePoolLabel, Gauge<f64, AtomicU64>>,
 }
 
 impl Default for KarpenterMetrics {
@@ -209,6 +225,8 @@ impl Default for KarpenterMetrics {
             cloud_errors: Family::default(),
             scheduling_duration: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
             unschedulable: Family::default(),
+            nodepool_usage: Family::default(),
+            nodepool_limit: Family::default(),
         }
     }
 }
@@ -235,6 +253,8 @@ impl KarpenterMetrics {
         r.register("cloudprovider_errors", "Total number of errors returned from CloudProvider calls", self.cloud_errors.clone());
         r.register("scheduler_scheduling_duration_seconds", "Duration of scheduling simulations used for deprovisioning and provisioning in seconds", self.scheduling_duration.clone());
         r.register("scheduler_unschedulable_pods_count", "The number of unschedulable Pods", self.unschedulable.clone());
+        r.register("nodepools_usage", "The amount of resources that have been provisioned for a nodepool. Labeled by nodepool name and resource type", self.nodepool_usage.clone());
+        r.register("nodepools_limit", "Limits specified on the nodepool that restrict the quantity of resources provisioned. Labeled by nodepool name and resource type", self.nodepool_limit.clone());
         self.build_info.get_or_create(&VersionLabel { version: env!("CARGO_PKG_VERSION") }).set(1);
     }
 }
@@ -335,6 +355,51 @@ impl Metrics {
         self.pods.get_or_create(&StateLabel { state: "nominated" }).set(nominated as i64);
         self.pods.get_or_create(&StateLabel { state: "unschedulable" }).set(unschedulable as i64);
         self.karpenter.unschedulable.get_or_create(&ControllerLabel { controller: "provisioner" }).set(unschedulable as i64);
+    }
+
+    /// Karpenter's `karpenter_nodepools_usage` and `_limit` from a batch's snapshot: per NodePool, the
+    /// summed capacity of its nodes (existing and in flight, as its limits count them) and its
+    /// `spec.limits`, by resource type (Karpenter's names: lower case, `-` as `_`; CPU in cores, the rest
+    /// in their base units; `nodes` the node count). Series of pools or resources gone are removed.
+    pub(crate) fn nodepools(&self, cluster: &stowage_core::domain::cluster::Cluster) {
+        let pools: Vec<PoolUsage> = cluster
+            .nodepools
+            .iter()
+            .map(|pool| {
+                let mut used = stowage_core::domain::resources::Resources::default();
+                let mut nodes = 0i64;
+                for n in cluster.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(pool.name.as_str())) {
+                    used.add(&n.capacity);
+                    nodes += 1;
+                }
+                PoolUsage { name: &pool.name, used, nodes, limits: pool.limits.as_ref() }
+            })
+            .collect();
+        self.set_nodepools(&pools);
+    }
+
+    fn set_nodepools(&self, pools: &[PoolUsage]) {
+        let value = |name: &str, amount: i64| if name == "cpu" { amount as f64 / 1000.0 } else { amount as f64 };
+        let label = |name: &str, pool: &str| ResourcePoolLabel { resource_type: name.to_lowercase().replace('-', "_"), nodepool: pool.to_string() };
+        self.karpenter.nodepool_usage.clear();
+        self.karpenter.nodepool_limit.clear();
+        for p in pools {
+            for name in ["cpu", "memory", "ephemeral-storage", "pods"] {
+                self.karpenter.nodepool_usage.get_or_create(&label(name, p.name)).set(value(name, p.used.get(name)));
+            }
+            for (name, amount) in p.used.extended() {
+                self.karpenter.nodepool_usage.get_or_create(&label(name, p.name)).set(value(name, *amount));
+            }
+            self.karpenter.nodepool_usage.get_or_create(&label("nodes", p.name)).set(p.nodes as f64);
+            if let Some(l) = p.limits {
+                for name in &l.limited {
+                    self.karpenter.nodepool_limit.get_or_create(&label(name, p.name)).set(value(name, l.resources.get(name)));
+                }
+                if let Some(n) = l.nodes {
+                    self.karpenter.nodepool_limit.get_or_create(&label("nodes", p.name)).set(n as f64);
+                }
+            }
+        }
     }
 
     /// One cloud-provider call (`cloud_metrics`): its duration, and its error class if it failed.
@@ -540,6 +605,10 @@ mod tests {
         m.batch(3, "optimal", 0.42, None, 1.0);
         m.pods(3, 2, 1);
         m.cloud_call("aws", "Create", 0.02, None);
+        let limits = stowage_core::domain::nodepool::PoolLimits { resources: stowage_core::domain::resources::Resources::new(100_000, 0, 0, 0), limited: vec!["cpu".into()], nodes: Some(10) };
+        let node = stowage_core::domain::resources::Resources::new(4000, 16 << 30, 20 << 30, 58);
+        m.set_nodepools(&[PoolUsage { name: "gone", used: node.clone(), nodes: 1, limits: None }]);
+        m.set_nodepools(&[PoolUsage { name: "default", used: node.plus(&node), nodes: 2, limits: Some(&limits) }]);
         m.cloud_call("aws", "Create", 0.03, Some(&stowage_decide::cloud::CloudError::InsufficientCapacity { offerings: vec![], message: "x".into() }));
         m.cloud_call("aws", "Delete", 0.01, Some(&stowage_decide::cloud::CloudError::Throttled("x".into())));
         let text = m.render();
@@ -566,8 +635,18 @@ mod tests {
             "karpenter_cloudprovider_duration_seconds_count{controller=\"\",method=\"Create\",provider=\"aws\"} 2",
             "karpenter_cloudprovider_errors_total{controller=\"\",method=\"Create\",provider=\"aws\",error=\"InsufficientCapacityError\"} 1",
             "karpenter_cloudprovider_errors_total{controller=\"\",method=\"Delete\",provider=\"aws\",error=\"\"} 1",
+            "karpenter_nodepools_usage{resource_type=\"cpu\",nodepool=\"default\"} 8.0",
+            "karpenter_nodepools_usage{resource_type=\"memory\",nodepool=\"default\"} 34359738368.0",
+            "karpenter_nodepools_usage{resource_type=\"ephemeral_storage\",nodepool=\"default\"} 42949672960.0",
+            "karpenter_nodepools_usage{resource_type=\"pods\",nodepool=\"default\"} 116.0",
+            "karpenter_nodepools_usage{resource_type=\"nodes\",nodepool=\"default\"} 2.0",
+            "karpenter_nodepools_limit{resource_type=\"cpu\",nodepool=\"default\"} 100.0",
+            "karpenter_nodepools_limit{resource_type=\"nodes\",nodepool=\"default\"} 10.0",
         ] {
             assert!(text.contains(needle), "missing {needle}:\n{text}");
+        }
+        for gone in ["nodepool=\"gone\"", "karpenter_nodepools_limit{resource_type=\"memory\""] {
+            assert!(!text.contains(gone), "{gone} should not be exported:\n{text}");
         }
     }
 
