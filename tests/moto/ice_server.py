@@ -97,6 +97,22 @@ class State:
             "pricingRegions": self.pricing_regions,
         }
 
+    def admit(self, action, environ, any_action_rules, faults):
+        """Counts a request for `action` (the caller holds the lock) and returns the (status, code, message)
+        of the error to inject instead of answering it, or None. A throttle rule applies when it names the
+        action, or names none and `any_action_rules`; random faults only with `faults`."""
+        self.requests[action] = self.requests.get(action, 0) + 1
+        for rule in self.throttle_rules:
+            if rule["remaining"] > 0 and (rule.get("action") == action or (any_action_rules and rule.get("action") is None)):
+                rule["remaining"] -= 1
+                self.throttled[action] = self.throttled.get(action, 0) + 1
+                return rule["status"], rule["code"], rule["message"]
+        if faults:
+            fault = self.random_fault(action, environ)
+            if fault is not None:
+                return fault[1], fault[0], fault[2]
+        return None
+
     def random_fault(self, action, environ):
         """The (code, status, message) of a random fault for this request, or None (lock held)."""
         rule = self.fault_rule
@@ -283,13 +299,10 @@ class Middleware:
         if target:
             action = target.rsplit(".", 1)[-1]
             with self.state.lock:
-                st = self.state
-                st.requests[action] = st.requests.get(action, 0) + 1
-                for rule in st.throttle_rules:
-                    if rule["remaining"] > 0 and rule.get("action") == action:
-                        rule["remaining"] -= 1
-                        st.throttled[action] = st.throttled.get(action, 0) + 1
-                        return json_error(start_response, 400, "ThrottlingException", rule["message"])
+                # Only rules naming the action: rules without one are for EC2's actions.
+                injected = self.state.admit(action, environ, any_action_rules=False, faults=False)
+            if injected is not None:
+                return json_error(start_response, 400, "ThrottlingException", injected[2])
             return self.app(environ, start_response)
         if environ.get("REQUEST_METHOD") != "POST" or "x-www-form-urlencoded" not in environ.get("CONTENT_TYPE", ""):
             return self.app(environ, start_response)
@@ -298,17 +311,10 @@ class Middleware:
         pairs = parse_qsl(body.decode(), keep_blank_values=True)
         action = dict(pairs).get("Action", "")
         with self.state.lock:
-            st = self.state
-            st.requests[action] = st.requests.get(action, 0) + 1
-            for rule in st.throttle_rules:
-                if rule["remaining"] > 0 and rule.get("action") in (None, action):
-                    rule["remaining"] -= 1
-                    st.throttled[action] = st.throttled.get(action, 0) + 1
-                    return ec2_error(start_response, rule["status"], rule["code"], rule["message"])
-            fault = st.random_fault(action, environ)
-            if fault is not None:
-                return ec2_error(start_response, fault[1], fault[0], fault[2])
-            ice_rules = list(st.ice_rules)
+            injected = self.state.admit(action, environ, any_action_rules=True, faults=True)
+            ice_rules = list(self.state.ice_rules)
+        if injected is not None:
+            return ec2_error(start_response, *injected)
         if action == "CreateFleet":
             return self.create_fleet(environ, start_response, pairs, ice_rules)
         return self.forward(environ, start_response, body)
@@ -385,16 +391,10 @@ class Middleware:
         action = "GetProducts"
         with self.state.lock:
             st = self.state
-            st.requests[action] = st.requests.get(action, 0) + 1
             st.pricing_regions.append(scope[2] if len(scope) > 2 else "")
-            for rule in st.throttle_rules:
-                if rule["remaining"] > 0 and rule.get("action") in (None, action):
-                    rule["remaining"] -= 1
-                    st.throttled[action] = st.throttled.get(action, 0) + 1
-                    return json_error(start_response, rule["status"], rule["code"], rule["message"])
-            fault = st.random_fault(action, environ)
-            if fault is not None:
-                return json_error(start_response, fault[1], fault[0], fault[2])
+            injected = st.admit(action, environ, any_action_rules=True, faults=True)
+            if injected is not None:
+                return json_error(start_response, *injected)
             filters = {f.get("Field"): f.get("Value") for f in req.get("Filters", [])}
             wanted = {"serviceCode": "AmazonEC2", "preInstalledSw": "NA", "operatingSystem": "Linux", "capacitystatus": "Used", "marketoption": "OnDemand"}
             seeded = st.prices.get(filters.get("regionCode"), {})

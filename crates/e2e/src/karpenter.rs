@@ -148,19 +148,13 @@ impl KarpenterOperator {
         Ok(OperatorBuild { binary, crds })
     }
 
-    /// Creates (or replaces) every CRD in `dir` and waits until each is Established
-    /// ([`crate::control_plane::install_crd_dir`]). Returns their names.
-    pub async fn install_crds(kube: &kube::Client, dir: &Path) -> Result<Vec<String>> {
-        install_crd_dir(kube, dir).await
-    }
-
     /// Builds if needed, installs the CRDs, starts the operator against `cp` and waits for `/readyz`.
     pub async fn start(cp: &ControlPlane, config: KarpenterConfig) -> Result<Self> {
         let t0 = Instant::now();
         let dir = e2e_root().join(cp.name()).join("karpenter");
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         let build = Self::build(&dir.join("build.log")).await?;
-        Self::install_crds(&cp.client(), &build.crds).await?;
+        install_crd_dir(&cp.client(), &build.crds).await?;
 
         let types_file = match &config.instance_types {
             InstanceTypes::Embedded => None,
