@@ -60,7 +60,7 @@ async fn setup(name: &str) -> (Moto, AwsProvider, EC2NodeClass) {
 fn offering(capacity_type: &str, instance_type: &str, zone: &str) -> OfferingRef {
     let price =
         stowage_input::catalog::default_catalog().get(instance_type).and_then(|t| t.offerings.iter().find(|o| o.capacity_type == capacity_type && o.zone == zone)).map(|o| o.price).unwrap_or(0.1);
-    OfferingRef { instance_type: instance_type.into(), zone: zone.into(), capacity_type: capacity_type.into(), price }
+    OfferingRef { instance_type: instance_type.into(), zone: zone.into(), capacity_type: capacity_type.into(), price, reservation: None }
 }
 
 fn request(nodeclaim: &str, offerings: Vec<OfferingRef>) -> LaunchRequest {
@@ -958,4 +958,88 @@ async fn ssm_parameter_terms(aws: &AwsProvider, image: &str) {
         matches!(&err, CloudError::NodeClassNotReady(m) if m.contains("ssmParameter /team/images/missing: no such SSM parameter") && m.contains("/team/images/not-an-ami: its value \"hello\" is not an AMI id")),
         "{err}"
     );
+}
+
+/// Capacity reservations (issue 16 item 6): selector terms resolve through DescribeCapacityReservations
+/// (the middleware emulates it: moto has none) into `status.capacityReservations`; each becomes a
+/// `reserved` offering at Karpenter's price while it has room; a reserved launch goes through a launch
+/// template that targets the reservation and takes one of its instances; a full reservation is an
+/// insufficient-capacity error and its offering becomes unavailable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_reservations_are_selected_offered_and_launched_into() {
+    let moto = Moto::start("cloud-aws-reservations").await.unwrap();
+    let soon = {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 600;
+        aws_sdk_ec2::primitives::DateTime::from_secs(now as i64).fmt(aws_sdk_ec2::primitives::DateTimeFormat::DateTime).unwrap()
+    };
+    moto.seed_capacity_reservations(serde_json::json!([
+        {"id": "cr-0aaa", "instanceType": "m5.large", "zone": "us-east-1a", "count": 1, "tags": {"team": "ml"}},
+        // A capacity block ending in 10 minutes: within Karpenter's 40-minute window, expiring.
+        {"id": "cr-0bbb", "instanceType": "m5.large", "zone": "us-east-1b", "count": 2, "tags": {"team": "ml"}, "type": "capacity-block", "endDate": soon},
+        {"id": "cr-0ccc", "instanceType": "m5.xlarge", "zone": "us-east-1a", "count": 3, "tags": {"team": "other"}},
+        {"id": "cr-0ddd", "instanceType": "c5.large", "zone": "us-east-1c", "count": 1, "matchCriteria": "open"},
+        {"id": "cr-0eee", "instanceType": "c5.large", "zone": "us-east-1c", "count": 1, "tags": {"team": "ml"}, "state": "cancelled"},
+    ]))
+    .await
+    .unwrap();
+    let aws = AwsProvider::new(&moto.sdk_config(), CLUSTER, options()).unwrap();
+    let mut nc = nodeclass("default");
+    nc.spec.capacity_reservation_selector_terms = Some(serde_json::from_value(serde_json::json!([{"tags": {"team": "ml"}}, {"id": "cr-0ddd"}])).unwrap());
+    let status = aws.resolve_nodeclass(&nc).await.unwrap();
+    let found: Vec<(String, String, String, String)> = status.capacity_reservations.clone().unwrap().into_iter().map(|r| (r.id, r.instance_type, r.reservation_type, r.state)).collect();
+    let want = |id: &str, t: &str, kind: &str, state: &str| (id.to_string(), t.to_string(), kind.to_string(), state.to_string());
+    assert_eq!(
+        found,
+        vec![want("cr-0aaa", "m5.large", "default", "active"), want("cr-0bbb", "m5.large", "capacity-block", "expiring"), want("cr-0ddd", "c5.large", "default", "active")],
+        "tags and id terms ORed, cancelled and unselected ones left out"
+    );
+    let s = status.capacity_reservations.unwrap();
+    assert_eq!((s[0].availability_zone.as_str(), s[0].owner_id.as_str(), s[0].instance_match_criteria.as_str()), ("us-east-1a", "123456789012", "targeted"));
+    assert_eq!(s[2].instance_match_criteria, "open");
+    assert!(s[1].end_time.is_some());
+
+    let reserved = |c: &stowage_core::domain::catalog::Catalog, id: &str| -> stowage_core::domain::catalog::Offering {
+        c.types.iter().flat_map(|t| &t.offerings).find(|o| o.reservation_id() == Some(id)).cloned().unwrap_or_else(|| panic!("no offering for {id}"))
+    };
+    let c = aws.catalog().await.unwrap();
+    let a = reserved(&c, "cr-0aaa");
+    let od = c.get("m5.large").unwrap().offerings.iter().find(|o| o.capacity_type == "on-demand" && o.zone == "us-east-1a").unwrap().price;
+    assert_eq!((a.capacity_type.as_str(), a.zone.as_str(), a.available, a.reservation.as_ref().unwrap().count), ("reserved", "us-east-1a", true, 1));
+    assert!((a.price - od / 10_000_000.0).abs() < 1e-15, "Karpenter's price: on-demand / 10,000,000");
+    assert!(!reserved(&c, "cr-0bbb").available, "an expiring capacity block takes no launch");
+    assert!(reserved(&c, "cr-0ddd").available);
+    assert!(c.types.iter().flat_map(|t| &t.offerings).all(|o| o.reservation_id() != Some("cr-0ccc")), "not selected");
+
+    // A launch into cr-0aaa: its launch template targets the reservation, one instance is taken.
+    let into_a = OfferingRef { capacity_type: "reserved".into(), reservation: a.reservation.clone(), price: a.price, ..offering("on-demand", "m5.large", "us-east-1a") };
+    let inst = aws.launch(&request("general-res01", vec![into_a.clone()])).await.unwrap();
+    assert_eq!((inst.instance_type.as_str(), inst.zone.as_str(), inst.capacity_type.as_str()), ("m5.large", "us-east-1a", "reserved"));
+    let st = moto.fault_state().await.unwrap();
+    assert_eq!(st["reservationLaunches"]["cr-0aaa"], 1, "{st}");
+    assert_eq!(st["reservations"]["cr-0aaa"]["available"], 0);
+    let lts = moto.ec2().describe_launch_templates().send().await.unwrap();
+    let mut targets = Vec::new();
+    for lt in lts.launch_templates().iter().filter(|l| l.launch_template_name().is_some_and(|n| n.starts_with("stowage/"))) {
+        let v = moto.ec2().describe_launch_template_versions().launch_template_id(lt.launch_template_id().unwrap()).send().await.unwrap();
+        let spec = v.launch_template_versions()[0].launch_template_data().unwrap().capacity_reservation_specification().cloned();
+        targets.push(spec.and_then(|s| s.capacity_reservation_target().and_then(|t| t.capacity_reservation_id().map(str::to_string))));
+    }
+    assert_eq!(targets, vec![Some("cr-0aaa".to_string())], "the reserved launch's template targets the reservation");
+    // The launch is counted before the next DescribeCapacityReservations: no second plan into it.
+    assert!(!reserved(&aws.catalog().await.unwrap(), "cr-0aaa").available);
+
+    // An on-demand launch of the same type keeps the preference `none`: it takes nothing reserved.
+    aws.launch(&request("general-od01", vec![offering("on-demand", "m5.large", "us-east-1a")])).await.unwrap();
+    assert_eq!(moto.fault_state().await.unwrap()["reservationLaunches"]["cr-0aaa"], 1);
+
+    // A provider that believes cr-0ddd has room while EC2 says it is full (another launcher took it):
+    // EC2's ReservationCapacityExceeded is an insufficient-capacity error and the offering is unavailable.
+    let d = reserved(&aws.catalog().await.unwrap(), "cr-0ddd");
+    moto.seed_capacity_reservations(serde_json::json!([{"id": "cr-0ddd", "instanceType": "c5.large", "zone": "us-east-1c", "count": 0, "matchCriteria": "open"}])).await.unwrap();
+    let into_d = OfferingRef { capacity_type: "reserved".into(), reservation: d.reservation.clone(), price: d.price, ..offering("on-demand", "c5.large", "us-east-1c") };
+    match aws.launch(&request("general-res02", vec![into_d])).await {
+        Err(CloudError::InsufficientCapacity { message, .. }) => assert!(message.contains("ReservationCapacityExceeded"), "{message}"),
+        other => panic!("expected insufficient capacity, got {other:?}"),
+    }
+    assert!(!reserved(&aws.catalog().await.unwrap(), "cr-0ddd").available);
 }

@@ -541,7 +541,7 @@ async fn restart_mid_launch_launches_nothing_twice_and_leaks_nothing() {
         nodeclaim: "ghost".into(),
         nodepool: "default".into(),
         nodeclass: "default".into(),
-        offerings: vec![OfferingRef { instance_type: "m5.large".into(), zone: "us-east-1a".into(), capacity_type: "on-demand".into(), price: 0.096 }],
+        offerings: vec![OfferingRef { instance_type: "m5.large".into(), zone: "us-east-1a".into(), capacity_type: "on-demand".into(), price: 0.096, reservation: None }],
         labels: Default::default(),
         taints: vec![],
         tags: Default::default(),

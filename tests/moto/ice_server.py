@@ -34,7 +34,23 @@ moto's own app (the same `DomainDispatcherApplication` `moto_server` serves) and
         straight into moto's SSM backend (us-east-1, moto's default account) in this process: moto's
         PutParameter refuses names under /aws/, as AWS does, and moto has no EKS or Bottlerocket AMI
         parameters of its own. A name written again gets a new version. Answers {"written": n}.
-    POST /stowage/reset     clears every rule and counter (and the seeded prices; not the SSM parameters).
+    POST /stowage/capacity-reservations
+                            {"reservations": [{"id": "cr-0a1b", "instanceType": "m5.large", "zone": "us-east-1a",
+                              "count": 2, "ownerId": "123456789012", "tags": {"team": "ml"},
+                              "matchCriteria": "targeted", "type": "default", "interruptible": false,
+                              "endDate": "2030-01-01T00:00:00Z"}]}
+        moto has no capacity reservations. Seeds them (an id seeded again is replaced); from now on
+        `DescribeCapacityReservations` is answered here from them in EC2's XML (CapacityReservationId.N,
+        and the filters state, owner-id, tag:<k>, tag-key, instance-match-criteria, instance-type,
+        availability-zone; NextToken paging over MaxResults), with `availableInstanceCount` as it is now.
+        A CreateFleet override whose launch template (moto's stored data, `$Latest` / `$Default` / a
+        number) targets a seeded reservation (`CapacityReservationSpecification.CapacityReservationTarget`)
+        is removed and answered with a `ReservationCapacityExceeded` error when the reservation is full,
+        or not for the override's type and zone (`InvalidParameterCombination`); otherwise the instance
+        moto launches takes one of its instances. Launches per reservation are in `/stowage/state`
+        `reservationLaunches`; a reservation's state is `reservations`.
+    POST /stowage/reset     clears every rule and counter (and the seeded prices and reservations; not
+                            the SSM parameters).
     GET  /stowage/state     {"iceRules": [...], "throttleRules": [...], "faultRule": {...} or null,
                              "requests": {action: n}, "throttled": {action: n}, "iceErrors": n,
                              "injected": {action: {code: n}}}
@@ -84,6 +100,8 @@ class State:
         self.injected = {}
         self.prices = {}
         self.pricing_regions = []
+        self.reservations = {}
+        self.reservation_launches = {}
 
     def snapshot(self):
         return {
@@ -95,6 +113,8 @@ class State:
             "iceErrors": self.ice_errors,
             "injected": self.injected,
             "pricingRegions": self.pricing_regions,
+            "reservations": self.reservations,
+            "reservationLaunches": self.reservation_launches,
         }
 
     def admit(self, action, environ, any_action_rules, faults):
@@ -163,6 +183,72 @@ def seed_ssm_parameters(parameters):
             )
         )
     return len(parameters)
+
+
+def signing_region(environ):
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    scope = auth.split("Credential=", 1)[1].split(",", 1)[0].split("/") if "Credential=" in auth else []
+    return scope[2] if len(scope) > 2 else "us-east-1"
+
+
+def lt_reservation(lt_spec, region):
+    """The capacity reservation a CreateFleet launch template spec's stored template targets, if any."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    backend = ec2_backends[DEFAULT_ACCOUNT_ID][region]
+    try:
+        name = lt_spec.get("LaunchTemplateSpecification.LaunchTemplateName")
+        template = backend.get_launch_template_by_name(name) if name else backend.get_launch_template(lt_spec.get("LaunchTemplateSpecification.LaunchTemplateId"))
+        version = lt_spec.get("LaunchTemplateSpecification.Version", "$Latest")
+        if version == "$Latest":
+            v = template.latest_version()
+        elif version == "$Default":
+            v = template.default_version()
+        else:
+            v = template.get_version(int(version))
+    except Exception:
+        return None  # moto answers the missing template itself
+    spec = v.data.get("CapacityReservationSpecification") or {}
+    return (spec.get("CapacityReservationTarget") or {}).get("CapacityReservationId")
+
+
+def reservation_xml(r):
+    tags = "".join(f"<item><key>{escape(k)}</key><value>{escape(v)}</value></item>" for k, v in sorted(r["tags"].items()))
+    end = f"<endDate>{escape(r['endDate'])}</endDate>" if r.get("endDate") else ""
+    return (
+        f"<item><capacityReservationId>{escape(r['id'])}</capacityReservationId><ownerId>{escape(r['ownerId'])}</ownerId>"
+        f"<instanceType>{escape(r['instanceType'])}</instanceType><availabilityZone>{escape(r['zone'])}</availabilityZone>"
+        f"<tenancy>default</tenancy><totalInstanceCount>{r['total']}</totalInstanceCount><availableInstanceCount>{r['available']}</availableInstanceCount>"
+        f"<state>{escape(r['state'])}</state>{end}<instanceMatchCriteria>{escape(r['matchCriteria'])}</instanceMatchCriteria>"
+        f"<reservationType>{escape(r['type'])}</reservationType><interruptible>{'true' if r['interruptible'] else 'false'}</interruptible>"
+        f"<tagSet>{tags}</tagSet></item>"
+    )
+
+
+def reservation_matches(r, ids, filters):
+    if ids and r["id"] not in ids:
+        return False
+    for name, values in filters.items():
+        if name == "state":
+            got = [r["state"]]
+        elif name == "owner-id":
+            got = [r["ownerId"]]
+        elif name == "instance-match-criteria":
+            got = [r["matchCriteria"]]
+        elif name == "instance-type":
+            got = [r["instanceType"]]
+        elif name == "availability-zone":
+            got = [r["zone"]]
+        elif name == "tag-key":
+            got = list(r["tags"])
+        elif name.startswith("tag:"):
+            got = [r["tags"][name[4:]]] if name[4:] in r["tags"] else []
+        else:
+            return False  # a filter EC2 has that this emulation does not: match nothing, visibly
+        if not any(g in values for g in got):
+            return False
+    return True
 
 
 def ec2_error(start_response, status, code, message):
@@ -317,6 +403,8 @@ class Middleware:
             return ec2_error(start_response, *injected)
         if action == "CreateFleet":
             return self.create_fleet(environ, start_response, pairs, ice_rules)
+        if action == "DescribeCapacityReservations":
+            return self.describe_capacity_reservations(start_response, pairs)
         return self.forward(environ, start_response, body)
 
     def forward(self, environ, start_response, body):
@@ -327,13 +415,25 @@ class Middleware:
     def create_fleet(self, environ, start_response, pairs, ice_rules):
         req = FleetRequest(pairs)
         kept, errors = [], []
+        region = signing_region(environ)
+        reservation_of = {}  # config index -> reservation id its launch template targets
         for ci in sorted(req.configs):
             cfg = req.configs[ci]
+            target = lt_reservation(req.lt_spec(cfg), region)
+            if target is not None:
+                reservation_of[ci] = target
             overrides = []
             for oi in sorted(cfg["overrides"]):
                 ov = cfg["overrides"][oi]
                 zone = ov.get("AvailabilityZone") or (subnet_zone(ov["SubnetId"]) if "SubnetId" in ov else None)
                 rule = next((r for r in ice_rules if matches(r, ov.get("InstanceType"), zone, req.capacity_type)), None)
+                with self.state.lock:
+                    res = self.state.reservations.get(target) if target is not None else None
+                    if target is not None and res is not None and rule is None:
+                        if res["instanceType"] != ov.get("InstanceType") or res["zone"] != zone:
+                            rule = {"code": "InvalidParameterCombination", "message": f"capacity reservation {target} is for {res['instanceType']} in {res['zone']} (stowage ice_server)"}
+                        elif res["available"] <= 0 or res["state"] != "active":
+                            rule = {"code": "ReservationCapacityExceeded", "message": f"capacity reservation {target} has no available capacity (stowage ice_server)"}
                 if rule is None:
                     overrides.append(ov)
                 else:
@@ -347,7 +447,7 @@ class Middleware:
         if errors:
             with self.state.lock:
                 self.state.ice_errors += len(errors)
-        if not errors and req.strategy not in PRIORITIZED:
+        if not errors and req.strategy not in PRIORITIZED and not reservation_of:
             return self.forward(environ, start_response, urlencode(pairs).encode())
         if not kept:
             body = (
@@ -372,6 +472,14 @@ class Middleware:
         finally:
             if hasattr(chunks, "close"):
                 chunks.close()
+        if captured["status"].startswith("200") and "<instanceIds>" in out.decode():
+            # moto gives the capacity to the first override of the first config left.
+            first = next(ci for ci, c in req.configs.items() if c is kept[0][0])
+            with self.state.lock:
+                res = self.state.reservations.get(reservation_of.get(first))
+                if res is not None:
+                    res["available"] -= 1
+                    self.state.reservation_launches[res["id"]] = self.state.reservation_launches.get(res["id"], 0) + 1
         if errors and captured["status"].startswith("200"):
             text = out.decode()
             marker = "</CreateFleetResponse>"
@@ -382,6 +490,34 @@ class Middleware:
         headers.append(("Content-Length", str(len(out))))
         start_response(captured["status"], headers)
         return [out]
+
+    def describe_capacity_reservations(self, start_response, pairs):
+        ids = [v for k, v in pairs if k.startswith("CapacityReservationId.")]
+        names, filters = {}, {}
+        for k, v in pairs:
+            parts = k.split(".")
+            if parts[0] == "Filter" and len(parts) == 3 and parts[2] == "Name":
+                names[parts[1]] = v
+        for k, v in pairs:
+            parts = k.split(".")
+            if parts[0] == "Filter" and len(parts) == 4 and parts[2] == "Value" and parts[1] in names:
+                filters.setdefault(names[parts[1]], []).append(v)
+        params = dict(pairs)
+        with self.state.lock:
+            found = [r for _, r in sorted(self.state.reservations.items()) if reservation_matches(r, ids, filters)]
+            start = int(params.get("NextToken") or 0)
+            size = int(params.get("MaxResults") or 1000)
+            page = found[start:start + size]
+            items = "".join(reservation_xml(r) for r in page)
+        token = f"<nextToken>{start + size}</nextToken>" if start + size < len(found) else ""
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<DescribeCapacityReservationsResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+            f"<requestId>{uuid.uuid4()}</requestId><capacityReservationSet>{items}</capacityReservationSet>{token}"
+            "</DescribeCapacityReservationsResponse>"
+        ).encode()
+        start_response("200 OK", [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))])
+        return [body]
 
     def get_products(self, environ, start_response):
         length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -469,6 +605,27 @@ class Middleware:
                 if not isinstance(params, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in params.items()):
                     return json_response(start_response, "400 Bad Request", {"error": "parameters must be an object of name -> string value"})
                 return json_response(start_response, "200 OK", {"written": seed_ssm_parameters(params)})
+            if path == "/stowage/capacity-reservations" and environ["REQUEST_METHOD"] == "POST":
+                try:
+                    for r in body.get("reservations") or []:
+                        count = int(r["count"])
+                        st.reservations[str(r["id"])] = {
+                            "id": str(r["id"]),
+                            "instanceType": str(r["instanceType"]),
+                            "zone": str(r["zone"]),
+                            "total": count,
+                            "available": count,
+                            "ownerId": str(r.get("ownerId") or "123456789012"),
+                            "tags": {str(k): str(v) for k, v in (r.get("tags") or {}).items()},
+                            "matchCriteria": str(r.get("matchCriteria") or "targeted"),
+                            "type": str(r.get("type") or "default"),
+                            "interruptible": bool(r.get("interruptible", False)),
+                            "state": str(r.get("state") or "active"),
+                            "endDate": r.get("endDate"),
+                        }
+                except (KeyError, TypeError, ValueError) as e:
+                    return json_response(start_response, "400 Bad Request", {"error": f"invalid reservation: {e}"})
+                return json_response(start_response, "200 OK", {"reservations": sorted(st.reservations)})
             if path == "/stowage/reset" and environ["REQUEST_METHOD"] == "POST":
                 st.reset()
                 return json_response(start_response, "200 OK", {})

@@ -101,6 +101,9 @@ pub struct Resolved {
     /// `spec.instanceProfile`, or the profile made for `spec.role` ([`super::instance_profile`]; set by
     /// the provider after discovery).
     pub instance_profile: Option<String>,
+    /// The capacity reservations `capacityReservationSelectorTerms` select, by id
+    /// ([`super::capacity_reservations`]).
+    pub capacity_reservations: Vec<super::capacity_reservations::CapacityReservation>,
 }
 
 impl Resolved {
@@ -120,6 +123,7 @@ impl Resolved {
             security_groups: Some(self.security_groups.iter().map(|g| SecurityGroupStatus { id: g.id.clone(), name: g.name.clone() }).collect()),
             amis: Some(self.amis.iter().map(|a| AmiStatus { id: a.id.clone(), name: a.name.clone(), requirements: a.requirements() }).collect()),
             instance_profile: self.instance_profile.clone(),
+            capacity_reservations: (!self.capacity_reservations.is_empty()).then(|| self.capacity_reservations.iter().map(|r| r.status()).collect()),
             conditions: None,
         }
     }
@@ -480,7 +484,14 @@ pub async fn resolve(ec2: &Ec2, ssm: &Ssm, nc: &EC2NodeClass, opts: &AliasOption
             None
         }
     };
+    for (i, t) in nc.spec.capacity_reservation_selector_terms.iter().flatten().enumerate() {
+        missing.extend(t.validate(&format!("spec.capacityReservationSelectorTerms[{i}]")));
+    }
     let subnets = subnets(ec2, &nc.spec.subnet_selector_terms).await?;
+    let capacity_reservations = match &nc.spec.capacity_reservation_selector_terms {
+        Some(t) if !t.is_empty() && missing.is_empty() => super::capacity_reservations::describe(ec2, t).await?,
+        _ => Vec::new(),
+    };
     let groups = security_groups(ec2, &nc.spec.security_group_selector_terms).await?;
     // An unusable family (Windows, a bad alias) is reported once, not again as "no AMI".
     let amis = if family.is_some() { amis(ec2, ssm, nc, opts).await? } else { Err(String::new()) };
@@ -499,7 +510,7 @@ pub async fn resolve(ec2: &Ec2, ssm: &Ssm, nc: &EC2NodeClass, opts: &AliasOption
     }
     match (missing.is_empty(), subnets, groups, amis, sizing, family) {
         (true, Ok(subnets), Ok(security_groups), Ok(amis), Some(sizing), Some(family)) => {
-            Ok(Resolved { subnets, security_groups, amis, family, sizing, instance_profile: nc.spec.instance_profile.clone() })
+            Ok(Resolved { subnets, security_groups, amis, family, sizing, instance_profile: nc.spec.instance_profile.clone(), capacity_reservations })
         }
         _ => Err(DiscoveryError::NotReady(format!("EC2NodeClass {name}: {}", missing.join("; ")))),
     }

@@ -4,8 +4,8 @@
 //! |---|---|
 //! | `Type` | `instant` |
 //! | `ClientToken` | `stowage-<hash of cluster, NodeClaim name and the overrides>` ([`client_token`]) |
-//! | `TargetCapacitySpecification` | `TotalTargetCapacity` 1, `DefaultTargetCapacityType` on-demand or spot |
-//! | `OnDemandOptions.AllocationStrategy` | `prioritized` (on-demand launches) |
+//! | `TargetCapacitySpecification` | `TotalTargetCapacity` 1, `DefaultTargetCapacityType` on-demand or spot; for a reserved launch on-demand, `capacity-block` (capacity blocks) or `reserved-capacity` (interruptible reservations, with `ReservedCapacityOptions.ReservationTypes` `interruptible-capacity-reservation`) |
+//! | `OnDemandOptions.AllocationStrategy` | `prioritized` (on-demand launches, and reserved ones into default reservations) |
 //! | `SpotOptions.AllocationStrategy` | `capacity-optimized-prioritized` (spot launches) |
 //! | `LaunchTemplateConfigs[]` | one per launch template, in the order of their best override: `LaunchTemplateName`, `Version $Latest`, `Overrides[]` = `InstanceType`, `SubnetId`, `AvailabilityZone`, `Priority` = the offering's rank in the request (0 = the plan's choice) |
 //! | `TagSpecifications` | instance (launch tags + `karpenter.sh/nodeclaim`), volume and fleet (launch tags) |
@@ -30,8 +30,9 @@ use std::collections::BTreeMap;
 use aws_sdk_ec2::operation::create_fleet::CreateFleetOutput;
 use aws_sdk_ec2::operation::create_fleet::builders::CreateFleetFluentBuilder;
 use aws_sdk_ec2::types::{
-    DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest, FleetOnDemandAllocationStrategy, FleetType,
-    InstanceLifecycle, InstanceType, OnDemandOptionsRequest, ResourceType, SpotAllocationStrategy, SpotOptionsRequest, TagSpecification, TargetCapacitySpecificationRequest,
+    DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest, FleetOnDemandAllocationStrategy, FleetReservationType,
+    FleetType, InstanceLifecycle, InstanceType, OnDemandOptionsRequest, ReservedCapacityOptionsRequest, ResourceType, SpotAllocationStrategy, SpotOptionsRequest, TagSpecification,
+    TargetCapacitySpecificationRequest,
 };
 
 use super::launch_template::{hash128, tags};
@@ -73,6 +74,15 @@ fn tag_spec(kind: ResourceType, m: &BTreeMap<String, String>) -> TagSpecificatio
 
 pub fn request(client: &aws_sdk_ec2::Client, r: &FleetRequest) -> CreateFleetFluentBuilder {
     let spot = r.capacity_type == "spot";
+    // A reserved launch targets one reservation (its launch template names it); its kind decides the
+    // target capacity type, as in Karpenter's CreateFleet.
+    let reservation = r.overrides.first().and_then(|o| o.offering.reservation.as_ref()).filter(|_| r.capacity_type == "reserved");
+    let target = match reservation {
+        _ if spot => DefaultTargetCapacityType::Spot,
+        Some(x) if x.kind == "capacity-block" => DefaultTargetCapacityType::CapacityBlock,
+        Some(x) if x.interruptible => DefaultTargetCapacityType::ReservedCapacity,
+        _ => DefaultTargetCapacityType::OnDemand,
+    };
     // Templates in the order of their best (first) override.
     let mut order: Vec<&str> = Vec::new();
     for o in &r.overrides {
@@ -84,20 +94,18 @@ pub fn request(client: &aws_sdk_ec2::Client, r: &FleetRequest) -> CreateFleetFlu
         .create_fleet()
         .r#type(FleetType::Instant)
         .client_token(&r.client_token)
-        .target_capacity_specification(
-            TargetCapacitySpecificationRequest::builder()
-                .total_target_capacity(1)
-                .default_target_capacity_type(if spot { DefaultTargetCapacityType::Spot } else { DefaultTargetCapacityType::OnDemand })
-                .build(),
-        )
+        .target_capacity_specification(TargetCapacitySpecificationRequest::builder().total_target_capacity(1).default_target_capacity_type(target.clone()).build())
         .tag_specifications(tag_spec(ResourceType::Instance, &r.instance_tags))
         .tag_specifications(tag_spec(ResourceType::Volume, &r.launch_tags))
         .tag_specifications(tag_spec(ResourceType::Fleet, &r.launch_tags))
         .set_context(r.context.clone());
-    req = if spot {
-        req.spot_options(SpotOptionsRequest::builder().allocation_strategy(SpotAllocationStrategy::CapacityOptimizedPrioritized).build())
-    } else {
-        req.on_demand_options(OnDemandOptionsRequest::builder().allocation_strategy(FleetOnDemandAllocationStrategy::Prioritized).build())
+    req = match target {
+        DefaultTargetCapacityType::Spot => req.spot_options(SpotOptionsRequest::builder().allocation_strategy(SpotAllocationStrategy::CapacityOptimizedPrioritized).build()),
+        DefaultTargetCapacityType::ReservedCapacity => {
+            req.reserved_capacity_options(ReservedCapacityOptionsRequest::builder().reservation_types(FleetReservationType::InterruptibleCapacityReservation).build())
+        }
+        DefaultTargetCapacityType::CapacityBlock => req,
+        _ => req.on_demand_options(OnDemandOptionsRequest::builder().allocation_strategy(FleetOnDemandAllocationStrategy::Prioritized).build()),
     };
     for t in order {
         let mut cfg = FleetLaunchTemplateConfigRequest::builder().launch_template_specification(FleetLaunchTemplateSpecificationRequest::builder().launch_template_name(t).version("$Latest").build());
@@ -154,6 +162,8 @@ pub fn parse(out: &CreateFleetOutput, req: &FleetRequest) -> Outcome {
         let itype = i.instance_type().map(|t| t.as_str().to_string()).or_else(|| ov.and_then(|o| o.instance_type()).map(|t| t.as_str().to_string()));
         let zone = zone_of(ov.and_then(|o| o.availability_zone()).or(i.availability_zone()), ov.and_then(|o| o.subnet_id()).or(i.subnet_id()), itype.as_deref());
         let capacity_type = match i.lifecycle() {
+            // Launched into the reservation its launch template targets (on-demand billing aside).
+            _ if req.capacity_type == "reserved" => "reserved".to_string(),
             Some(InstanceLifecycle::Spot) => "spot".to_string(),
             Some(InstanceLifecycle::OnDemand) => "on-demand".to_string(),
             _ => req.capacity_type.clone(),
@@ -183,7 +193,12 @@ mod tests {
     use super::*;
 
     fn ov(t: &str, z: &str, subnet: &str, template: &str, p: f64) -> Override {
-        Override { offering: OfferingRef { instance_type: t.into(), zone: z.into(), capacity_type: "on-demand".into(), price: 0.1 }, subnet_id: subnet.into(), template: template.into(), priority: p }
+        Override {
+            offering: OfferingRef { instance_type: t.into(), zone: z.into(), capacity_type: "on-demand".into(), price: 0.1, reservation: None },
+            subnet_id: subnet.into(),
+            template: template.into(),
+            priority: p,
+        }
     }
 
     #[test]

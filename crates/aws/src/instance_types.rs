@@ -137,14 +137,14 @@ fn offerings(name: &str, zones: &BTreeSet<String>, od: f64, spot_ok: bool, od_ok
     let mut v = Vec::new();
     for z in zones {
         if od_ok {
-            v.push(Offering { zone: z.clone(), capacity_type: "on-demand".into(), price: od, available: !ice.offering_unavailable("on-demand", name, z), synthetic: false });
+            v.push(Offering { zone: z.clone(), capacity_type: "on-demand".into(), price: od, available: !ice.offering_unavailable("on-demand", name, z), synthetic: false, reservation: None });
         }
         if spot_ok {
             let (price, synthetic, priced) = match spot.price(name, z, od) {
                 Some((p, s)) => (p, s, true),
                 None => (od, false, false),
             };
-            v.push(Offering { zone: z.clone(), capacity_type: "spot".into(), price, available: priced && !ice.offering_unavailable("spot", name, z), synthetic });
+            v.push(Offering { zone: z.clone(), capacity_type: "spot".into(), price, available: priced && !ice.offering_unavailable("spot", name, z), synthetic, reservation: None });
         }
     }
     v

@@ -16,7 +16,8 @@
 //! defaults endpoint enabled, IPv6 disabled, hop limit 1, tokens required, instance tags disabled);
 //! `Monitoring.Enabled` (`spec.detailedMonitoring`); `SecurityGroupIds`, or with
 //! `spec.associatePublicIPAddress` one `NetworkInterfaces[0]` (device 0, the groups, the flag);
-//! `CapacityReservationSpecification` preference `none` (open ODCRs are not consumed, as in Karpenter);
+//! `CapacityReservationSpecification` preference `none` (open ODCRs are not consumed, as in Karpenter), or for a
+//! reserved launch `CapacityReservationTarget.CapacityReservationId` = the reservation;
 //! `TagSpecifications` network-interface = the launch tags.
 //!
 //! The provider remembers names it created or saw for [`TEMPLATE_CACHE_TTL`]; CreateFleet answering
@@ -28,10 +29,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::{
-    CapacityReservationPreference, LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
-    LaunchTemplateIamInstanceProfileSpecificationRequest, LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplateInstanceMetadataProtocolIpv6,
-    LaunchTemplateInstanceMetadataTagsState, LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplateTagSpecificationRequest, LaunchTemplatesMonitoringRequest,
-    RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
+    CapacityReservationPreference, CapacityReservationTarget, LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateEbsBlockDeviceRequest,
+    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest, LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
+    LaunchTemplateInstanceMetadataProtocolIpv6, LaunchTemplateInstanceMetadataTagsState, LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplateTagSpecificationRequest,
+    LaunchTemplatesMonitoringRequest, RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
 };
 use serde::Serialize;
 
@@ -78,6 +79,9 @@ pub(crate) struct TemplateSpec {
     pub metadata: Metadata,
     pub detailed_monitoring: bool,
     pub tags: BTreeMap<String, String>,
+    /// The capacity reservation a reserved launch targets; None: preference `none`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_reservation_id: Option<String>,
 }
 
 /// FNV-1a over the bytes with two different offset bases: 128 bits, stable across Rust and stowage
@@ -112,7 +116,12 @@ impl TemplateSpec {
                     .instance_metadata_tags(LaunchTemplateInstanceMetadataTagsState::Disabled)
                     .build(),
             )
-            .capacity_reservation_specification(LaunchTemplateCapacityReservationSpecificationRequest::builder().capacity_reservation_preference(CapacityReservationPreference::None).build())
+            .capacity_reservation_specification(match &self.capacity_reservation_id {
+                Some(id) => {
+                    LaunchTemplateCapacityReservationSpecificationRequest::builder().capacity_reservation_target(CapacityReservationTarget::builder().capacity_reservation_id(id).build()).build()
+                }
+                None => LaunchTemplateCapacityReservationSpecificationRequest::builder().capacity_reservation_preference(CapacityReservationPreference::None).build(),
+            })
             .tag_specifications(LaunchTemplateTagSpecificationRequest::builder().resource_type(ResourceType::NetworkInterface).set_tags(Some(tags(&self.tags))).build());
         if let Some(p) = &self.instance_profile {
             d = d.iam_instance_profile(LaunchTemplateIamInstanceProfileSpecificationRequest::builder().name(p).build());
@@ -252,6 +261,7 @@ mod tests {
             metadata: metadata(&EC2NodeClass::new("x", Default::default())),
             detailed_monitoring: false,
             tags: BTreeMap::new(),
+            capacity_reservation_id: None,
         };
         let a = spec.name();
         assert!(a.starts_with("stowage/") && a.len() == "stowage/".len() + 32, "{a}");

@@ -40,6 +40,10 @@
 //!   offerings that failed. Offerings that cannot be launched with the NodeClass at all (no subnet in
 //!   the zone, no AMI for the architecture) are cached the same way (reason `NoSubnetInZone` /
 //!   `NoImageForArchitecture`), so a replan avoids them for 3 minutes instead of looping.
+//! - **Capacity reservations** ([`capacity_reservations`]): resolved with the NodeClass (its
+//!   `status.capacityReservations`); `catalog()` offers each as a `reserved` offering with the count it
+//!   still takes; a reserved launch uses a launch template targeting the reservation and lowers the
+//!   count; `ReservationCapacityExceeded` sets it to 0.
 //! - **Instance profiles** ([`instance_profile`]): a NodeClass with `spec.role` gets an instance profile
 //!   made, tagged and given the role during resolution (Karpenter's naming, path and tags); its name is
 //!   `status.instanceProfile` and the launch templates' `IamInstanceProfile.Name`. `spec.instanceProfile`
@@ -70,6 +74,7 @@
 //! | `DescribeSubnets` | [`discovery`] | tag / tag-key / subnet-id filters per term; MaxResults 500 |
 //! | `DescribeSecurityGroups` | [`discovery`] | tag / tag-key / group-id / group-name filters per term; MaxResults 500 |
 //! | `DescribeImages` | [`discovery`] | image-id / name / tag filters, Owners, state=available; MaxResults 1000 |
+//! | `DescribeCapacityReservations` | [`capacity_reservations`] | per `capacityReservationSelectorTerms` term: CapacityReservationIds, or tag / tag-key / owner-id / instance-match-criteria filters; state=active; MaxResults 1000 |
 //! | `ssm:GetParameter` | [`ssm`] | the public AMI parameters of an alias ([`amifamily`]), `ssmParameter` terms; cached for the discovery TTL |
 //! | `DescribeInstanceTypes` | [`instance_types`] | hvm, x86_64/arm64; MaxResults 100 |
 //! | `DescribeInstanceTypeOfferings` | [`instance_types`] | LocationType availability-zone; MaxResults 1000 |
@@ -88,6 +93,7 @@
 //! The IAM policy for these calls is `docs/iam-policy.json`.
 
 pub mod amifamily;
+pub mod capacity_reservations;
 pub mod cluster;
 pub mod discovery;
 pub mod errors;
@@ -235,6 +241,8 @@ pub struct AwsProvider {
     types: Mutex<Option<Arc<TypeData>>>,
     /// When instance profiles were last garbage-collected.
     profiles_collected: Mutex<Option<Instant>>,
+    /// What each capacity reservation still takes ([`capacity_reservations`]).
+    reservations: capacity_reservations::Availability,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -293,6 +301,7 @@ impl AwsProvider {
             templates: Mutex::new(BTreeMap::new()),
             types: Mutex::new(None),
             profiles_collected: Mutex::new(None),
+            reservations: Default::default(),
         })
     }
 
@@ -351,6 +360,7 @@ impl AwsProvider {
         };
         match outcome {
             Ok(r) => {
+                self.reservations.sync(&r.capacity_reservations);
                 let r = Arc::new(r);
                 e.resolved = Some((r.clone(), Instant::now()));
                 e.not_ready = None;
@@ -484,13 +494,18 @@ impl AwsProvider {
 
     async fn catalog_for_zones(&self, zones: BTreeSet<String>) -> Catalog {
         let (types, failed, spot, on_demand) = self.catalog_data().await;
-        match types {
+        let mut catalog = match types {
             Some(d) => {
                 let zones = if zones.is_empty() { d.zones.values().flatten().cloned().collect() } else { zones };
                 instance_types::build(&self.region, &zones, &d, &spot, &on_demand, &self.ice)
             }
             None => instance_types::offline(&self.region, &zones, &self.ice, failed.as_deref().unwrap_or("no data")),
-        }
+        };
+        // Every resolved NodeClass's reservations; each NodeClass's view keeps its own
+        // (`stowage_core::catalog::for_nodeclass`, by `status.capacityReservations`).
+        let resolved: Vec<Arc<Resolved>> = lock(&self.nodeclasses).values().filter_map(|e| e.resolved.as_ref().map(|(r, _)| r.clone())).collect();
+        capacity_reservations::add_offerings(&mut catalog, resolved.iter().flat_map(|r| &r.capacity_reservations), &self.reservations);
+        catalog
     }
 
     /// The catalog restricted to the zones of one NodeClass's subnets.
@@ -546,6 +561,7 @@ impl AwsProvider {
             metadata: launch_template::metadata(nc),
             detailed_monitoring: nc.spec.detailed_monitoring.unwrap_or(false),
             tags: self.launch_tags(nc, req),
+            capacity_reservation_id: None,
         })
     }
 
@@ -598,8 +614,11 @@ impl AwsProvider {
                 }
                 tracing::info!(nodeclaim = %req.nodeclaim, instance = %l.id, instance_type = %l.instance_type, zone = %l.zone, capacity_type = %l.capacity_type, "launched instance");
                 // The image is the launch template's of the override the fleet chose.
-                let image =
-                    freq.overrides.iter().find(|o| o.offering.instance_type == l.instance_type && o.offering.zone == l.zone).and_then(|o| templates.get(&o.template)).map(|t| t.image_id.clone());
+                let chosen = freq.overrides.iter().find(|o| o.offering.instance_type == l.instance_type && o.offering.zone == l.zone);
+                let image = chosen.and_then(|o| templates.get(&o.template)).map(|t| t.image_id.clone());
+                if let Some(r) = chosen.and_then(|o| o.offering.reservation.as_ref()) {
+                    self.reservations.launched(&r.id);
+                }
                 return Ok(launched_instance(l, req, image));
             }
             if attempt == 0 && outcome.errors.iter().any(|f| f.code == LAUNCH_TEMPLATE_NOT_FOUND) {
@@ -649,7 +668,8 @@ impl AwsProvider {
                 continue;
             };
             let max_pods = facts.as_ref().map(|f| stowage_core::catalog::aws::max_pods(f, &r.sizing.ami_family, &r.sizing.kubelet)).unwrap_or(110);
-            let spec = self.template_spec(nc, r, &image.id, max_pods, req, ct)?;
+            let mut spec = self.template_spec(nc, r, &image.id, max_pods, req, ct)?;
+            spec.capacity_reservation_id = o.reservation.as_ref().map(|x| x.id.clone());
             let name = spec.name();
             templates.entry(name.clone()).or_insert(spec);
             overrides.push(Override { offering: o.clone(), subnet_id: subnet.id.clone(), template: name, priority: rank as f64 });
@@ -675,6 +695,11 @@ impl AwsProvider {
             if let (Some(t), Some(z)) = (&f.instance_type, &f.zone) {
                 tracing::info!(capacity_type = %ct, instance_type = %t, zone = %z, code = %f.code, "offering unavailable");
                 self.ice.mark(&offering_key(ct, t, z), &f.code);
+                if f.code == capacity_reservations::RESERVATION_FULL {
+                    for r in freq.overrides.iter().filter(|o| &o.offering.instance_type == t && &o.offering.zone == z).filter_map(|o| o.offering.reservation.as_ref()) {
+                        self.reservations.full(&r.id);
+                    }
+                }
             }
             if f.code == "InsufficientFreeAddressesInSubnet"
                 && let Some(o) = freq.overrides.iter().find(|o| Some(&o.offering.zone) == f.zone.as_ref())
@@ -692,8 +717,11 @@ fn launch_capacity_type(req: &LaunchRequest) -> Result<String, CloudError> {
         return Err(CloudError::Fatal("launch: the NodeClaim name is empty".into()));
     }
     let ct = first.capacity_type.clone();
-    if ct != "on-demand" && ct != "spot" {
-        return Err(CloudError::Fatal(format!("launch {}: capacity type {ct:?} is not supported (on-demand, spot)", req.nodeclaim)));
+    if ct != "on-demand" && ct != "spot" && ct != "reserved" {
+        return Err(CloudError::Fatal(format!("launch {}: capacity type {ct:?} is not supported (on-demand, spot, reserved)", req.nodeclaim)));
+    }
+    if ct == "reserved" && first.reservation.is_none() {
+        return Err(CloudError::Fatal(format!("launch {}: a reserved offering without its capacity reservation", req.nodeclaim)));
     }
     Ok(ct)
 }

@@ -25,7 +25,11 @@ use stowage_input::api::ec2nodeclass::EC2NodeClassStatus;
 /// What Karpenter's CRD refuses in the NodeClass's spec (kubelet settings; a stowage CRD or a file
 /// does not enforce it), one message per problem. Empty: valid.
 pub(crate) fn invalid(nc: &EC2NodeClass) -> Vec<String> {
-    nc.spec.kubelet.as_ref().map(|k| k.validate()).unwrap_or_default()
+    let mut out = nc.spec.kubelet.as_ref().map(|k| k.validate()).unwrap_or_default();
+    for (i, t) in nc.spec.capacity_reservation_selector_terms.iter().flatten().enumerate() {
+        out.extend(t.validate(&format!("spec.capacityReservationSelectorTerms[{i}]")));
+    }
+    out
 }
 
 /// The status of a NodeClass whose spec is invalid: `ValidationSucceeded=False` and `Ready=False`

@@ -19,7 +19,7 @@ use super::state::{ClusterState, Kind, StateObject};
 use stowage_core::domain::catalog::Catalog;
 use stowage_core::domain::resources::Resources;
 use stowage_input::api::{EC2NodeClass, NodeClaim, NodePool};
-use stowage_input::catalog::file::{AwsFile, CatalogFile, OfferingFile, OverheadFile, SCHEMA, TypeFile};
+use stowage_input::catalog::file::{AwsFile, CatalogFile, OfferingFile, OverheadFile, ReservationFile, SCHEMA, TypeFile};
 use stowage_input::quantity;
 
 #[derive(Debug, thiserror::Error)]
@@ -135,6 +135,7 @@ pub(crate) fn catalog_file(c: &Catalog) -> CatalogFile {
                         price: o.price,
                         available: o.available,
                         price_source: o.synthetic.then(|| "synthetic".to_string()),
+                        reservation: o.reservation.as_ref().map(|r| ReservationFile { id: r.id.clone(), kind: r.kind.clone(), interruptible: r.interruptible, count: r.count }),
                     })
                     .collect(),
                 aws: t.aws.as_ref().map(|a| AwsFile {

@@ -12,7 +12,7 @@
 
 use std::future::Future;
 
-use stowage_core::domain::catalog::Catalog;
+use stowage_core::domain::catalog::{Catalog, Reservation};
 use stowage_input::api::EC2NodeClass;
 use stowage_input::api::ec2nodeclass::EC2NodeClassStatus;
 
@@ -23,6 +23,8 @@ pub struct OfferingRef {
     pub zone: String,
     pub capacity_type: String,
     pub price: f64,
+    /// The capacity reservation of a `reserved` offering: the launch targets it.
+    pub reservation: Option<Reservation>,
 }
 
 /// A request to launch one node.

@@ -5,7 +5,7 @@
 //! The offerings a NodeClaim allows, in the order to try them (capacity fallback):
 //!
 //! ```text
-//! offerings(claim) = { (type, zone, capacity type) of the catalog, available,
+//! offerings(claim) = { (type, zone, capacity type, reservation) of the catalog, available,
 //!                      with every requirement of the claim holding for the labels a node of it has }
 //!   ordered by (position of the type in `instance-type In [...]`, of the zone, of the capacity type),
 //!   then price, then type name
@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Taint as KubeTaint;
 
 use super::cloud::{Instance, LaunchRequest, OfferingRef};
-use stowage_core::domain::catalog::Catalog;
+use stowage_core::domain::catalog::{Catalog, Reservation};
 use stowage_core::domain::labels::{Labels, NodeOp, keys};
 use stowage_core::domain::taints::{Effect, Taint};
 use stowage_core::semantics::node_affinity;
@@ -82,18 +82,30 @@ pub fn offerings_for(claim: &NodeClaim, catalog: &Catalog) -> Result<Vec<Offerin
             if let Some(r) = &catalog.region {
                 labels.insert(keys::REGION.into(), r.clone());
             }
+            labels.extend(reservation_labels(o.reservation.as_ref()));
             // Keys neither the type nor the offering sets (custom labels) are judged on the NodeClaim's
             // labels only when it has them; a requirement on an absent custom key is the node's to satisfy
             // through its labels, which the NodeClaim carries.
             if !reqs.iter().all(|r| node_affinity::requirement_matches(r, &labels) || (r.op == NodeOp::In && !labels.contains_key(&r.key))) {
                 continue;
             }
-            let offering = OfferingRef { instance_type: t.name.clone(), zone: o.zone.clone(), capacity_type: o.capacity_type.clone(), price: o.price };
+            let offering = OfferingRef { instance_type: t.name.clone(), zone: o.zone.clone(), capacity_type: o.capacity_type.clone(), price: o.price, reservation: o.reservation.clone() };
             out.push((order(&type_order, &t.name), order(&zone_order, &o.zone), order(&ct_order, &o.capacity_type), offering));
         }
     }
     out.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)).then_with(|| a.3.price.total_cmp(&b.3.price)).then_with(|| a.3.instance_type.cmp(&b.3.instance_type)));
     Ok(out.into_iter().map(|x| x.3).collect())
+}
+
+/// The labels of a node launched into capacity reservation `r` (none for on-demand and spot).
+pub fn reservation_labels(r: Option<&Reservation>) -> Labels {
+    let mut l = Labels::new();
+    if let Some(r) = r {
+        l.insert(keys::CAPACITY_RESERVATION_ID.into(), r.id.clone());
+        l.insert(keys::CAPACITY_RESERVATION_TYPE.into(), r.kind.clone());
+        l.insert(keys::CAPACITY_RESERVATION_INTERRUPTIBLE.into(), r.interruptible.to_string());
+    }
+    l
 }
 
 /// Kubernetes taints as the domain's (unknown effects dropped).

@@ -313,9 +313,9 @@ impl NodeSpec<'_> {
         let pool_ix = cluster.nodepools.iter().position(|p| p.name == n.node_pool).ok_or_else(|| ProvisionError::InvalidPlan(format!("NodePool {} is not in the cluster", n.node_pool)))?;
         let pool = &cluster.nodepools[pool_ix];
         let t = self.view.get(&n.instance_type).ok_or_else(|| ProvisionError::InvalidPlan(format!("the plan launches {}, which the catalog does not have", n.instance_type)))?;
-        let offering = t.offerings.iter().find(|o| o.zone == n.zone && o.capacity_type == n.capacity_type);
         let mut labels: Labels = n.labels.clone();
         labels.remove(keys::HOSTNAME);
+        let offering = t.offerings.iter().find(|o| o.is_for(&labels));
         let (ds_overhead, dss) = daemonsets::overhead(&cluster.daemonsets, &labels, &pool.taints, None);
         Ok(Config {
             pool: pool_ix,
@@ -333,6 +333,7 @@ impl NodeSpec<'_> {
             daemonsets: dss.iter().filter_map(|d| cluster.daemonsets.iter().position(|x| std::ptr::eq(x, *d))).collect(),
             ds_overhead,
             group: 0,
+            reservation: None,
         })
     }
 
@@ -513,8 +514,8 @@ impl NodeSpec<'_> {
             if t.name == c.instance_type {
                 continue;
             }
-            let Some(offering) = t.offerings.iter().find(|o| o.available && o.zone == c.zone && o.capacity_type == c.capacity_type) else { continue };
-            let mut labels = nodepool::base_labels(pool, t, &c.zone, &c.capacity_type, region);
+            let Some(offering) = t.offerings.iter().find(|o| o.available && o.is_for(&c.labels)) else { continue };
+            let mut labels = nodepool::offering_labels(pool, t, offering, region);
             labels.extend(open.iter().map(|(k, v)| (k.clone(), v.clone())));
             if nodepool::violated(pool, &labels).is_some() || projection(&labels) != wanted {
                 continue;
@@ -546,6 +547,7 @@ impl NodeSpec<'_> {
                 daemonsets: dss.iter().filter_map(|d| cluster.daemonsets.iter().position(|x| std::ptr::eq(x, *d))).collect(),
                 ds_overhead,
                 group: c.group,
+                reservation: c.reservation,
             };
             // The node's pods together within the type's attach limits (NodeVolumeLimits).
             let mut volumes: Vec<_> = pods.iter().flat_map(|&id| cluster.pod(id).volumes.attach.iter().cloned()).collect();

@@ -120,6 +120,14 @@ impl Moto {
         self.fault_request("POST", "/stowage/ssm", json!({"parameters": map})).await.map(|_| ())
     }
 
+    /// Seeds capacity reservations moto does not have (`POST /stowage/capacity-reservations`; each a JSON
+    /// object with `id`, `instanceType`, `zone`, `count` and optionally `ownerId`, `tags`,
+    /// `matchCriteria`, `type`, `interruptible`, `state`, `endDate`): `DescribeCapacityReservations`
+    /// answers from them and CreateFleet launches into them through launch templates that target them.
+    pub async fn seed_capacity_reservations(&self, reservations: Value) -> Result<()> {
+        self.fault_request("POST", "/stowage/capacity-reservations", json!({"reservations": reservations})).await.map(|_| ())
+    }
+
     /// Removes every rule and resets the counters.
     pub async fn reset_faults(&self) -> Result<()> {
         self.fault_request("POST", "/stowage/reset", json!({})).await.map(|_| ())
@@ -127,7 +135,8 @@ impl Moto {
 
     /// `{"iceRules", "throttleRules", "faultRule", "requests": {action: n}, "throttled": {action: n},
     /// "iceErrors", "injected": {action: {code: n}}, "pricingRegions": [signing region of each
-    /// GetProducts]}` (`injected` counts the random faults).
+    /// GetProducts], "reservations": {id: {..., "available": n}}, "reservationLaunches": {id: n}}`
+    /// (`injected` counts the random faults).
     pub async fn fault_state(&self) -> Result<Value> {
         self.fault_request("GET", "/stowage/state", json!({})).await
     }

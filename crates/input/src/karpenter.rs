@@ -195,7 +195,19 @@ pub fn nodeclass(o: &Obj<api::EC2NodeClass>) -> Result<NodeClass, InputError> {
             root_volume = Some(quantity::value(&size.0).map_err(|e| ctx.err(format!("spec.blockDeviceMappings[{i}].ebs.volumeSize"), e))?);
         }
     }
-    Ok(NodeClass { name, ami_family, kubelet, root_volume, extra_ebs_volumes })
+    for (i, t) in spec.capacity_reservation_selector_terms.iter().flatten().enumerate() {
+        let at = format!("spec.capacityReservationSelectorTerms[{i}]");
+        if let Some(problem) = t.validate(&at).into_iter().next() {
+            return Err(ctx.err(&at, problem));
+        }
+    }
+    // The reservations its terms selected when the controller last resolved them (Karpenter's status);
+    // none when the terms are gone, whatever the status still says.
+    let capacity_reservations = match &spec.capacity_reservation_selector_terms {
+        Some(t) if !t.is_empty() => o.obj.status.as_ref().and_then(|s| s.capacity_reservations.as_ref()).map(|rs| rs.iter().map(|r| r.id.clone()).collect()).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    Ok(NodeClass { name, ami_family, kubelet, root_volume, extra_ebs_volumes, capacity_reservations })
 }
 
 /// A NodeClaim whose Node has not registered: future capacity the planners may count.
@@ -376,6 +388,31 @@ mod tests {
         }))
         .unwrap();
         nodeclass(&Obj { source: Source { file: "nc.yaml".into(), doc: 1, item: None }, obj }).unwrap()
+    }
+
+    #[test]
+    fn capacity_reservations_are_the_status_ids_while_terms_select_them() {
+        let obj = |terms: serde_json::Value| -> Obj<api::EC2NodeClass> {
+            let obj = serde_json::from_value(serde_json::json!({
+                "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "n"},
+                "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}], "subnetSelectorTerms": [{"tags": {"k": "v"}}],
+                         "securityGroupSelectorTerms": [{"tags": {"k": "v"}}], "capacityReservationSelectorTerms": terms},
+                "status": {"capacityReservations": [{"id": "cr-1", "availabilityZone": "z", "instanceType": "m5.large", "instanceMatchCriteria": "targeted", "ownerID": "123456789012"}]}
+            }))
+            .unwrap();
+            Obj { source: Source { file: "nc.yaml".into(), doc: 1, item: None }, obj }
+        };
+        assert_eq!(nodeclass(&obj(serde_json::json!([{"tags": {"team": "ml"}}]))).unwrap().capacity_reservations, vec!["cr-1".to_string()]);
+        assert!(nodeclass(&obj(serde_json::json!([]))).unwrap().capacity_reservations.is_empty(), "terms removed: the stale status selects nothing");
+        for (terms, want) in [
+            (serde_json::json!([{}]), "capacityReservationSelectorTerms[0]: expected at least one of id, tags or instanceMatchCriteria"),
+            (serde_json::json!([{"id": "cr-1", "tags": {"a": "b"}}]), "id is mutually exclusive"),
+            (serde_json::json!([{"tags": {"a": "b"}, "ownerID": "12"}]), "ownerID: \"12\" is not a 12-digit AWS account id"),
+            (serde_json::json!([{"instanceMatchCriteria": "any"}]), "instanceMatchCriteria: \"any\" is not one of open, targeted"),
+        ] {
+            let e = nodeclass(&obj(terms.clone())).unwrap_err().to_string();
+            assert!(e.contains("nc.yaml") && e.contains("EC2NodeClass n") && e.contains(want), "{terms}: {e}");
+        }
     }
 
     #[test]

@@ -68,7 +68,6 @@ pub fn nodeclass(nc: &EC2NodeClass) -> Vec<Unsupported> {
             out.push(Unsupported { path: format!("spec.{path}"), note });
         }
     };
-    field(s.capacity_reservation_selector_terms.as_ref().is_some_and(|t| !t.is_empty()), "capacityReservationSelectorTerms", "no reserved capacity type: instances launch on-demand or spot");
     field(s.placement_group_selector.is_some(), "placementGroupSelector", IGNORED);
     field(s.network_interfaces.as_ref().is_some_and(|n| !n.is_empty()), "networkInterfaces", "instances get the default network interface");
     field(s.ip_prefix_count.is_some(), "ipPrefixCount", IGNORED);
@@ -148,8 +147,11 @@ mod tests {
     fn every_ignored_ec2nodeclass_field_is_reported() {
         let (_, plain) = nc(base());
         assert!(nodeclass(&plain).is_empty(), "a NodeClass stowage implements in full: nothing to report");
-        let rows: [(&str, Value); 6] = [
-            ("capacityReservationSelectorTerms", json!([{"id": "cr-0123456789abcdef0"}])),
+        let mut reserved = base();
+        reserved["capacityReservationSelectorTerms"] = json!([{"id": "cr-0123456789abcdef0"}, {"tags": {"team": "*"}, "ownerID": "123456789012"}]);
+        let (_, reserved) = nc(reserved);
+        assert!(nodeclass(&reserved).is_empty(), "capacity reservations are implemented");
+        let rows: [(&str, Value); 5] = [
             ("placementGroupSelector", json!({"name": "pg"})),
             ("networkInterfaces", json!([{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}])),
             ("ipPrefixCount", json!(2)),

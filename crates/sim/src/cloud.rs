@@ -288,7 +288,7 @@ mod tests {
     use super::*;
 
     fn offering(t: &str, zone: &str, ct: &str, price: f64) -> OfferingRef {
-        OfferingRef { instance_type: t.into(), zone: zone.into(), capacity_type: ct.into(), price }
+        OfferingRef { instance_type: t.into(), zone: zone.into(), capacity_type: ct.into(), price, reservation: None }
     }
 
     fn request(node: &str, offerings: Vec<OfferingRef>) -> LaunchRequest {

@@ -10,9 +10,13 @@ use crate::domain::resources::Resources;
 
 /// The catalog as seen through an EC2NodeClass: types with AWS facts get capacity and overhead
 /// recomputed for its AMI family, kubelet settings and root volume, and their EBS attach limit for its
-/// block devices. Types without facts are kept.
+/// block devices. Types without facts are kept. Reserved offerings are kept for the capacity
+/// reservations the EC2NodeClass selects and dropped for the others.
 pub fn for_nodeclass(c: &Catalog, nc: &NodeClass) -> Catalog {
     let mut out = c.clone();
+    for t in &mut out.types {
+        t.offerings.retain(|o| o.reservation_id().is_none_or(|id| nc.capacity_reservations.iter().any(|r| r == id)));
+    }
     for t in &mut out.types {
         let Some(f) = &t.aws else { continue };
         let mut extended = Resources::default();
@@ -47,7 +51,7 @@ mod tests {
             attach_limits: Default::default(),
         };
         let c = Catalog { types: vec![t], ..Default::default() };
-        let nc = |extra| NodeClass { name: "n".into(), ami_family: "AL2023".into(), kubelet: KubeletSettings::default(), root_volume: None, extra_ebs_volumes: extra };
+        let nc = |extra| NodeClass { name: "n".into(), ami_family: "AL2023".into(), kubelet: KubeletSettings::default(), root_volume: None, extra_ebs_volumes: extra, capacity_reservations: vec![] };
         assert_eq!(for_nodeclass(&c, &nc(0)).types[0].attach_limits[aws::EBS_CSI_DRIVER], 26);
         assert_eq!(for_nodeclass(&c, &nc(2)).types[0].attach_limits[aws::EBS_CSI_DRIVER], 24);
     }

@@ -35,7 +35,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog;
 use crate::domain::Cluster;
-use crate::domain::catalog::{Catalog, InstanceType};
+use crate::domain::catalog::{Catalog, InstanceType, Offering};
 use crate::domain::labels::{Labels, keys};
 use crate::domain::nodepool::NodePool;
 use crate::domain::resources::Resources;
@@ -44,7 +44,7 @@ use crate::plan::{NewNode, Plan};
 use crate::semantics::filter::{FilterState, SimNode};
 use crate::semantics::min_values::{self, LaunchTypes, Load, MinValuesPolicy, NodeLaunch};
 use crate::semantics::preferences::{self as prefs, PreferencePolicy};
-use crate::semantics::{daemonsets, interpod, limits, node_affinity, nodepool, queue, spread, taints};
+use crate::semantics::{daemonsets, interpod, limits, node_affinity, nodepool, queue, reservations, spread, taints};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -297,6 +297,8 @@ fn new_nodes<'a>(cluster: &'a Cluster, catalog: &Catalog, plan: &Plan, out: &mut
         }
     }
     let mut sims: Vec<SimNode<'a>> = Vec::new();
+    // New nodes per capacity reservation id.
+    let mut reserved: BTreeMap<String, u32> = BTreeMap::new();
     for n in &plan.new_nodes {
         let name = n.name.as_str();
         let Some(pool) = cluster.nodepool(&n.node_pool) else {
@@ -311,8 +313,15 @@ fn new_nodes<'a>(cluster: &'a Cluster, catalog: &Catalog, plan: &Plan, out: &mut
             out.push(v(None, Some(name), "InstanceType", format!("instance type {:?} not in the catalog", n.instance_type)));
             continue;
         };
-        offering(n, it, out);
-        node_labels(n, pool, it, catalog.region.as_deref(), out);
+        let o = offering(n, it, out);
+        if let Some(r) = o.and_then(|o| o.reservation.as_ref()) {
+            let used = reserved.entry(r.id.clone()).or_insert(0);
+            if let Err(full) = reservations::check(&[reservations::Cap { id: r.id.clone(), count: r.count }], &[*used], Some(0)) {
+                out.push(v(None, Some(name), "InstanceType", full.to_string()));
+            }
+            *used += 1;
+        }
+        node_labels(n, pool, it, o, catalog.region.as_deref(), out);
         let taints = node_taints(n, pool, out);
         let e = usage.entry(pool.name.as_str()).or_default();
         if let Some(l) = &pool.limits
@@ -381,11 +390,16 @@ fn launch_check(cluster: &Cluster, plan: &Plan, pod_by_key: &BTreeMap<String, us
     }
 }
 
-/// The node's offering exists and is available, at the catalog's price and price source.
-fn offering(n: &NewNode, it: &InstanceType, out: &mut Vec<Violation>) {
+/// The node's offering (zone, capacity type and, for reserved capacity, the reservation its labels name)
+/// exists and is available, at the catalog's price and price source.
+fn offering<'i>(n: &NewNode, it: &'i InstanceType, out: &mut Vec<Violation>) -> Option<&'i Offering> {
     let name = n.name.as_str();
-    match it.offerings.iter().find(|o| o.zone == n.zone && o.capacity_type == n.capacity_type) {
-        None => out.push(v(None, Some(name), "InstanceType", format!("{} has no {} offering in {}", it.name, n.capacity_type, n.zone))),
+    let found = it.offerings.iter().find(|o| o.zone == n.zone && o.capacity_type == n.capacity_type && o.reservation_id() == n.labels.get(keys::CAPACITY_RESERVATION_ID).map(String::as_str));
+    match found {
+        None => {
+            let reservation = n.labels.get(keys::CAPACITY_RESERVATION_ID).map(|id| format!(" in capacity reservation {id}")).unwrap_or_default();
+            out.push(v(None, Some(name), "InstanceType", format!("{} has no {} offering in {}{reservation}", it.name, n.capacity_type, n.zone)))
+        }
         Some(o) => {
             if !o.available {
                 out.push(v(None, Some(name), "InstanceType", format!("offering {} {} {} is unavailable", it.name, n.capacity_type, n.zone)));
@@ -399,13 +413,17 @@ fn offering(n: &NewNode, it: &InstanceType, out: &mut Vec<Violation>) {
             }
         }
     }
+    found
 }
 
 /// The node's labels are what the NodePool, the type and the offering give, other keys are ones the
 /// NodePool's requirements leave open, and the NodePool's requirements hold.
-fn node_labels(n: &NewNode, pool: &NodePool, it: &InstanceType, region: Option<&str>, out: &mut Vec<Violation>) {
+fn node_labels(n: &NewNode, pool: &NodePool, it: &InstanceType, o: Option<&Offering>, region: Option<&str>, out: &mut Vec<Violation>) {
     let name = n.name.as_str();
-    let mut expected = nodepool::base_labels(pool, it, &n.zone, &n.capacity_type, region);
+    let mut expected = match o {
+        Some(o) => nodepool::offering_labels(pool, it, o, region),
+        None => nodepool::base_labels(pool, it, &n.zone, &n.capacity_type, region),
+    };
     expected.insert(keys::HOSTNAME.into(), n.name.clone());
     for (k, want) in &expected {
         match n.labels.get(k) {

@@ -15,6 +15,36 @@ pub struct Offering {
     pub available: bool,
     /// The price was derived, not observed (stowage's default spot prices).
     pub synthetic: bool,
+    /// The capacity reservation a `reserved` offering launches into (None for on-demand and spot).
+    pub reservation: Option<Reservation>,
+}
+
+/// An EC2 capacity reservation as an offering of its instance type in its zone (Karpenter's `reserved`
+/// capacity type): at most `count` new nodes launch into it. A reservation is for one instance type in
+/// one zone; an instance type has one reserved offering per reservation that the EC2NodeClass selects.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reservation {
+    pub id: String,
+    /// `default` or `capacity-block` (`karpenter.k8s.aws/capacity-reservation-type`).
+    pub kind: String,
+    pub interruptible: bool,
+    /// Instances that may still launch into it (EC2's available instance count, less the launches made
+    /// since it was read).
+    pub count: u32,
+}
+
+impl Offering {
+    pub fn reservation_id(&self) -> Option<&str> {
+        self.reservation.as_ref().map(|r| r.id.as_str())
+    }
+
+    /// Whether this is the offering a node with these labels launches from: its zone, capacity type and
+    /// (for reserved capacity) its reservation.
+    pub fn is_for(&self, labels: &Labels) -> bool {
+        labels.get(super::labels::keys::ZONE) == Some(&self.zone)
+            && labels.get(super::labels::keys::CAPACITY_TYPE) == Some(&self.capacity_type)
+            && labels.get(super::labels::keys::CAPACITY_RESERVATION_ID).map(String::as_str) == self.reservation_id()
+    }
 }
 
 /// EC2 facts that let stowage recompute capacity and overhead for an EC2NodeClass's kubelet settings.

@@ -16,6 +16,10 @@ pub mod keys {
     pub const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
     pub const NODEPOOL: &str = "karpenter.sh/nodepool";
     pub const NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
+    /// The labels of a node launched into a capacity reservation (`reserved` capacity type).
+    pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
+    pub const CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
+    pub const CAPACITY_RESERVATION_INTERRUPTIBLE: &str = "karpenter.k8s.aws/capacity-reservation-interruptible";
     pub const NAMESPACE_NAME: &str = "kubernetes.io/metadata.name";
 }
 

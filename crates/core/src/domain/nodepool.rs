@@ -85,4 +85,7 @@ pub struct NodeClass {
     /// EBS volumes a node boots with besides its root volume (the other blockDeviceMappings; the
     /// AMI family's default mappings when none are given): each takes one of its EBS attachments.
     pub extra_ebs_volumes: i64,
+    /// The capacity reservations its `capacityReservationSelectorTerms` select (ids, from
+    /// `status.capacityReservations`): only these of the catalog's reserved offerings are its own.
+    pub capacity_reservations: Vec<String>,
 }

@@ -3,7 +3,8 @@
 //! must keep enough distinct values of a key.
 //!
 //! ```text
-//! types(node)  = { t ∈ view(pool) | t has an available offering in (node.zone, node.capacityType)
+//! types(node)  = { t ∈ view(pool) | t has an available offering in (node.zone, node.capacityType,
+//!                                    node.capacityReservationId)
 //!                  ∧ the pool's requirements hold on labels(t) }
 //!   labels(t)  = base_labels(pool, t, zone, capacityType) ∪ { k: node.labels[k] | k a key the pool
 //!                leaves open (named by a requirement, fixed neither by t, the offering nor the template) }
@@ -103,17 +104,17 @@ pub fn rules(pool: &NodePool) -> Vec<(String, u32)> {
 /// `types(node)`: `node_labels` are the planned node's labels (zone, capacity type and the values of
 /// open keys are read from them; the hostname is ignored).
 pub fn launch_types(pool: &NodePool, view: &[InstanceType], node_labels: &Labels, region: Option<&str>, dss: &[DaemonSet]) -> LaunchTypes {
-    let (Some(zone), Some(ct)) = (node_labels.get(keys::ZONE), node_labels.get(keys::CAPACITY_TYPE)) else {
+    if !node_labels.contains_key(keys::ZONE) || !node_labels.contains_key(keys::CAPACITY_TYPE) {
         return LaunchTypes { pool: pool.name.clone(), rules: rules(pool), types: Vec::new() };
-    };
+    }
     let pool_keys: BTreeSet<&str> = pool.requirements.iter().map(|r| r.req.key.as_str()).collect();
     let mut types = Vec::new();
     for it in view {
-        let Some(o) = it.offerings.iter().find(|o| o.available && &o.zone == zone && &o.capacity_type == ct) else { continue };
+        let Some(o) = it.offerings.iter().find(|o| o.available && o.is_for(node_labels)) else { continue };
         if nodepool::type_ruled_out(pool, it) {
             continue;
         }
-        let mut labels = nodepool::base_labels(pool, it, zone, ct, region);
+        let mut labels = nodepool::offering_labels(pool, it, o, region);
         for k in &pool_keys {
             if !labels.contains_key(*k)
                 && !nodepool::is_offering_or_node_key(k)
@@ -272,7 +273,7 @@ mod tests {
             labels: [(keys::INSTANCE_TYPE.to_string(), name.to_string()), ("karpenter.k8s.aws/instance-family".to_string(), family.to_string())].into_iter().collect(),
             capacity: Resources::new(cpu_m, 1 << 34, 0, 110),
             overhead: Resources::default(),
-            offerings: vec![Offering { zone: "z1".into(), capacity_type: "on-demand".into(), price, available: true, synthetic: false }],
+            offerings: vec![Offering { zone: "z1".into(), capacity_type: "on-demand".into(), price, available: true, synthetic: false, reservation: None }],
             aws: None,
             attach_limits: Default::default(),
         }

@@ -12,6 +12,7 @@ pub mod nodepool;
 pub mod ports;
 pub mod preferences;
 pub mod queue;
+pub mod reservations;
 pub mod resources;
 pub mod selectors;
 pub mod spread;

@@ -2,7 +2,7 @@
 //! requirements (`karpenter.sh/v1` NodePool `spec.template`).
 //!
 //! ```text
-//! labels(node) = instanceType.labels ∪ {zone, capacity-type, region} ∪ template.labels
+//! labels(node) = instanceType.labels ∪ {zone, capacity-type, region} ∪ reservation(offering) ∪ template.labels
 //!              ∪ {karpenter.sh/nodepool: pool, karpenter.k8s.aws/ec2nodeclass: class} ∪ {k: chosen value, for each key the pool leaves open}
 //! allowed(node) = ∀ requirement r of the pool: r(labels(node))       (node-selector semantics)
 //! ```
@@ -12,7 +12,7 @@
 //! values are the `In` values of the requirements on it, or, for `Exists`/`NotIn`/`Gt`/`Lt`, the values
 //! pods ask for. Karpenter labels a node with one value of each such key; stowage chooses which.
 
-use crate::domain::catalog::InstanceType;
+use crate::domain::catalog::{InstanceType, Offering};
 use crate::domain::labels::{Labels, NodeOp, keys};
 use crate::domain::nodepool::NodePool;
 
@@ -20,7 +20,19 @@ use super::node_affinity;
 
 /// Label keys set by the offering or the node, never by the instance type or the pool template.
 pub(crate) fn is_offering_or_node_key(key: &str) -> bool {
-    matches!(key, keys::ZONE | keys::CAPACITY_TYPE | keys::REGION | keys::HOSTNAME | keys::NODEPOOL | keys::NODECLASS | "topology.k8s.aws/zone-id")
+    matches!(
+        key,
+        keys::ZONE
+            | keys::CAPACITY_TYPE
+            | keys::REGION
+            | keys::HOSTNAME
+            | keys::NODEPOOL
+            | keys::NODECLASS
+            | "topology.k8s.aws/zone-id"
+            | keys::CAPACITY_RESERVATION_ID
+            | keys::CAPACITY_RESERVATION_TYPE
+            | keys::CAPACITY_RESERVATION_INTERRUPTIBLE
+    )
 }
 
 /// Whether a requirement of `pool` on a label that `itype` alone fixes (not an offering or node key, not
@@ -45,6 +57,18 @@ pub fn base_labels(pool: &NodePool, itype: &InstanceType, zone: &str, capacity_t
     }
     l.insert(keys::NODEPOOL.into(), pool.name.clone());
     l.insert(keys::NODECLASS.into(), pool.node_class.clone());
+    l
+}
+
+/// [`base_labels`] for offering `o`, with a reserved offering's reservation labels (Karpenter's
+/// `karpenter.k8s.aws/capacity-reservation-{id,type,interruptible}`; other offerings have none).
+pub fn offering_labels(pool: &NodePool, itype: &InstanceType, o: &Offering, region: Option<&str>) -> Labels {
+    let mut l = base_labels(pool, itype, &o.zone, &o.capacity_type, region);
+    if let Some(r) = &o.reservation {
+        l.insert(keys::CAPACITY_RESERVATION_ID.into(), r.id.clone());
+        l.insert(keys::CAPACITY_RESERVATION_TYPE.into(), r.kind.clone());
+        l.insert(keys::CAPACITY_RESERVATION_INTERRUPTIBLE.into(), r.interruptible.to_string());
+    }
     l
 }
 

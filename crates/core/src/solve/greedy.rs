@@ -45,7 +45,7 @@ use crate::domain::node::AttachLimits;
 use crate::domain::pod::{Pod, PodId};
 use crate::domain::resources::Resources;
 use crate::semantics::filter::{FilterState, Prepared, SimNode};
-use crate::semantics::{Plugin, Reject, interpod, limits, selectors, spread, summarize, volume_limits};
+use crate::semantics::{Plugin, Reject, interpod, limits, reservations, selectors, spread, summarize, volume_limits};
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Options {
@@ -175,6 +175,8 @@ struct Greedy<'p, 'a> {
     targets: Vec<Option<Target>>,
     new_nodes: Vec<usize>,
     usage: Vec<PoolUsage>,
+    /// New nodes per capacity reservation (`Problem::reservations`).
+    reserved: Vec<u32>,
     /// (free cpu, node) for target nodes: best fit by cpu.
     free: BTreeSet<(i64, usize)>,
     /// Nodes a class can never use again (permanent rejections), a bit per FilterState node; a class's
@@ -328,6 +330,7 @@ fn run(p: &Problem, opts: Options, spent: super::Spent) -> (Outcome, usize) {
         targets,
         new_nodes: Vec::new(),
         usage: p.usage.clone(),
+        reserved: vec![0; p.reservations.len()],
         free,
         skip: vec![Vec::new(); p.classes.len()],
         focus: Focus { class: usize::MAX, min_cpu: 0, free: BTreeSet::new() },
@@ -695,6 +698,9 @@ impl<'p, 'a> Greedy<'p, 'a> {
         let c = &self.p.configs[f];
         self.usage[c.pool].capacity.add(&c.capacity);
         self.usage[c.pool].nodes += 1;
+        if let Some(r) = c.reservation {
+            self.reserved[r] += 1;
+        }
         *self.zone_nodes.entry(c.zone.clone()).or_default() += 1;
         ix
     }
@@ -715,12 +721,19 @@ impl<'p, 'a> Greedy<'p, 'a> {
         self.candidates.entry(f).or_insert_with(|| new_sim_node(p, f, &new_node_name(p, usize::MAX)));
     }
 
-    fn limits_ok(&self, f: usize) -> Result<(), limits::LimitExceeded> {
+    /// Whether one more node of `f` stays within its NodePool's limits and its capacity reservation.
+    fn limits_ok(&self, f: usize) -> Result<(), String> {
         let c = &self.p.configs[f];
-        match &self.p.cluster.nodepools[c.pool].limits {
-            None => Ok(()),
-            Some(l) => limits::check(l, &self.usage[c.pool].capacity, self.usage[c.pool].nodes, &c.capacity),
+        if let Some(l) = &self.p.cluster.nodepools[c.pool].limits {
+            limits::check(l, &self.usage[c.pool].capacity, self.usage[c.pool].nodes, &c.capacity).map_err(|e| e.to_string())?;
         }
+        self.reservation_ok(f).map_err(|e| e.to_string())
+    }
+
+    /// Whether the capacity reservation of `f` (if any) takes one more node; every configuration of a
+    /// group shares it.
+    fn reservation_ok(&self, f: usize) -> Result<(), reservations::Full> {
+        reservations::check(&self.p.reservations, &self.reserved, self.p.configs[f].reservation)
     }
 
     /// How many pods of `class` a node of `f` may take by the class's own topology rules.
@@ -770,6 +783,10 @@ impl<'p, 'a> Greedy<'p, 'a> {
             let rep = configs[0] as usize;
             let pool = p.configs[rep].pool;
             let pool_name = &p.cluster.nodepools[pool].name;
+            if let Err(e) = self.reservation_ok(rep) {
+                self.pool_rejects[class].entry(pool_name.clone()).or_insert_with(|| Reject::new(Plugin::NodePool, e.to_string()));
+                continue;
+            }
             self.ensure_candidate(rep);
             let sim = &self.candidates[&rep];
             let verdict = match self.fs.filter_new(prep, pod, sim) {
@@ -792,7 +809,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
                 let f = f as usize;
                 if !all_in_limits && let Err(e) = self.limits_ok(f) {
                     if !self.pool_rejects[class].contains_key(pool_name) {
-                        self.pool_rejects[class].insert(pool_name.clone(), Reject::new(Plugin::NodePool, e.to_string()));
+                        self.pool_rejects[class].insert(pool_name.clone(), Reject::new(Plugin::NodePool, e));
                     }
                     continue;
                 }

@@ -21,7 +21,7 @@ use crate::domain::node::AttachLimits;
 use crate::domain::pod::{Pod, PodId};
 use crate::domain::resources::Resources;
 use crate::domain::taints::Taint;
-use crate::semantics::{Plugin, Reject, daemonsets, limits, node_affinity, nodepool, ports, queue, spread, taints, volume_limits, volumes};
+use crate::semantics::{Plugin, Reject, daemonsets, limits, node_affinity, nodepool, ports, queue, reservations, spread, taints, volume_limits, volumes};
 use crate::weights::Weights;
 
 /// A configuration's labels restricted to the relevant keys.
@@ -68,6 +68,10 @@ pub struct Config {
     /// Configurations of one group agree on the NodePool, every relevant label and the DaemonSets:
     /// every constraint but resources treats them alike.
     pub group: usize,
+    /// The capacity reservation a node of this configuration launches into (index into
+    /// `Problem::reservations`). Configurations of one group agree on it, so moving a node within its
+    /// group never changes a reservation's count.
+    pub reservation: Option<usize>,
 }
 
 impl Config {
@@ -112,6 +116,8 @@ pub struct Problem<'a> {
     pub(crate) pool_views: Vec<Arc<Catalog>>,
     /// Per configuration group: its launch types (`semantics::min_values`), built when first asked.
     pub(crate) launch: Vec<OnceLock<Arc<crate::semantics::min_values::LaunchTypes>>>,
+    /// The capacity reservations some configuration launches into, by id (`semantics::reservations`).
+    pub reservations: Vec<reservations::Cap>,
 }
 
 /// The prefix of planned node names: `stowage`, or the first of `stowage-new`, `stowage-new2`, ... no
@@ -410,12 +416,12 @@ struct PoolEnv<'e> {
 }
 
 /// A pruning group of one NodePool: zone, capacity type, the labels' projection on the relevant keys,
-/// the DaemonSets that run and the attach limits of the batch's drivers.
-type PoolGroupKey = (String, String, Projection, Vec<usize>, Vec<Option<i64>>);
+/// the DaemonSets that run, the attach limits of the batch's drivers and the capacity reservation.
+type PoolGroupKey = (String, String, Projection, Vec<usize>, Vec<Option<i64>>, Option<String>);
 
 /// A configuration group: NodePool, the labels' projection on the relevant keys, the DaemonSets that
-/// run and the attach limits of the batch's drivers.
-type GroupKey = (usize, Projection, Vec<usize>, Vec<Option<i64>>);
+/// run, the attach limits of the batch's drivers and the capacity reservation.
+type GroupKey = (usize, Projection, Vec<usize>, Vec<Option<i64>>, Option<usize>);
 
 impl PoolEnv<'_> {
     /// Every configuration NodePool `pi` can launch from its catalog view (available offerings, values
@@ -434,7 +440,7 @@ impl PoolEnv<'_> {
             }
             let alloc = it.allocatable();
             for o in it.offerings.iter().filter(|o| o.available) {
-                let base = nodepool::base_labels(pool, it, &o.zone, &o.capacity_type, self.region);
+                let base = nodepool::offering_labels(pool, it, o, self.region);
                 let open = nodepool::open_keys(pool, &base, &wanted);
                 let Some(combos) = label_combos(base, &open, self.enumerate) else {
                     continue;
@@ -451,7 +457,8 @@ impl PoolEnv<'_> {
                     // The tie-break makes fewer nodes win between plans of equal price (`weights::node_tie_break`).
                     let cost = self.weights.node_cost(o.price, spot, deficit) + crate::weights::node_tie_break(self.batch.len());
                     let attach = attach_projection(&it.attach_limits, self.drivers);
-                    groups.entry((o.zone.clone(), o.capacity_type.clone(), projection, ds_ix.clone(), attach)).or_default().push(Config {
+                    let reservation = o.reservation.as_ref().map(|r| r.id.clone());
+                    groups.entry((o.zone.clone(), o.capacity_type.clone(), projection, ds_ix.clone(), attach, reservation)).or_default().push(Config {
                         pool: pi,
                         instance_type: it.name.clone(),
                         zone: o.zone.clone(),
@@ -467,6 +474,7 @@ impl PoolEnv<'_> {
                         daemonsets: ds_ix,
                         ds_overhead,
                         group: 0,
+                        reservation: None,
                     });
                 }
             }
@@ -554,13 +562,17 @@ impl<'a> Problem<'a> {
                 .then_with(|| a.capacity_type.cmp(&b.capacity_type))
                 .then_with(|| a.labels.cmp(&b.labels))
         });
+        let reservations = reservations::caps(&pool_views);
+        for c in &mut configs {
+            c.reservation = c.labels.get(keys::CAPACITY_RESERVATION_ID).and_then(|id| reservations.iter().position(|r| &r.id == id));
+        }
         // A group also agrees on the attach limits of the batch's drivers, so that growing or shrinking a
-        // node within its group never changes what NodeVolumeLimits allows it.
+        // node within its group never changes what NodeVolumeLimits allows it, and on the reservation.
         let mut group_ix: BTreeMap<GroupKey, usize> = BTreeMap::new();
         for c in &mut configs {
             let projection: Vec<(String, String)> = c.labels.iter().filter(|(k, _)| relevant.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
             let n = group_ix.len();
-            c.group = *group_ix.entry((c.pool, projection, c.daemonsets.clone(), attach_projection(&c.attach_limits, &drivers))).or_insert(n);
+            c.group = *group_ix.entry((c.pool, projection, c.daemonsets.clone(), attach_projection(&c.attach_limits, &drivers), c.reservation)).or_insert(n);
         }
         if let Some(c) = configs.iter().max_by(|a, b| a.cost.total_cmp(&b.cost))
             && c.cost >= weights.unschedulable_pod
@@ -597,6 +609,7 @@ impl<'a> Problem<'a> {
             node_prefix,
             pool_views,
             launch,
+            reservations,
         };
         problem.compute_compatibility();
         Ok(problem)
@@ -631,9 +644,22 @@ impl<'a> Problem<'a> {
             node_prefix: node_prefix(cluster),
             pool_views: self.pool_views.clone(),
             launch: self.launch.clone(),
+            reservations: self.reservations_after(&cluster.nodes[self.cluster.nodes.len().min(cluster.nodes.len())..]),
         };
         problem.compute_compatibility();
         problem
+    }
+
+    /// The reservations' counts once `added` (nodes of a rebased snapshot beyond this one's: planned
+    /// nodes become in-flight ones) have taken theirs.
+    fn reservations_after(&self, added: &[crate::domain::node::Node]) -> Vec<reservations::Cap> {
+        let mut caps = self.reservations.clone();
+        for n in added {
+            if let Some(c) = n.labels.get(keys::CAPACITY_RESERVATION_ID).and_then(|id| caps.iter_mut().find(|c| &c.id == id)) {
+                c.count = c.count.saturating_sub(1);
+            }
+        }
+        caps
     }
 
     /// Static compatibility of every class with every configuration.

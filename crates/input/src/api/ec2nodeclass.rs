@@ -45,10 +45,10 @@ pub struct EC2NodeClassSpec {
     pub detailed_monitoring: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
-    // Karpenter's fields stowage keeps but does not act on (`crate::unsupported` reports them).
+    /// Capacity reservations whose instances nodes may launch into (Karpenter's `reserved` capacity type).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "super::opaque_objects")]
-    pub capacity_reservation_selector_terms: Option<Vec<serde_json::Value>>,
+    pub capacity_reservation_selector_terms: Option<Vec<CapacityReservationSelectorTerm>>,
+    // Karpenter's fields stowage keeps but does not act on (`crate::unsupported` reports them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::opaque_object")]
     pub placement_group_selector: Option<serde_json::Value>,
@@ -75,6 +75,61 @@ pub struct SelectorTerm {
     pub id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+}
+
+/// One term of `capacityReservationSelectorTerms`: a reservation by id, or every active reservation with
+/// these tags (`*`: any value), owner and instance match criteria. Terms are ORed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityReservationSelectorTerm {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "ownerID")]
+    pub owner_id: Option<String>,
+    /// `open` or `targeted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_match_criteria: Option<String>,
+}
+
+impl CapacityReservationSelectorTerm {
+    /// What Karpenter v1.14's CRD refuses in the term at `at` (e.g. `spec.capacityReservationSelectorTerms[0]`).
+    pub fn validate(&self, at: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let tags = self.tags.as_ref().is_some_and(|t| !t.is_empty());
+        match (&self.id, tags, self.instance_match_criteria.is_some()) {
+            (None, false, false) => out.push(format!("{at}: expected at least one of id, tags or instanceMatchCriteria")),
+            (Some(_), true, _) | (Some(_), _, true) => out.push(format!("{at}: id is mutually exclusive with tags and instanceMatchCriteria")),
+            _ => {}
+        }
+        if self.id.is_some() && self.owner_id.is_some() {
+            out.push(format!("{at}: ownerID may only be set with tags or instanceMatchCriteria"));
+        }
+        if let Some(id) = &self.id
+            && !(id.strip_prefix("cr-").is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())))
+        {
+            out.push(format!("{at}.id: {id:?} is not a capacity reservation id (cr-[0-9a-z]+)"));
+        }
+        if let Some(o) = &self.owner_id
+            && !(o.len() == 12 && o.bytes().all(|b| b.is_ascii_digit()))
+        {
+            out.push(format!("{at}.ownerID: {o:?} is not a 12-digit AWS account id"));
+        }
+        if let Some(m) = &self.instance_match_criteria
+            && m != "open"
+            && m != "targeted"
+        {
+            out.push(format!("{at}.instanceMatchCriteria: {m:?} is not one of open, targeted"));
+        }
+        for (k, v) in self.tags.iter().flatten() {
+            if k.is_empty() || v.is_empty() {
+                out.push(format!("{at}.tags: empty tag keys or values aren't supported"));
+            }
+        }
+        out
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -277,7 +332,41 @@ pub struct EC2NodeClassStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_profile: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_reservations: Option<Vec<CapacityReservationStatus>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
+}
+
+/// A capacity reservation the NodeClass's selector terms select, as Karpenter writes it into
+/// `status.capacityReservations`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityReservationStatus {
+    pub availability_zone: String,
+    /// RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<String>,
+    pub id: String,
+    pub instance_match_criteria: String,
+    pub instance_type: String,
+    #[serde(rename = "ownerID")]
+    pub owner_id: String,
+    /// `default` or `capacity-block`.
+    #[serde(default = "default_reservation_type")]
+    pub reservation_type: String,
+    #[serde(default)]
+    pub interruptible: bool,
+    /// `active`, or `expiring` (a capacity block within 40 minutes of its end).
+    #[serde(default = "default_reservation_state")]
+    pub state: String,
+}
+
+fn default_reservation_type() -> String {
+    "default".into()
+}
+
+fn default_reservation_state() -> String {
+    "active".into()
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

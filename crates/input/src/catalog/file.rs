@@ -59,6 +59,26 @@ pub struct OfferingFile {
     pub available: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price_source: Option<String>,
+    /// The capacity reservation of a `reserved` offering (required for that capacity type only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<ReservationFile>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReservationFile {
+    pub id: String,
+    /// `default` or `capacity-block`.
+    #[serde(default = "default_reservation_type", rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub interruptible: bool,
+    /// Instances that may still launch into it.
+    pub count: u32,
+}
+
+fn default_reservation_type() -> String {
+    "default".into()
 }
 
 fn yes() -> bool {

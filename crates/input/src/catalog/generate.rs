@@ -150,8 +150,15 @@ fn aws_type(t: &Value, prices: &Value, zones: &[&str]) -> Option<AwsType> {
     debug_assert_eq!(kube_reserved.plus(&eviction), over);
     let mut offerings = Vec::new();
     for z in zones {
-        offerings.push(OfferingFile { zone: z.to_string(), capacity_type: "on-demand".into(), price, available: true, price_source: None });
-        offerings.push(OfferingFile { zone: z.to_string(), capacity_type: "spot".into(), price: synthetic_spot(price, &name, z), available: true, price_source: Some("synthetic".into()) });
+        offerings.push(OfferingFile { zone: z.to_string(), capacity_type: "on-demand".into(), price, available: true, price_source: None, reservation: None });
+        offerings.push(OfferingFile {
+            zone: z.to_string(),
+            capacity_type: "spot".into(),
+            price: synthetic_spot(price, &name, z),
+            available: true,
+            price_source: Some("synthetic".into()),
+            reservation: None,
+        });
     }
     let file = TypeFile {
         name,
@@ -259,9 +266,9 @@ pub fn karpenter_benchmark(n: usize) -> CatalogFile {
         let mut offerings = Vec::new();
         for (zi, z) in zones.iter().enumerate() {
             if zi < 2 {
-                offerings.push(OfferingFile { zone: z.to_string(), capacity_type: "spot".into(), price, available: true, price_source: None });
+                offerings.push(OfferingFile { zone: z.to_string(), capacity_type: "spot".into(), price, available: true, price_source: None, reservation: None });
             }
-            offerings.push(OfferingFile { zone: z.to_string(), capacity_type: "on-demand".into(), price, available: true, price_source: None });
+            offerings.push(OfferingFile { zone: z.to_string(), capacity_type: "on-demand".into(), price, available: true, price_source: None, reservation: None });
         }
         types.push(TypeFile {
             name,

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use crate::quantity;
-use stowage_core::domain::catalog::{AwsFacts, Catalog, InstanceType, Offering};
+use stowage_core::domain::catalog::{AwsFacts, Catalog, InstanceType, Offering, RESERVED, Reservation};
 use stowage_core::domain::resources::Resources;
 
 use file::{CatalogFile, SCHEMA};
@@ -119,7 +119,26 @@ pub(crate) fn from_file(file: &str, f: CatalogFile) -> Result<Catalog, CatalogEr
                 Some("synthetic") => true,
                 Some(other) => return Err(invalid(file, format!("{at}.offerings[{j}].priceSource: {other:?} (catalog, synthetic)"))),
             };
-            offerings.push(Offering { zone: o.zone.clone(), capacity_type: o.capacity_type.clone(), price: o.price, available: o.available, synthetic });
+            let reservation = match (o.capacity_type.as_str(), &o.reservation) {
+                (RESERVED, Some(r)) => {
+                    if !(r.id.starts_with("cr-") && r.id.len() > 3) {
+                        return Err(invalid(file, format!("{at}.offerings[{j}].reservation.id: {:?} is not a capacity reservation id (cr-...)", r.id)));
+                    }
+                    if r.kind != "default" && r.kind != "capacity-block" {
+                        return Err(invalid(file, format!("{at}.offerings[{j}].reservation.type: {:?} (default, capacity-block)", r.kind)));
+                    }
+                    Some(Reservation { id: r.id.clone(), kind: r.kind.clone(), interruptible: r.interruptible, count: r.count })
+                }
+                (RESERVED, None) => return Err(invalid(file, format!("{at}.offerings[{j}]: a reserved offering needs its reservation (id, count)"))),
+                (_, Some(_)) => return Err(invalid(file, format!("{at}.offerings[{j}].reservation: only a reserved offering has one (capacityType {:?})", o.capacity_type))),
+                (_, None) => None,
+            };
+            if let Some(r) = &reservation
+                && offerings.iter().any(|x: &Offering| x.reservation_id() == Some(r.id.as_str()))
+            {
+                return Err(invalid(file, format!("{at}.offerings[{j}].reservation.id: {} appears twice", r.id)));
+            }
+            offerings.push(Offering { zone: o.zone.clone(), capacity_type: o.capacity_type.clone(), price: o.price, available: o.available, synthetic, reservation });
         }
         let aws = t.aws.as_ref().map(|a| AwsFacts {
             vcpu: a.vcpu,
@@ -198,5 +217,29 @@ mod tests {
         let e = parse("cat.json", &good.replace(r#""pods":"10""#, r#""pods":"10","nvidia.com/gpu":"500m""#)).unwrap_err().to_string();
         assert!(e.contains("capacity.nvidia.com/gpu") && e.contains("whole number"), "a fractional GPU: {e}");
         assert!(parse("cat.json", schema).unwrap_err().to_string().contains("schema"));
+    }
+
+    #[test]
+    fn reserved_offerings_carry_their_reservation() {
+        let file = |offering: &str| {
+            format!(
+                r#"{{"schema":"stowage.dev/catalog/v1","name":"x","instanceTypes":[{{"name":"t","capacity":{{"cpu":"2","pods":"10"}},"offerings":[{{"zone":"z","capacityType":"on-demand","price":1}},{offering}]}}]}}"#
+            )
+        };
+        let ok = parse("cat.json", &file(r#"{"zone":"z","capacityType":"reserved","price":0.0000001,"reservation":{"id":"cr-1","count":3,"type":"capacity-block"}}"#)).unwrap();
+        let r = ok.types[0].offerings[1].reservation.clone().unwrap();
+        assert_eq!((r.id.as_str(), r.kind.as_str(), r.interruptible, r.count), ("cr-1", "capacity-block", false, 3));
+        for (offering, want) in [
+            (r#"{"zone":"z","capacityType":"reserved","price":0}"#, "offerings[1]: a reserved offering needs its reservation"),
+            (r#"{"zone":"z","capacityType":"spot","price":0,"reservation":{"id":"cr-1","count":1}}"#, "offerings[1].reservation: only a reserved offering"),
+            (r#"{"zone":"z","capacityType":"reserved","price":0,"reservation":{"id":"x-1","count":1}}"#, "reservation.id: \"x-1\" is not a capacity reservation id"),
+            (r#"{"zone":"z","capacityType":"reserved","price":0,"reservation":{"id":"cr-1","count":1,"type":"weekly"}}"#, "reservation.type: \"weekly\""),
+        ] {
+            let e = parse("cat.json", &file(offering)).unwrap_err().to_string();
+            assert!(e.contains("instanceTypes[0] (t)") && e.contains(want), "{offering}: {e}");
+        }
+        let twice =
+            file(r#"{"zone":"z","capacityType":"reserved","price":0,"reservation":{"id":"cr-1","count":1}},{"zone":"z","capacityType":"reserved","price":0,"reservation":{"id":"cr-1","count":2}}"#);
+        assert!(parse("cat.json", &twice).unwrap_err().to_string().contains("cr-1 appears twice"));
     }
 }

@@ -10,7 +10,7 @@
 //!
 //! The registration order fixes the row and column indices HiGHS sees (HiGHS's path depends on them):
 //! demand, node conflicts, capacity, pool limits, spread, hostname spread, anti-affinity, affinity,
-//! minValues, volume limits, preferred pod (anti-)affinity.
+//! minValues, volume limits, preferred pod (anti-)affinity, capacity reservations.
 
 pub mod affinity;
 pub mod anti_affinity;
@@ -21,6 +21,7 @@ pub mod min_values;
 pub mod node_conflicts;
 pub mod pool_limits;
 pub mod preferred_interpod;
+pub mod reservations;
 pub mod spread;
 pub mod volume_limits;
 
@@ -154,11 +155,12 @@ pub struct Families {
     pub min_values: min_values::MinValues,
     pub volume_limits: volume_limits::VolumeLimits,
     pub preferred_interpod: preferred_interpod::PreferredInterPod,
+    pub reservations: reservations::Reservations,
 }
 
 impl Families {
     /// The families in registration order.
-    pub fn all(&self) -> [&dyn Family; 11] {
+    pub fn all(&self) -> [&dyn Family; 12] {
         [
             &self.demand,
             &self.node_conflicts,
@@ -171,11 +173,12 @@ impl Families {
             &self.min_values,
             &self.volume_limits,
             &self.preferred_interpod,
+            &self.reservations,
         ]
     }
 
     /// The families in registration order, to add rows and columns.
-    pub fn all_mut(&mut self) -> [&mut dyn Family; 11] {
+    pub fn all_mut(&mut self) -> [&mut dyn Family; 12] {
         [
             &mut self.demand,
             &mut self.node_conflicts,
@@ -188,6 +191,7 @@ impl Families {
             &mut self.min_values,
             &mut self.volume_limits,
             &mut self.preferred_interpod,
+            &mut self.reservations,
         ]
     }
 }
@@ -216,6 +220,7 @@ pub fn build(p: &Problem) -> (Structure, Families) {
         min_values: min_values::MinValues,
         volume_limits: volume_limits::VolumeLimits::default(),
         preferred_interpod,
+        reservations: reservations::Reservations::default(),
     };
     let mut exact = vec![false; s.n.len()];
     for f in fams.all() {
