@@ -616,6 +616,41 @@ async fn deleting_a_nodeclaim_drains_and_replaces_its_node() {
     w.stop(c, false).await;
 }
 
+/// Issue 16 item 6 on the real control plane: a NodePool that allows `reserved` and an EC2NodeClass that
+/// selects a reservation by tag (Karpenter's CRDs, tests/fixtures/karpenter-reserved.yaml). The first
+/// node goes into the reservation (free), the second, with the reservation full, on-demand; the
+/// EC2NodeClass's status lists the reservation, the reserved node carries Karpenter's labels, and the
+/// emulated EC2 counts exactly one launch into the reservation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reserved_capacity_is_used_before_on_demand_and_never_beyond_the_reservation() {
+    let w = World::start("ctl-reserved").await;
+    w.moto.seed_capacity_reservations(json!([{"id": "cr-0e2e", "instanceType": "m5.large", "zone": "us-east-1b", "count": 1, "tags": {"team": "ml"}}])).await.unwrap();
+    w.apply(&["tests/fixtures/karpenter-reserved.yaml"]).await;
+    let c = w.controller().await;
+    // 1.5 cpu each: one pod per m5.large (1.93 cpu allocatable).
+    create_deployment(&w, plain_deployment("train", 2, "1500m")).await;
+    w.wait_running("app=train", 2).await;
+    let nodes = w.wait_nodes(2).await;
+    let reserved: Vec<&Node> = nodes.iter().filter(|n| label(n, CAPACITY_TYPE) == "reserved").collect();
+    assert_eq!(reserved.len(), 1, "one node in the reservation: {:?}", nodes.iter().map(|n| n.metadata.labels.clone()).collect::<Vec<_>>());
+    let r = reserved[0];
+    assert_eq!((label(r, INSTANCE_TYPE).as_str(), label(r, "topology.kubernetes.io/zone").as_str()), ("m5.large", "us-east-1b"));
+    assert_eq!(label(r, "karpenter.k8s.aws/capacity-reservation-id"), "cr-0e2e");
+    assert_eq!(label(r, "karpenter.k8s.aws/capacity-reservation-type"), "default");
+    let other = nodes.iter().find(|n| label(n, CAPACITY_TYPE) != "reserved").unwrap();
+    assert_eq!(label(other, CAPACITY_TYPE), "on-demand", "the reservation is full: the second node is on-demand");
+
+    let nc = Api::<EC2NodeClass>::all(w.client.clone()).get("default").await.unwrap();
+    let listed: Vec<String> = nc.status.as_ref().and_then(|s| s.capacity_reservations.clone()).unwrap_or_default().into_iter().map(|r| r.id).collect();
+    assert_eq!(listed, vec!["cr-0e2e".to_string()], "status.capacityReservations");
+    let st = w.moto.fault_state().await.unwrap();
+    assert_eq!(st["reservationLaunches"]["cr-0e2e"], 1, "{st}");
+    assert_eq!(st["reservations"]["cr-0e2e"]["available"], 0, "{st}");
+
+    w.assert_no_leak().await;
+    w.stop(c, false).await;
+}
+
 /// A Deployment of `n` pods of `cpu` each, no placement constraint.
 fn plain_deployment(name: &str, n: u32, cpu: &str) -> serde_json::Value {
     json!({
