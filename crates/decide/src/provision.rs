@@ -241,7 +241,38 @@ fn pod_ref(cluster: &Cluster, id: PodId) -> PodRef {
 }
 
 /// Decides a batch (module doc).
+/// The catalog with each capacity reservation's count lowered by the NodeClaims planned into it that
+/// have no instance yet (an earlier batch's, still launching): the snapshot leaves such NodeClaims out
+/// (their size is not known), and the cloud's count does not know of them either. None: no change.
+pub fn unlaunched_reservations(catalog: &Catalog, nodeclaims: &[stowage_input::objects::Obj<NodeClaim>]) -> Option<Catalog> {
+    let mut planned: BTreeMap<String, u32> = BTreeMap::new();
+    for c in nodeclaims.iter().map(|o| &o.obj) {
+        let launched = c.status.as_ref().is_some_and(|s| s.provider_id.as_deref().is_some_and(|p| !p.is_empty()));
+        if launched || c.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if let Some(id) = launch::claim_labels(c).remove(keys::CAPACITY_RESERVATION_ID) {
+            *planned.entry(id).or_default() += 1;
+        }
+    }
+    if planned.is_empty() {
+        return None;
+    }
+    let mut out = catalog.clone();
+    for o in out.types.iter_mut().flat_map(|t| t.offerings.iter_mut()) {
+        if let Some(r) = o.reservation.as_mut()
+            && let Some(n) = planned.get(r.id.as_str())
+        {
+            r.count = r.count.saturating_sub(*n);
+            o.available &= r.count > 0;
+        }
+    }
+    Some(out)
+}
+
 pub fn decide(input: &Input, planner: &mut dyn Planner) -> Result<Decision, ProvisionError> {
+    let reserved = unlaunched_reservations(input.catalog, &input.objects.nodeclaims);
+    let input = &Input { catalog: reserved.as_ref().unwrap_or(input.catalog), ..*input };
     let pins = pins(input.cluster, &input.objects.nodeclaims);
     let pinned_cluster;
     let cluster = if pins.is_empty() {

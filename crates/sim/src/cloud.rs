@@ -10,7 +10,10 @@
 //! A launch is CreateFleet's: the request's offerings are tried in order; refused ones are remembered
 //! (the simulator marks them unavailable, as the AWS provider's ICE cache does) and the first one with
 //! capacity is launched; when all are refused the launch fails with `InsufficientCapacity` naming them.
-//! A launch is idempotent per NodeClaim name. The trait's futures are ready at once (no runtime: poll
+//! A capacity reservation takes at most its catalog count of live instances: a launch into a full one
+//! is refused like a capacity error (EC2's `ReservationCapacityExceeded`), and the catalog the cloud
+//! answers ([`Cloud::reservations_now`]) shows what each still takes. A launch is idempotent per
+//! NodeClaim name. The trait's futures are ready at once (no runtime: poll
 //! them with [`ready`]); the clock is the simulator's, set with [`Cloud::set_now`].
 
 use std::future::Future;
@@ -41,6 +44,9 @@ pub struct Instance {
     pub terminated_at: Option<SimTime>,
     /// A node of the scenario's manifests, not launched by the simulation.
     pub adopted: bool,
+    /// The capacity reservation it was launched into.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
 }
 
 impl Instance {
@@ -131,6 +137,32 @@ impl Cloud {
         false
     }
 
+    /// Live instances in reservation `id`.
+    fn in_reservation(s: &State, id: &str) -> u32 {
+        s.instances.iter().filter(|i| i.terminated_at.is_none() && i.reservation.as_deref() == Some(id)).count() as u32
+    }
+
+    /// Whether `o` is a reserved offering whose reservation already has as many live instances as the
+    /// cloud's catalog says it takes.
+    fn reservation_full(&self, s: &State, o: &OfferingRef) -> bool {
+        let Some(r) = &o.reservation else { return false };
+        let count = self.catalog.types.iter().flat_map(|t| &t.offerings).find_map(|x| x.reservation.as_ref().filter(|x| x.id == r.id)).map_or(0, |x| x.count);
+        Self::in_reservation(s, &r.id) >= count
+    }
+
+    /// `catalog` with each reservation's count lowered by its live instances (unavailable when none is
+    /// left), as EC2's available instance count would read.
+    pub fn reservations_now(&self, mut catalog: Catalog) -> Catalog {
+        let s = self.state();
+        for o in catalog.types.iter_mut().flat_map(|t| t.offerings.iter_mut()) {
+            if let Some(r) = o.reservation.as_mut() {
+                r.count = r.count.saturating_sub(Self::in_reservation(&s, &r.id));
+                o.available &= r.count > 0;
+            }
+        }
+        catalog
+    }
+
     /// CreateFleet for `node` (module doc): the instance, running at `now + boot_time`, or the
     /// offerings refused.
     fn launch_at(&self, node: &str, offerings: &[OfferingRef], now: SimTime) -> Result<Instance, Vec<OfferingRef>> {
@@ -140,7 +172,7 @@ impl Cloud {
         }
         let mut refused = Vec::new();
         for o in offerings {
-            if Self::refuse(&mut s, o) {
+            if Self::refuse(&mut s, o) || self.reservation_full(&s, o) {
                 refused.push(o.clone());
                 continue;
             }
@@ -155,6 +187,7 @@ impl Cloud {
                 running_at: now.plus(self.boot_time(node)),
                 terminated_at: None,
                 adopted: false,
+                reservation: o.reservation.as_ref().map(|r| r.id.clone()),
             };
             s.instances.push(inst.clone());
             return Ok(inst);
@@ -190,6 +223,7 @@ impl Cloud {
             running_at: now,
             terminated_at: None,
             adopted: true,
+            reservation: None,
         });
     }
 
@@ -243,7 +277,7 @@ impl CloudProvider for Cloud {
     }
 
     fn catalog(&self) -> impl Future<Output = Result<Catalog, CloudError>> + Send {
-        let c = self.catalog.clone();
+        let c = self.reservations_now(self.catalog.clone());
         async move { Ok(c) }
     }
 
@@ -319,6 +353,33 @@ mod tests {
         assert_eq!(ready(c.list()).unwrap().unwrap().len(), 1);
         ready(c.terminate(&i.provider_id)).unwrap().unwrap();
         assert!(matches!(ready(c.terminate(&i.provider_id)).unwrap(), Err(CloudError::NotFound(_))));
+    }
+
+    #[test]
+    fn a_reservation_takes_its_count_of_live_instances() {
+        use stowage_core::domain::catalog::{InstanceType, Offering, Reservation};
+        let r = Reservation { id: "cr-1".into(), kind: "default".into(), interruptible: false, count: 1 };
+        let reserved = Offering { zone: "z".into(), capacity_type: "reserved".into(), price: 0.0, available: true, synthetic: false, reservation: Some(r.clone()) };
+        let t = InstanceType {
+            name: "t".into(),
+            labels: Default::default(),
+            capacity: Default::default(),
+            overhead: Default::default(),
+            offerings: vec![reserved],
+            aws: None,
+            attach_limits: Default::default(),
+        };
+        let c = Cloud::new(Catalog { types: vec![t], ..Default::default() }, &[], Duration::from_secs(30), Duration::ZERO);
+        let into = OfferingRef { reservation: Some(r), ..offering("t", "z", "reserved", 0.0) };
+        let a = ready(c.launch(&request("a", vec![into.clone()]))).unwrap().unwrap();
+        assert_eq!(c.instance("a").unwrap().reservation.as_deref(), Some("cr-1"));
+        let now = ready(c.catalog()).unwrap().unwrap();
+        let o = &now.types[0].offerings[0];
+        assert_eq!((o.reservation.as_ref().unwrap().count, o.available), (0, false), "full while its instance lives");
+        let e = ready(c.launch(&request("b", vec![into.clone()]))).unwrap().unwrap_err();
+        assert!(matches!(e, CloudError::InsufficientCapacity { .. }), "{e}");
+        ready(c.terminate(&a.provider_id)).unwrap().unwrap();
+        assert!(ready(c.launch(&request("b", vec![into]))).unwrap().is_ok(), "a terminated instance gives its place back");
     }
 
     #[test]

@@ -244,7 +244,7 @@ impl<'a> Engine<'a> {
                     self.log(EventKind::Step { step: n, action: "expect".into(), note });
                     self.reconcile()?;
                     let cluster = self.build()?;
-                    let catalog = self.refused.view(&sc.settings.catalog, self.now);
+                    let catalog = self.cloud.reservations_now(self.refused.view(&sc.settings.catalog, self.now));
                     let observed = Observed {
                         world: &self.world,
                         cluster: &cluster,
@@ -478,7 +478,7 @@ impl<'a> Engine<'a> {
     /// replacements now, remove the nodes once they are Ready (module doc of `consolidation`).
     fn consolidate(&mut self) -> Result<(), SimError> {
         let cluster = self.build()?;
-        let catalog = self.refused.view(&self.sc.settings.catalog, self.now);
+        let catalog = self.cloud.reservations_now(self.refused.view(&self.sc.settings.catalog, self.now));
         // Drift first, as in the controller (and Karpenter); it runs whatever the consolidation switch.
         if let Some(d) = self.consolidation.drifted(&cluster, &self.world.objects) {
             return self.replace_drifted(&cluster, &catalog, d);
@@ -626,7 +626,7 @@ impl<'a> Engine<'a> {
         self.batches += 1;
         self.since.batches += 1;
         let batch = self.batches;
-        let catalog = self.refused.view(&self.sc.settings.catalog, now);
+        let catalog = self.cloud.reservations_now(self.refused.view(&self.sc.settings.catalog, now));
         let decision = match provisioner::decide(&self.world, &cluster, &catalog, &self.sc.settings.weights, &mut *self.planner, batch) {
             Ok(d) => d,
             Err(ProvisionError::Plan(e)) => {
@@ -748,7 +748,13 @@ impl<'a> Engine<'a> {
         let labels = claim.metadata.labels.get_or_insert_with(Default::default);
         labels.extend(launch::instance_labels(inst, view));
         labels.insert(keys::HOSTNAME.into(), name.clone());
-        claim.status = Some(NodeClaimStatus { capacity: Some(provision::quantities(&it.capacity)), allocatable: Some(provision::quantities(&it.allocatable())), ..Default::default() });
+        // As the controller records a launch: the provider id with the sizes (`record_launch`).
+        claim.status = Some(NodeClaimStatus {
+            provider_id: Some(inst.provider_id.clone()),
+            capacity: Some(provision::quantities(&it.capacity)),
+            allocatable: Some(provision::quantities(&it.allocatable())),
+            ..Default::default()
+        });
         self.world.objects.nodeclaims.push(Obj { source: sim_source("provisioner"), obj: claim });
         let pool = cluster.nodepool(&c.nodepool).and_then(|p| p.expire_after);
         let Some(sim_inst) = self.cloud.instance(&name) else { return Err(self.error(format!("the cloud lost the instance of {name}"))) };
