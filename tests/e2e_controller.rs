@@ -1155,7 +1155,7 @@ async fn karpenters_quick_start_launches_a_node_nodeadm_accepts() {
         w.fail("NodePool metrics", e).await;
     }
     let m = c.metrics().render();
-    assert!(m.contains("karpenter_cloudprovider_duration_seconds_count{controller=\"\",method=\"Create\",provider=\"aws\"} 1"), "one launch measured:\n{m}");
+    assert!(m.contains("karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"Create\",provider=\"aws\"} 1"), "one launch measured:\n{m}");
 
     // A user data nodeadm refuses is told apart (the checker can fail): the same NodeConfig without the
     // service CIDR, as stowage wrote it before it asked EKS.

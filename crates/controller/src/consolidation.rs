@@ -259,7 +259,7 @@ async fn decide<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut Consolida
 
 /// The state as the planners read it, over the catalog with refused offerings unavailable.
 async fn snapshot<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>) -> Result<(Snapshot, Catalog), RoundError> {
-    let catalog = ctx.catalog().await.map_err(RoundError::Catalog)?;
+    let catalog = ctx.catalog(super::cloud_metrics::Caller::Disruption).await.map_err(RoundError::Catalog)?;
     let view = {
         let mut u = lock(&ctx.unavailable);
         let t = tokio::time::Instant::now();

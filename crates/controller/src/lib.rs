@@ -85,6 +85,7 @@ use stowage_decide::cloud::{CloudError, CloudProvider};
 use stowage_input::api::{EC2NodeClass, NodeClaim, NodePool};
 
 use clock::Clock;
+use cloud_metrics::Caller;
 use disruption::Disruption;
 use events::{Events, Reason};
 use launcher::{Launched, Unavailable};
@@ -236,15 +237,16 @@ impl<P: CloudProvider> Ctx<P> {
         }
     }
 
-    /// The cloud's catalog, reused for `catalog_ttl`; the last good one if the cloud fails now.
-    pub(crate) async fn catalog(&self) -> Result<Arc<Catalog>, CloudError> {
+    /// The cloud's catalog, reused for `catalog_ttl`; the last good one if the cloud fails now. A fetch is
+    /// measured under `caller`, the controller that needed it.
+    pub(crate) async fn catalog(&self, caller: Caller) -> Result<Arc<Catalog>, CloudError> {
         let mut cached = self.catalog.lock().await;
         if let Some((c, at)) = cached.as_ref()
             && at.elapsed() < self.config.catalog_ttl
         {
             return Ok(c.clone());
         }
-        match self.cloud.catalog().await {
+        match self.cloud.by(caller).catalog().await {
             Ok(c) => {
                 let c = Arc::new(c);
                 *cached = Some((c.clone(), Instant::now()));
@@ -514,7 +516,7 @@ async fn warm_up<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::
         }
     }
     nodeclass::reconcile_all(&ctx).await;
-    if let Err(e) = ctx.catalog().await {
+    if let Err(e) = ctx.catalog(Caller::Provisioner).await {
         tracing::warn!(error = %e, "the cloud's catalog is not available yet; the first batch asks again");
     }
 }
@@ -579,7 +581,7 @@ enum BatchError {
 async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usize) -> Result<(), BatchError> {
     // The cloud needs every NodeClass resolved before it can size the catalog's zones and launch.
     nodeclass::reconcile_all(ctx).await;
-    let catalog = ctx.catalog().await.map_err(BatchError::Catalog)?;
+    let catalog = ctx.catalog(Caller::Provisioner).await.map_err(BatchError::Catalog)?;
     let now = Instant::now();
     let view = {
         let mut u = lock(&ctx.unavailable);
@@ -836,7 +838,7 @@ async fn nodeclass_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watc
 
 /// One round of garbage collection; false if something failed.
 async fn collect<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>) -> bool {
-    let instances = match ctx.cloud.list().await {
+    let instances = match ctx.cloud.by(Caller::NodeClaimGc).list().await {
         Ok(i) => i,
         Err(e) => {
             ctx.metrics.error(Stage::Gc);
@@ -854,7 +856,7 @@ async fn collect<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>) -> bool {
     let mut terminated = 0;
     for pid in &actions.terminate {
         tracing::warn!(provider_id = %pid, "terminating an instance no NodeClaim tracks");
-        match ctx.cloud.terminate(pid).await {
+        match ctx.cloud.by(Caller::InstanceGc).terminate(pid).await {
             Ok(()) | Err(CloudError::NotFound(_)) => terminated += 1,
             Err(e) => {
                 ok = false;

@@ -403,11 +403,12 @@ impl Metrics {
     }
 
     /// One cloud-provider call (`cloud_metrics`): its duration, and its error class if it failed.
-    pub(crate) fn cloud_call(&self, provider: &'static str, method: &'static str, seconds: f64, error: Option<&stowage_decide::cloud::CloudError>) {
-        self.karpenter.cloud_duration.get_or_create(&CloudLabel { controller: "", method, provider }).observe(seconds);
+    /// `controller`: Karpenter's name of the controller that made the call (`cloud_metrics::Caller`).
+    pub(crate) fn cloud_call(&self, controller: &'static str, provider: &'static str, method: &'static str, seconds: f64, error: Option<&stowage_decide::cloud::CloudError>) {
+        self.karpenter.cloud_duration.get_or_create(&CloudLabel { controller, method, provider }).observe(seconds);
         if let Some(e) = error {
             let error = cloud_error_label(e);
-            self.karpenter.cloud_errors.get_or_create(&CloudErrorLabel { controller: "", method, provider, error }).inc();
+            self.karpenter.cloud_errors.get_or_create(&CloudErrorLabel { controller, method, provider, error }).inc();
         }
     }
 
@@ -604,13 +605,13 @@ mod tests {
         m.interruption_queue_duration(0.3);
         m.batch(3, "optimal", 0.42, None, 1.0);
         m.pods(3, 2, 1);
-        m.cloud_call("aws", "Create", 0.02, None);
+        m.cloud_call("nodeclaim.lifecycle", "aws", "Create", 0.02, None);
         let limits = stowage_core::domain::nodepool::PoolLimits { resources: stowage_core::domain::resources::Resources::new(100_000, 0, 0, 0), limited: vec!["cpu".into()], nodes: Some(10) };
         let node = stowage_core::domain::resources::Resources::new(4000, 16 << 30, 20 << 30, 58);
         m.set_nodepools(&[PoolUsage { name: "gone", used: node.clone(), nodes: 1, limits: None }]);
         m.set_nodepools(&[PoolUsage { name: "default", used: node.plus(&node), nodes: 2, limits: Some(&limits) }]);
-        m.cloud_call("aws", "Create", 0.03, Some(&stowage_decide::cloud::CloudError::InsufficientCapacity { offerings: vec![], message: "x".into() }));
-        m.cloud_call("aws", "Delete", 0.01, Some(&stowage_decide::cloud::CloudError::Throttled("x".into())));
+        m.cloud_call("nodeclaim.lifecycle", "aws", "Create", 0.03, Some(&stowage_decide::cloud::CloudError::InsufficientCapacity { offerings: vec![], message: "x".into() }));
+        m.cloud_call("instance.garbagecollection", "aws", "Delete", 0.01, Some(&stowage_decide::cloud::CloudError::Throttled("x".into())));
         let text = m.render();
         for needle in [
             "karpenter_interruption_received_messages_total{message_type=\"spot_interrupted\"} 1",
@@ -632,9 +633,9 @@ mod tests {
             "karpenter_scheduler_scheduling_duration_seconds_count{controller=\"provisioner\"} 1",
             "karpenter_scheduler_scheduling_duration_seconds_bucket{le=\"0.45\",controller=\"provisioner\"} 1",
             "karpenter_scheduler_unschedulable_pods_count{controller=\"provisioner\"} 1",
-            "karpenter_cloudprovider_duration_seconds_count{controller=\"\",method=\"Create\",provider=\"aws\"} 2",
-            "karpenter_cloudprovider_errors_total{controller=\"\",method=\"Create\",provider=\"aws\",error=\"InsufficientCapacityError\"} 1",
-            "karpenter_cloudprovider_errors_total{controller=\"\",method=\"Delete\",provider=\"aws\",error=\"\"} 1",
+            "karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"Create\",provider=\"aws\"} 2",
+            "karpenter_cloudprovider_errors_total{controller=\"nodeclaim.lifecycle\",method=\"Create\",provider=\"aws\",error=\"InsufficientCapacityError\"} 1",
+            "karpenter_cloudprovider_errors_total{controller=\"instance.garbagecollection\",method=\"Delete\",provider=\"aws\",error=\"\"} 1",
             "karpenter_nodepools_usage{resource_type=\"cpu\",nodepool=\"default\"} 8.0",
             "karpenter_nodepools_usage{resource_type=\"memory\",nodepool=\"default\"} 34359738368.0",
             "karpenter_nodepools_usage{resource_type=\"ephemeral_storage\",nodepool=\"default\"} 42949672960.0",
