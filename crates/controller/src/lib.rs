@@ -50,6 +50,7 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod nodeclass;
 pub mod nodepool;
+mod pod_metrics;
 pub mod provisioner;
 pub mod record;
 pub mod registration;
@@ -294,12 +295,29 @@ impl<P: CloudProvider> Ctx<P> {
             }
             _ => Vec::new(),
         };
+        // A pod changed or went (not a re-list's objects: the metrics task looks at every pod once the
+        // list is complete): Karpenter's pod series follow it at once, as Karpenter's reconcile does.
+        let pod_changed: Option<(String, String)> = match &ev {
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                (o as &dyn Any).downcast_ref::<Pod>().map(|p| (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default()))
+            }
+            _ => None,
+        };
         let (was, now_synced, gone) = {
             let mut s = lock(&self.state);
             let was = s.synced();
             let nodeclasses = |s: &ClusterState| -> BTreeSet<String> { s.nodeclasses.iter().filter_map(|c| c.metadata.name.clone()).collect() };
             let before = if matches!(K::KIND, Kind::EC2NodeClass) { nodeclasses(&s) } else { BTreeSet::new() };
             s.on_event(ev);
+            if let Some((ns, name)) = &pod_changed
+                && self.is_leader()
+            {
+                let series = self.metrics.pods_nodes();
+                match s.pods.get(ns, name) {
+                    Some(p) => series.pod(p, p.spec.as_ref().and_then(|sp| sp.node_name.as_deref()).and_then(|n| s.node(n)), self.clock.now()),
+                    None => series.pod_gone(ns, name),
+                }
+            }
             let gone: Vec<String> = if before.is_empty() { Vec::new() } else { before.difference(&nodeclasses(&s)).cloned().collect() };
             (was, s.synced(), gone)
         };
@@ -417,6 +435,7 @@ impl Controller {
             tokio::spawn(disruption_loop(ctx.clone(), work_rx.clone())),
             tokio::spawn(gc_loop(ctx.clone(), work_rx.clone())),
             tokio::spawn(nodeclass_loop(ctx.clone(), work_rx.clone())),
+            tokio::spawn(metrics_loop(ctx.clone(), work_rx.clone())),
         ];
         if let Some(q) = config.interruption_queue.clone() {
             work.push(tokio::spawn(interruption::run(ctx.clone(), q, work_rx)));
@@ -830,6 +849,29 @@ async fn nodeclass_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watc
         if lock(&ctx.state).synced() {
             nodeclass::reconcile_all(&ctx).await;
             nodepool::report_unsupported(&ctx).await;
+        }
+        true
+    })
+    .await;
+}
+
+/// How often Karpenter's pod and node series are refreshed from the state index (Karpenter refreshes
+/// its node metrics every 5 s).
+const METRICS_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Karpenter's pod and node series (`pod_metrics`), from the state index only (no API call): every pod
+/// and node as leader once every kind is listed; a replica that does not lead exports none (Karpenter's
+/// metrics controllers run on the leader only).
+async fn metrics_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watch::Receiver<bool>) {
+    periodic(METRICS_INTERVAL, stop, || async {
+        let series = ctx.metrics.pods_nodes();
+        if !ctx.is_leader() {
+            series.clear();
+            return true;
+        }
+        let s = lock(&ctx.state);
+        if s.synced() {
+            series.refresh(&s, ctx.clock.now());
         }
         true
     })

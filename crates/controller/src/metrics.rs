@@ -1,7 +1,9 @@
 //! Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` endpoint.
 //!
-//! Every label value comes from a closed set (`Stage`, solver statuses, launch results, disruption
-//! causes) or from NodePool names, so cardinality stays bounded; nothing is formatted from `Debug`.
+//! Every label value of the `stowage_*` series comes from a closed set (`Stage`, solver statuses, launch
+//! results, disruption causes) or from NodePool names, so their cardinality stays bounded; nothing is
+//! formatted from `Debug`. Karpenter's pod and node series (`pod_metrics`) are per pod and per node, as
+//! Karpenter's are, and are removed with their objects.
 //!
 //! The HTTP side is a deliberately small HTTP/1.1 responder on a tokio listener: three GET endpoints,
 //! `Connection: close`, a bounded request head and a read timeout. A framework (hyper's server
@@ -168,14 +170,8 @@ fn cloud_error_label(e: &stowage_decide::cloud::CloudError) -> &'static str {
     }
 }
 
-/// Karpenter's duration buckets (`metrics.DurationBuckets`: controller-runtime's, plus longer ones).
-const DURATION_BUCKETS: [f64; 45] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0,
-    30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
-];
-
 fn duration_histogram() -> Histogram {
-    Histogram::new(DURATION_BUCKETS.iter().copied())
+    Histogram::new(crate::pod_metrics::DURATION_BUCKETS.iter().copied())
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -282,6 +278,8 @@ pub struct Metrics {
     leader: Gauge,
     synced: Gauge,
     karpenter: KarpenterMetrics,
+    /// Karpenter's pod and node series (`pod_metrics`).
+    pods_nodes: crate::pod_metrics::Series,
 }
 
 impl Default for Metrics {
@@ -314,8 +312,10 @@ impl Metrics {
             leader: Gauge::default(),
             synced: Gauge::default(),
             karpenter: KarpenterMetrics::default(),
+            pods_nodes: crate::pod_metrics::Series::default(),
         };
         m.karpenter.register(&mut root);
+        m.pods_nodes.register(&mut root);
         let r = root.sub_registry_with_prefix("stowage");
         r.register("batches", "Batches planned", m.batches.clone());
         r.register("batch_pods", "Pending pods per batch", m.batch_pods.clone());
@@ -484,11 +484,20 @@ impl Metrics {
         self.karpenter.synced.set(synced as i64);
     }
 
+    /// Karpenter's pod and node series, refreshed from the state index (`pod_metrics`).
+    pub(crate) fn pods_nodes(&self) -> &crate::pod_metrics::Series {
+        &self.pods_nodes
+    }
+
     /// The text exposition format.
     pub fn render(&self) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::new();
-        // Writing to a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        // Writing to a String cannot fail. The startup summary is written by hand (prometheus_client
+        // has no summary type), before the end marker.
+        let _ = encode_registry(&mut out, &self.registry);
+        self.pods_nodes.encode_summary(&mut out);
+        let _ = encode_eof(&mut out);
         out
     }
 }

@@ -1,0 +1,1063 @@
+//! Karpenter's pod and node metrics (v1.14.1's `controllers/metrics/pod` and `controllers/metrics/node`),
+//! under Karpenter's names, types, labels and units, computed from the controller's state index.
+//!
+//! ```text
+//!  pod watch event ──► Series::pod / pod_gone (one pod, as Karpenter reconciles one)
+//!  every 5 s (leader, synced) ──► Series::refresh(ClusterState): every pod again (time gauges, node
+//!                                  labels), series of pods gone removed, every node series replaced
+//! ```
+//!
+//! Pod series (labels sorted, as Prometheus' Go client writes them):
+//! - `karpenter_pods_state{arch, capacity_type, instance_type, managed, name, namespace, node, nodepool,
+//!   owner, phase, ready, scheduled, zone}` = 1 per pod. `owner` is the first owner reference as a self
+//!   link (`/apis/<apiVersion>/namespaces/<ns>/<kind lower case>s/<name>`); zone, arch, capacity_type,
+//!   instance_type and nodepool are the node's labels; `managed` is whether the node has a nodepool label.
+//! - `karpenter_pods_startup_duration_seconds`: a summary (quantiles 0, 0.5, 0.9, 0.99, 1 over the last
+//!   10 minutes; sum and count over all time) of `Ready.lastTransitionTime − creationTimestamp`,
+//!   observed once for a pod seen `Pending` before and now Ready.
+//! - `karpenter_pods_unstarted_time_seconds{name, namespace}` = now − creation, while such a pod is
+//!   `Pending` or started but not Ready; removed once it is Ready or terminal.
+//! - `karpenter_pods_bound_duration_seconds`: a histogram (Karpenter's `DurationBuckets`) of
+//!   `PodScheduled.lastTransitionTime − creationTimestamp`, observed once for a pod seen `Pending` before.
+//! - `karpenter_pods_unbound_time_seconds{name, namespace}` = now − creation while a `Pending` pod's
+//!   `PodScheduled` condition is not `True`; removed once a pod past `Pending` is scheduled.
+//!
+//! Node series, one per node with a Node object, labelled `node_name`, `phase` (`status.phase`),
+//! `managed` (a NodeClaim tracks the node) and one label per Karpenter well-known node label
+//! ([`WELL_KNOWN`]: the part after `/`, lower case, `-` as `_`; empty when the node lacks it):
+//! - `karpenter_nodes_allocatable`, `_system_overhead` (capacity − allocatable), `_total_pod_requests`,
+//!   `_total_pod_limits`, `_total_daemon_requests`, `_total_daemon_limits`, each by `resource_type`
+//!   (the resource name, lower case, `-` as `_`): CPU in cores, the rest in base units (rounded up);
+//!   totals over the node's non-terminal pods (DaemonSet-owned ones for `daemon`), with `pods` their
+//!   count, and absent when there are none. A pod's requests and limits are Kubernetes' effective ones
+//!   (`max(Σ containers + sidecars, each init container + the sidecars before it)`, pod-level cpu and
+//!   memory over that, plus overhead: to every request, to limits that are set).
+//! - `karpenter_nodes_current_lifetime_seconds` = now − the node's creation (no `resource_type`).
+//! - `karpenter_cluster_utilization_percent{resource_type}` = 100 × Σ pod requests / Σ allocatable
+//!   over every node, for each resource with a non-zero total; a node not yet initialized counts its
+//!   NodeClaim's allocatable where its own is missing or zero.
+//!
+//! Not exported: Karpenter's alpha `karpenter_pods_provisioning_*` series (bound, unbound, startup,
+//! unstarted, scheduling-undecided times) and `karpenter_pods_scheduling_decision_duration_seconds`:
+//! they time from the moment Karpenter's scheduling simulation first saw or placed a pod, which
+//! stowage's batches do not record. A pod's requests ignore `status` resources of in-place resizes.
+//!
+//! Every value is a plain function of the objects (and of `now`, passed in); `Series` applies them to
+//! the families.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodCondition};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::jiff::Timestamp;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use stowage_input::quantity;
+
+use crate::state::{ClusterState, INITIALIZED_LABEL};
+
+/// Karpenter's duration buckets (`metrics.DurationBuckets`: controller-runtime's, plus longer ones).
+pub(crate) const DURATION_BUCKETS: [f64; 45] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0,
+    30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
+];
+
+/// Karpenter's well-known node labels in v1.14.1: core's `v1.WellKnownLabels` and those the AWS
+/// provider adds to it. Each becomes a label of the node series.
+pub(crate) const WELL_KNOWN: [&str; 36] = [
+    "karpenter.sh/nodepool",
+    "karpenter.sh/capacity-type",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "node.kubernetes.io/instance-type",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "node.kubernetes.io/windows-build",
+    "karpenter.k8s.aws/capacity-reservation-id",
+    "karpenter.k8s.aws/capacity-reservation-type",
+    "karpenter.k8s.aws/capacity-reservation-interruptible",
+    "karpenter.k8s.aws/instance-hypervisor",
+    "karpenter.k8s.aws/instance-encryption-in-transit-supported",
+    "karpenter.k8s.aws/instance-category",
+    "karpenter.k8s.aws/instance-capability-flex",
+    "karpenter.k8s.aws/instance-family",
+    "karpenter.k8s.aws/instance-generation",
+    "karpenter.k8s.aws/instance-size",
+    "karpenter.k8s.aws/instance-local-nvme",
+    "karpenter.k8s.aws/instance-cpu",
+    "karpenter.k8s.aws/instance-cpu-manufacturer",
+    "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz",
+    "karpenter.k8s.aws/instance-memory",
+    "karpenter.k8s.aws/instance-ebs-bandwidth",
+    "karpenter.k8s.aws/instance-network-bandwidth",
+    "karpenter.k8s.aws/instance-gpu-name",
+    "karpenter.k8s.aws/instance-gpu-manufacturer",
+    "karpenter.k8s.aws/instance-gpu-count",
+    "karpenter.k8s.aws/instance-gpu-memory",
+    "karpenter.k8s.aws/instance-accelerator-name",
+    "karpenter.k8s.aws/instance-accelerator-manufacturer",
+    "karpenter.k8s.aws/instance-accelerator-count",
+    "topology.k8s.aws/zone-id",
+    "karpenter.k8s.aws/instance-tenancy",
+    "karpenter.k8s.aws/placement-group-id",
+    "karpenter.k8s.aws/placement-group-partition",
+];
+
+/// How long a startup observation counts towards the summary's quantiles (client_golang's default
+/// `MaxAge`).
+const SUMMARY_WINDOW_MS: i64 = 10 * 60 * 1000;
+/// At most this many observations are kept for the quantiles (memory bound; the oldest go first).
+const SUMMARY_CAP: usize = 100_000;
+/// The summary's quantiles (Karpenter's `SummaryObjectives`).
+const QUANTILES: [f64; 5] = [0.0, 0.5, 0.9, 0.99, 1.0];
+
+/// `(namespace, name)` of a pod.
+pub(crate) type Key = (String, String);
+
+/// Resource name → amount (millicores for cpu, base units rounded up otherwise).
+pub(crate) type ResourceList = BTreeMap<String, i64>;
+
+/// The labels of `karpenter_pods_state`, in the order Prometheus' Go client writes them (sorted).
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub(crate) struct PodStateLabels {
+    pub arch: String,
+    pub capacity_type: String,
+    pub instance_type: String,
+    pub managed: String,
+    pub name: String,
+    pub namespace: String,
+    pub node: String,
+    pub nodepool: String,
+    pub owner: String,
+    pub phase: String,
+    pub ready: String,
+    pub scheduled: String,
+    pub zone: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PodLabel {
+    name: String,
+    namespace: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResourceLabel {
+    resource_type: String,
+}
+
+/// A node series' labels, sorted by name.
+pub(crate) type NodeLabels = Vec<(String, String)>;
+
+/// The node series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum NodeSeries {
+    Allocatable,
+    SystemOverhead,
+    TotalPodRequests,
+    TotalPodLimits,
+    TotalDaemonRequests,
+    TotalDaemonLimits,
+    Lifetime,
+}
+
+/// One node series' value.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct NodeValue {
+    pub series: NodeSeries,
+    pub labels: NodeLabels,
+    pub value: f64,
+}
+
+/// What a gauge of one pod becomes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Change {
+    Set(f64),
+    Delete,
+    Keep,
+}
+
+/// What one look at a pod changes.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct PodUpdate {
+    pub state: PodStateLabels,
+    pub unstarted: Change,
+    pub unbound: Change,
+    /// A startup duration to observe.
+    pub startup: Option<f64>,
+    /// A bound duration to observe.
+    pub bound: Option<f64>,
+}
+
+fn seconds_between(later: Timestamp, earlier: Timestamp) -> f64 {
+    (later.as_millisecond() - earlier.as_millisecond()) as f64 / 1000.0
+}
+
+fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a PodCondition> {
+    pod.status.as_ref()?.conditions.iter().flatten().find(|c| c.type_ == kind)
+}
+
+fn condition_true(pod: &Pod, kind: &str) -> bool {
+    condition(pod, kind).is_some_and(|c| c.status == "True")
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
+}
+
+fn node_label<'a>(node: Option<&'a Node>, key: &str) -> &'a str {
+    node.and_then(|n| n.metadata.labels.as_ref()?.get(key)).map(String::as_str).unwrap_or("")
+}
+
+fn bool_label(b: bool) -> String {
+    if b { "true" } else { "false" }.to_string()
+}
+
+/// `karpenter_pods_state`'s labels for `pod` on `node` (its `spec.nodeName`'s Node, if known).
+pub(crate) fn pod_state_labels(pod: &Pod, node: Option<&Node>) -> PodStateLabels {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let owner = match pod.metadata.owner_references.as_deref().and_then(|o| o.first()) {
+        Some(o) => format!("/apis/{}/namespaces/{namespace}/{}s/{}", o.api_version, o.kind.to_lowercase(), o.name),
+        None => String::new(),
+    };
+    let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let nodepool = node_label(node, "karpenter.sh/nodepool");
+    PodStateLabels {
+        arch: node_label(node, "kubernetes.io/arch").to_string(),
+        capacity_type: node_label(node, "karpenter.sh/capacity-type").to_string(),
+        instance_type: node_label(node, "node.kubernetes.io/instance-type").to_string(),
+        managed: bool_label(!nodepool.is_empty()),
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        namespace,
+        scheduled: bool_label(!node_name.is_empty()),
+        node: node_name,
+        nodepool: nodepool.to_string(),
+        owner,
+        phase: phase(pod).to_string(),
+        ready: bool_label(condition_true(pod, "Ready")),
+        zone: node_label(node, "topology.kubernetes.io/zone").to_string(),
+    }
+}
+
+/// Which pods were seen `Pending`, for the observations made once when they start and bind.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PodTracker {
+    pending: BTreeSet<Key>,
+    unscheduled: BTreeSet<Key>,
+}
+
+impl PodTracker {
+    /// One look at `pod` at `now` (Karpenter's pod metrics reconcile, step for step).
+    pub(crate) fn update(&mut self, pod: &Pod, node: Option<&Node>, now: Timestamp) -> PodUpdate {
+        let key = key_of(pod);
+        let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(now);
+        let age = seconds_between(now, created);
+        let pending = phase(pod) == "Pending";
+        let mut u = PodUpdate { state: pod_state_labels(pod, node), unstarted: Change::Keep, unbound: Change::Keep, startup: None, bound: None };
+
+        // Startup: creation until Ready, for pods seen Pending.
+        if pending {
+            u.unstarted = Change::Set(age);
+            self.pending.insert(key.clone());
+        } else if self.pending.contains(&key) {
+            match condition(pod, "Ready").filter(|c| c.status == "True") {
+                Some(ready) => {
+                    u.unstarted = Change::Delete;
+                    u.startup = Some(ready.last_transition_time.as_ref().map_or(age, |t| seconds_between(t.0, created)));
+                    self.pending.remove(&key);
+                }
+                None if matches!(phase(pod), "Succeeded" | "Failed") => {
+                    // A terminal pod never became Ready: no startup to observe.
+                    u.unstarted = Change::Delete;
+                    self.pending.remove(&key);
+                }
+                None => u.unstarted = Change::Set(age),
+            }
+        }
+
+        // Binding: creation until PodScheduled, for pods seen Pending.
+        let scheduled = condition(pod, "PodScheduled");
+        if pending {
+            if scheduled.is_none_or(|c| c.status != "True") {
+                u.unbound = Change::Set(age);
+            }
+            self.unscheduled.insert(key);
+        } else if let Some(c) = scheduled.filter(|c| c.status == "True")
+            && self.unscheduled.remove(&key)
+        {
+            u.unbound = Change::Delete;
+            u.bound = Some(c.last_transition_time.as_ref().map_or(age, |t| seconds_between(t.0, created)));
+        }
+        u
+    }
+
+    /// The pod is gone.
+    pub(crate) fn forget(&mut self, key: &Key) {
+        self.pending.remove(key);
+        self.unscheduled.remove(key);
+    }
+}
+
+fn key_of(pod: &Pod) -> Key {
+    (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default())
+}
+
+/// A resource list's amounts. The API server validated every quantity; one stowage's parser refuses
+/// is left out (a metric is not worth failing for).
+fn amounts(list: Option<&BTreeMap<String, Quantity>>) -> ResourceList {
+    list.into_iter().flatten().filter_map(|(name, q)| Some((name.clone(), quantity::amount(name, &q.0).ok()?))).collect()
+}
+
+fn add_into(dest: &mut ResourceList, src: &ResourceList) {
+    for (name, v) in src {
+        *dest.entry(name.clone()).or_default() += v;
+    }
+}
+
+fn max_into(dest: &mut ResourceList, src: &ResourceList) {
+    for (name, v) in src {
+        let e = dest.entry(name.clone()).or_insert(*v);
+        *e = (*e).max(*v);
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Requests,
+    Limits,
+}
+
+fn container(c: &Container, kind: Kind) -> ResourceList {
+    let r = c.resources.as_ref();
+    amounts(match kind {
+        Kind::Requests => r.and_then(|r| r.requests.as_ref()),
+        Kind::Limits => r.and_then(|r| r.limits.as_ref()),
+    })
+}
+
+/// A pod's effective requests or limits (Kubernetes' `PodRequests` / `PodLimits`):
+/// `max(Σ containers + Σ sidecars, max over init containers of (it + the sidecars before it))`, then
+/// pod-level cpu, memory and hugepages over that, then the overhead (added to every request; to a
+/// limit only where one is set).
+fn effective(pod: &Pod, kind: Kind) -> ResourceList {
+    let Some(spec) = pod.spec.as_ref() else { return ResourceList::new() };
+    let mut total = ResourceList::new();
+    for c in &spec.containers {
+        add_into(&mut total, &container(c, kind));
+    }
+    let (mut sidecars, mut init_max) = (ResourceList::new(), ResourceList::new());
+    for c in spec.init_containers.iter().flatten() {
+        let own = container(c, kind);
+        let during = if c.restart_policy.as_deref() == Some("Always") {
+            add_into(&mut total, &own);
+            add_into(&mut sidecars, &own);
+            sidecars.clone()
+        } else {
+            let mut t = own;
+            add_into(&mut t, &sidecars);
+            t
+        };
+        max_into(&mut init_max, &during);
+    }
+    max_into(&mut total, &init_max);
+    let pod_level = spec.resources.as_ref().and_then(|r| match kind {
+        Kind::Requests => r.requests.as_ref(),
+        Kind::Limits => r.limits.as_ref(),
+    });
+    for (name, v) in amounts(pod_level) {
+        if name == "cpu" || name == "memory" || name.starts_with("hugepages-") {
+            total.insert(name, v);
+        }
+    }
+    for (name, v) in amounts(spec.overhead.as_ref()) {
+        match kind {
+            Kind::Requests => *total.entry(name).or_default() += v,
+            Kind::Limits => {
+                if let Some(l) = total.get_mut(&name) {
+                    *l += v;
+                }
+            }
+        }
+    }
+    total
+}
+
+/// Σ of the pods' effective requests or limits, with `pods` their count (Karpenter's
+/// `RequestsForPods` merged over a node's pods); empty for no pods.
+fn totals<'a>(pods: impl IntoIterator<Item = &'a Pod>, kind: Kind) -> ResourceList {
+    let mut total = ResourceList::new();
+    for p in pods {
+        let mut one = effective(p, kind);
+        one.insert("pods".into(), 1);
+        add_into(&mut total, &one);
+    }
+    total
+}
+
+/// A resource name as Karpenter's `resource_type` label writes it.
+pub(crate) fn resource_type(name: &str) -> String {
+    name.to_lowercase().replace('-', "_")
+}
+
+/// An amount as Karpenter's metrics write it: cores for cpu, base units otherwise.
+fn metric_value(name: &str, amount: i64) -> f64 {
+    if name == "cpu" { amount as f64 / 1000.0 } else { amount as f64 }
+}
+
+/// A well-known label's name as a metric label (`karpenter.k8s.aws/instance-cpu` → `instance_cpu`).
+fn label_name(key: &str) -> String {
+    key.split_once('/').map_or(key, |(_, l)| l).to_lowercase().replace('-', "_")
+}
+
+/// The labels every node series of `node` carries.
+pub(crate) fn node_labels(node: &Node, managed: bool) -> NodeLabels {
+    let mut l: NodeLabels = WELL_KNOWN.iter().map(|k| (label_name(k), node_label(Some(node), k).to_string())).collect();
+    l.push(("node_name".into(), node.metadata.name.clone().unwrap_or_default()));
+    l.push(("phase".into(), node.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default()));
+    l.push(("managed".into(), bool_label(managed)));
+    l.sort();
+    l
+}
+
+fn with_resource(labels: &NodeLabels, name: &str) -> NodeLabels {
+    let mut l = labels.clone();
+    l.push(("resource_type".into(), resource_type(name)));
+    l.sort();
+    l
+}
+
+fn is_daemonset_pod(p: &Pod) -> bool {
+    p.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet" && o.api_version == "apps/v1")
+}
+
+fn is_terminal(p: &Pod) -> bool {
+    matches!(phase(p), "Succeeded" | "Failed")
+}
+
+/// Every node series of `node`, given the pods bound to it (any phase: terminal ones are left out
+/// here) and whether a NodeClaim tracks it.
+pub(crate) fn node_values(node: &Node, pods: &[&Pod], managed: bool, now: Timestamp) -> Vec<NodeValue> {
+    let labels = node_labels(node, managed);
+    let status = node.status.as_ref();
+    let allocatable = amounts(status.and_then(|s| s.allocatable.as_ref()));
+    let mut overhead = amounts(status.and_then(|s| s.capacity.as_ref()));
+    for (name, v) in overhead.iter_mut() {
+        *v -= allocatable.get(name).copied().unwrap_or(0);
+    }
+    let running: Vec<&Pod> = pods.iter().copied().filter(|p| !is_terminal(p)).collect();
+    let daemons: Vec<&Pod> = running.iter().copied().filter(|p| is_daemonset_pod(p)).collect();
+    let mut out = Vec::new();
+    for (series, list) in [
+        (NodeSeries::Allocatable, allocatable),
+        (NodeSeries::SystemOverhead, overhead),
+        (NodeSeries::TotalPodRequests, totals(running.iter().copied(), Kind::Requests)),
+        (NodeSeries::TotalPodLimits, totals(running.iter().copied(), Kind::Limits)),
+        (NodeSeries::TotalDaemonRequests, totals(daemons.iter().copied(), Kind::Requests)),
+        (NodeSeries::TotalDaemonLimits, totals(daemons.iter().copied(), Kind::Limits)),
+    ] {
+        for (name, amount) in &list {
+            out.push(NodeValue { series, labels: with_resource(&labels, name), value: metric_value(name, *amount) });
+        }
+    }
+    let created = node.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(now);
+    out.push(NodeValue { series: NodeSeries::Lifetime, labels, value: seconds_between(now, created) });
+    out
+}
+
+/// What a node offers to the cluster's utilization: its allocatable, or, until it is initialized, its
+/// NodeClaim's where its own is missing or zero (Karpenter's `StateNode.Allocatable`).
+fn utilization_allocatable(node: &Node, claim_allocatable: Option<&BTreeMap<String, Quantity>>) -> ResourceList {
+    let mut own = amounts(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
+    let initialized = node_label(Some(node), INITIALIZED_LABEL) == "true";
+    if !initialized && let Some(claim) = claim_allocatable {
+        for (name, v) in amounts(Some(claim)) {
+            let e = own.entry(name).or_insert(0);
+            if *e == 0 {
+                *e = v;
+            }
+        }
+    }
+    own
+}
+
+/// `karpenter_cluster_utilization_percent` per resource type from each node's allocatable and pod
+/// requests: 100 × Σ requests / Σ allocatable, for resources whose allocatable total is not zero.
+pub(crate) fn cluster_utilization(nodes: &[(ResourceList, ResourceList)]) -> Vec<(String, f64)> {
+    let (mut allocatable, mut used) = (ResourceList::new(), ResourceList::new());
+    for (a, u) in nodes {
+        add_into(&mut allocatable, a);
+        add_into(&mut used, u);
+    }
+    allocatable.iter().filter(|(_, a)| **a != 0).map(|(name, a)| (resource_type(name), 100.0 * (used.get(name).copied().unwrap_or(0) as f64 / *a as f64))).collect()
+}
+
+/// A summary as Prometheus' Go client keeps one: quantiles over a sliding window, sum and count over
+/// all time. prometheus_client has no summary type, so [`Summary::encode`] writes its text.
+#[derive(Clone, Default)]
+pub(crate) struct Summary {
+    data: Arc<Mutex<SummaryData>>,
+}
+
+#[derive(Default)]
+struct SummaryData {
+    /// (observed at, in ms since the epoch; value), oldest first.
+    window: VecDeque<(i64, f64)>,
+    sum: f64,
+    count: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Summary {
+    pub(crate) fn observe(&self, value: f64, at: Timestamp) {
+        let mut d = lock(&self.data);
+        d.sum += value;
+        d.count += 1;
+        d.window.push_back((at.as_millisecond(), value));
+        if d.window.len() > SUMMARY_CAP {
+            d.window.pop_front();
+        }
+    }
+
+    /// Drops observations older than the window.
+    pub(crate) fn expire(&self, now: Timestamp) {
+        let mut d = lock(&self.data);
+        let oldest = now.as_millisecond() - SUMMARY_WINDOW_MS;
+        while d.window.front().is_some_and(|(t, _)| *t < oldest) {
+            d.window.pop_front();
+        }
+    }
+
+    /// Each quantile's value: the nearest-rank quantile of the window (`q = 0` the least), NaN when
+    /// the window is empty (as the Go client reports it). Exact, where the Go client estimates within
+    /// ±1 % of rank.
+    fn quantiles(&self) -> Vec<(f64, f64)> {
+        let d = lock(&self.data);
+        let mut v: Vec<f64> = d.window.iter().map(|(_, x)| *x).collect();
+        v.sort_by(f64::total_cmp);
+        QUANTILES
+            .iter()
+            .map(|q| {
+                let x = if v.is_empty() {
+                    f64::NAN
+                } else {
+                    let rank = (q * v.len() as f64).ceil() as usize;
+                    v[rank.clamp(1, v.len()) - 1]
+                };
+                (*q, x)
+            })
+            .collect()
+    }
+
+    /// The summary in the text format, named `name`.
+    pub(crate) fn encode(&self, name: &str, help: &str, out: &mut String) {
+        use std::fmt::Write;
+        let (sum, count) = {
+            let d = lock(&self.data);
+            (d.sum, d.count)
+        };
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} summary");
+        for (q, x) in self.quantiles() {
+            let _ = writeln!(out, "{name}{{quantile=\"{q}\"}} {}", float(x));
+        }
+        let _ = writeln!(out, "{name}_sum {}\n{name}_count {count}", float(sum));
+    }
+}
+
+/// A float as prometheus_client writes one (`1.0`, `0.5`, `NaN`).
+fn float(x: f64) -> String {
+    if x.is_nan() {
+        "NaN".into()
+    } else if x.fract() == 0.0 && x.is_finite() {
+        format!("{x:.1}")
+    } else {
+        format!("{x}")
+    }
+}
+
+const STARTUP_NAME: &str = "karpenter_pods_startup_duration_seconds";
+const STARTUP_HELP: &str = "Time from a pod's creation until it is running (Ready).";
+
+/// What the families hold now, to remove what a later look no longer finds.
+#[derive(Default)]
+struct Exported {
+    tracker: PodTracker,
+    pods: BTreeMap<Key, PodStateLabels>,
+    nodes: BTreeSet<(NodeSeries, NodeLabels)>,
+    utilization: BTreeSet<String>,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Karpenter's pod and node series. Cheap to clone (shared families).
+#[derive(Clone)]
+pub(crate) struct Series {
+    pods_state: Family<PodStateLabels, Gauge>,
+    startup: Summary,
+    unstarted: Family<PodLabel, FloatGauge>,
+    bound: Histogram,
+    unbound: Family<PodLabel, FloatGauge>,
+    allocatable: Family<NodeLabels, FloatGauge>,
+    system_overhead: Family<NodeLabels, FloatGauge>,
+    pod_requests: Family<NodeLabels, FloatGauge>,
+    pod_limits: Family<NodeLabels, FloatGauge>,
+    daemon_requests: Family<NodeLabels, FloatGauge>,
+    daemon_limits: Family<NodeLabels, FloatGauge>,
+    lifetime: Family<NodeLabels, FloatGauge>,
+    utilization: Family<ResourceLabel, FloatGauge>,
+    exported: Arc<Mutex<Exported>>,
+}
+
+impl Default for Series {
+    fn default() -> Self {
+        Series {
+            pods_state: Family::default(),
+            startup: Summary::default(),
+            unstarted: Family::default(),
+            bound: Histogram::new(DURATION_BUCKETS.iter().copied()),
+            unbound: Family::default(),
+            allocatable: Family::default(),
+            system_overhead: Family::default(),
+            pod_requests: Family::default(),
+            pod_limits: Family::default(),
+            daemon_requests: Family::default(),
+            daemon_limits: Family::default(),
+            lifetime: Family::default(),
+            utilization: Family::default(),
+            exported: Arc::default(),
+        }
+    }
+}
+
+impl Series {
+    /// Registers every series but the startup summary, which [`Series::encode_summary`] writes.
+    pub(crate) fn register(&self, root: &mut Registry) {
+        let r = root.sub_registry_with_prefix("karpenter");
+        r.register(
+            "pods_state",
+            "The current state of each pod, labelled by name, namespace, owner, node, nodepool, zone, architecture, capacity type, instance type, phase and readiness",
+            self.pods_state.clone(),
+        );
+        r.register("pods_unstarted_time_seconds", "Time since a pod's creation, while it has not started", self.unstarted.clone());
+        r.register("pods_bound_duration_seconds", "Time from a pod's creation until it is bound", self.bound.clone());
+        r.register("pods_unbound_time_seconds", "Time since a pod's creation, while it is not bound", self.unbound.clone());
+        r.register("nodes_allocatable", "The resources allocatable on each node", self.allocatable.clone());
+        r.register("nodes_system_overhead", "The resources each node reserves for the system: capacity minus allocatable", self.system_overhead.clone());
+        r.register("nodes_total_pod_requests", "The resources requested by the pods bound to each node, DaemonSet pods included", self.pod_requests.clone());
+        r.register("nodes_total_pod_limits", "The resource limits of the pods bound to each node, DaemonSet pods included", self.pod_limits.clone());
+        r.register("nodes_total_daemon_requests", "The resources requested by the DaemonSet pods bound to each node", self.daemon_requests.clone());
+        r.register("nodes_total_daemon_limits", "The resource limits of the DaemonSet pods bound to each node", self.daemon_limits.clone());
+        r.register("nodes_current_lifetime_seconds", "Each node's age in seconds", self.lifetime.clone());
+        r.register("cluster_utilization_percent", "Pod requests as a percentage of the allocatable resources of every node", self.utilization.clone());
+    }
+
+    /// `karpenter_pods_startup_duration_seconds` in the text format.
+    pub(crate) fn encode_summary(&self, out: &mut String) {
+        self.startup.encode(STARTUP_NAME, STARTUP_HELP, out);
+    }
+
+    fn node_family(&self, s: NodeSeries) -> &Family<NodeLabels, FloatGauge> {
+        match s {
+            NodeSeries::Allocatable => &self.allocatable,
+            NodeSeries::SystemOverhead => &self.system_overhead,
+            NodeSeries::TotalPodRequests => &self.pod_requests,
+            NodeSeries::TotalPodLimits => &self.pod_limits,
+            NodeSeries::TotalDaemonRequests => &self.daemon_requests,
+            NodeSeries::TotalDaemonLimits => &self.daemon_limits,
+            NodeSeries::Lifetime => &self.lifetime,
+        }
+    }
+
+    fn apply_pod(&self, e: &mut Exported, pod: &Pod, node: Option<&Node>, now: Timestamp) {
+        let key = key_of(pod);
+        let u = e.tracker.update(pod, node, now);
+        let label = PodLabel { name: key.1.clone(), namespace: key.0.clone() };
+        if let Some(old) = e.pods.get(&key)
+            && *old != u.state
+        {
+            self.pods_state.remove(old);
+        }
+        self.pods_state.get_or_create(&u.state).set(1);
+        e.pods.insert(key, u.state);
+        for (family, change) in [(&self.unstarted, u.unstarted), (&self.unbound, u.unbound)] {
+            match change {
+                Change::Set(v) => {
+                    family.get_or_create(&label).set(v);
+                }
+                Change::Delete => {
+                    family.remove(&label);
+                }
+                Change::Keep => {}
+            }
+        }
+        if let Some(v) = u.startup {
+            self.startup.observe(v, now);
+        }
+        if let Some(v) = u.bound {
+            self.bound.observe(v);
+        }
+    }
+
+    fn remove_pod(&self, e: &mut Exported, key: &Key) {
+        if let Some(old) = e.pods.remove(key) {
+            self.pods_state.remove(&old);
+        }
+        let label = PodLabel { name: key.1.clone(), namespace: key.0.clone() };
+        self.unstarted.remove(&label);
+        self.unbound.remove(&label);
+        e.tracker.forget(key);
+    }
+
+    /// One pod changed (a watch event): its series as of `now`; `node` is its node's Node, if known.
+    pub(crate) fn pod(&self, pod: &Pod, node: Option<&Node>, now: Timestamp) {
+        self.apply_pod(&mut lock(&self.exported), pod, node, now);
+    }
+
+    /// A pod is gone: its series are removed.
+    pub(crate) fn pod_gone(&self, namespace: &str, name: &str) {
+        self.remove_pod(&mut lock(&self.exported), &(namespace.to_string(), name.to_string()));
+    }
+
+    /// Every pod and node series from the state index at `now`: pods looked at again, series of pods
+    /// and nodes no longer there removed, the node series and the cluster's utilization replaced.
+    pub(crate) fn refresh(&self, state: &ClusterState, now: Timestamp) {
+        let mut e = lock(&self.exported);
+        let mut on_node: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+        let mut present = BTreeSet::new();
+        for pod in state.pods.iter() {
+            let node_name = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
+            self.apply_pod(&mut e, pod, node_name.and_then(|n| state.node(n)), now);
+            present.insert(key_of(pod));
+            if let Some(n) = node_name {
+                on_node.entry(n).or_default().push(pod);
+            }
+        }
+        let gone: Vec<Key> = e.pods.keys().filter(|k| !present.contains(*k)).cloned().collect();
+        for k in &gone {
+            self.remove_pod(&mut e, k);
+        }
+
+        let mut values = Vec::new();
+        let mut usage = Vec::new();
+        for node in state.nodes.iter() {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            let pods = on_node.get(name).map(Vec::as_slice).unwrap_or_default();
+            let claim = state.nodeclaim_of(node);
+            values.extend(node_values(node, pods, claim.is_some(), now));
+            let claim_allocatable = claim.and_then(|c| c.status.as_ref()?.allocatable.as_ref());
+            usage.push((utilization_allocatable(node, claim_allocatable), totals(pods.iter().copied().filter(|p| !is_terminal(p)), Kind::Requests)));
+        }
+        let now_set: BTreeSet<(NodeSeries, NodeLabels)> = values.iter().map(|v| (v.series, v.labels.clone())).collect();
+        for (s, l) in e.nodes.difference(&now_set) {
+            self.node_family(*s).remove(l);
+        }
+        for v in &values {
+            self.node_family(v.series).get_or_create(&v.labels).set(v.value);
+        }
+        e.nodes = now_set;
+
+        let utilization = cluster_utilization(&usage);
+        let names: BTreeSet<String> = utilization.iter().map(|(n, _)| n.clone()).collect();
+        for gone in e.utilization.difference(&names) {
+            self.utilization.remove(&ResourceLabel { resource_type: gone.clone() });
+        }
+        for (name, v) in utilization {
+            self.utilization.get_or_create(&ResourceLabel { resource_type: name }).set(v);
+        }
+        e.utilization = names;
+        self.startup.expire(now);
+    }
+
+    /// No longer the leader: the gauges go (another replica exports them now) and pods seen pending are
+    /// forgotten; the histogram and summary keep what they counted.
+    pub(crate) fn clear(&self) {
+        let mut e = lock(&self.exported);
+        *e = Exported::default();
+        self.pods_state.clear();
+        self.unstarted.clear();
+        self.unbound.clear();
+        for s in [
+            NodeSeries::Allocatable,
+            NodeSeries::SystemOverhead,
+            NodeSeries::TotalPodRequests,
+            NodeSeries::TotalPodLimits,
+            NodeSeries::TotalDaemonRequests,
+            NodeSeries::TotalDaemonLimits,
+            NodeSeries::Lifetime,
+        ] {
+            self.node_family(s).clear();
+        }
+        self.utilization.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Metrics;
+    use serde_json::json;
+    use stowage_input::api::NodeClaim;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    fn ts(s: i64) -> String {
+        at(s).to_string()
+    }
+
+    /// A pod created at t=0, in `phase`, with the given conditions (type, status, lastTransitionTime).
+    fn pod(name: &str, node: Option<&str>, phase: &str, conditions: &[(&str, &str, i64)]) -> Pod {
+        let conditions: Vec<_> = conditions.iter().map(|(t, s, when)| json!({"type": t, "status": s, "lastTransitionTime": ts(*when)})).collect();
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "creationTimestamp": ts(0),
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "uid": "rs", "controller": true}]},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}}}]},
+            "status": {"phase": phase, "conditions": conditions}
+        }))
+        .unwrap()
+    }
+
+    fn node(name: &str, labels: serde_json::Value) -> Node {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "creationTimestamp": ts(0), "labels": labels},
+            "spec": {"providerID": format!("aws:///us-east-1a/i-{name}")},
+            "status": {"capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"}, "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"}}
+        }))
+        .unwrap()
+    }
+
+    fn managed_labels() -> serde_json::Value {
+        json!({"karpenter.sh/nodepool": "default", "karpenter.sh/capacity-type": "on-demand", "topology.kubernetes.io/zone": "us-east-1a",
+               "node.kubernetes.io/instance-type": "m5.large", "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"})
+    }
+
+    fn lines(m: &Metrics, prefix: &str) -> Vec<String> {
+        m.render().lines().filter(|l| l.starts_with(prefix)).map(str::to_string).collect()
+    }
+
+    /// A pod's way from Pending to Running, as Karpenter's pod metrics record it: the state series with
+    /// Karpenter's labels, the time gauges while it waits, one startup and one bound observation, and
+    /// nothing left once it is deleted.
+    #[test]
+    fn karpenters_pod_series_follow_a_pod_from_pending_to_running_to_deleted() {
+        let m = Metrics::new();
+        let s = m.pods_nodes();
+        let n = node("n1", managed_labels());
+        s.pod(&pod("web-1", None, "Pending", &[("PodScheduled", "False", 0)]), None, at(7));
+        assert_eq!(
+            lines(&m, "karpenter_pods_state"),
+            vec![
+                "karpenter_pods_state{arch=\"\",capacity_type=\"\",instance_type=\"\",managed=\"false\",name=\"web-1\",namespace=\"default\",node=\"\",nodepool=\"\",owner=\"/apis/apps/v1/namespaces/default/replicasets/web-abc\",phase=\"Pending\",ready=\"false\",scheduled=\"false\",zone=\"\"} 1"
+            ]
+        );
+        assert_eq!(lines(&m, "karpenter_pods_unstarted_time_seconds{"), vec!["karpenter_pods_unstarted_time_seconds{name=\"web-1\",namespace=\"default\"} 7.0"]);
+        assert_eq!(lines(&m, "karpenter_pods_unbound_time_seconds{"), vec!["karpenter_pods_unbound_time_seconds{name=\"web-1\",namespace=\"default\"} 7.0"]);
+        // Bound at 40 s and Ready at 52 s, seen at 60 s.
+        let running = pod("web-1", Some("n1"), "Running", &[("PodScheduled", "True", 40), ("Ready", "True", 52)]);
+        s.pod(&running, Some(&n), at(60));
+        assert_eq!(
+            lines(&m, "karpenter_pods_state"),
+            vec![
+                "karpenter_pods_state{arch=\"amd64\",capacity_type=\"on-demand\",instance_type=\"m5.large\",managed=\"true\",name=\"web-1\",namespace=\"default\",node=\"n1\",nodepool=\"default\",owner=\"/apis/apps/v1/namespaces/default/replicasets/web-abc\",phase=\"Running\",ready=\"true\",scheduled=\"true\",zone=\"us-east-1a\"} 1"
+            ],
+            "the Pending series is replaced, not kept beside it"
+        );
+        assert!(lines(&m, "karpenter_pods_unstarted_time_seconds{").is_empty());
+        assert!(lines(&m, "karpenter_pods_unbound_time_seconds{").is_empty());
+        // Looked at again (the next refresh): nothing observed twice.
+        s.pod(&running, Some(&n), at(65));
+        let text = m.render();
+        for line in [
+            "karpenter_pods_startup_duration_seconds{quantile=\"0\"} 52.0",
+            "karpenter_pods_startup_duration_seconds{quantile=\"0.5\"} 52.0",
+            "karpenter_pods_startup_duration_seconds{quantile=\"0.99\"} 52.0",
+            "karpenter_pods_startup_duration_seconds{quantile=\"1\"} 52.0",
+            "karpenter_pods_startup_duration_seconds_sum 52.0",
+            "karpenter_pods_startup_duration_seconds_count 1",
+            "# TYPE karpenter_pods_startup_duration_seconds summary",
+            "karpenter_pods_bound_duration_seconds_sum 40.0",
+            "karpenter_pods_bound_duration_seconds_count 1",
+            "karpenter_pods_bound_duration_seconds_bucket{le=\"30.0\"} 0",
+            "karpenter_pods_bound_duration_seconds_bucket{le=\"40.0\"} 1",
+            "# TYPE karpenter_pods_bound_duration_seconds histogram",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}:\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"), "the summary is written before the end marker");
+        s.pod_gone("default", "web-1");
+        let text = m.render();
+        assert!(!text.contains("name=\"web-1\""), "a deleted pod's series are removed:\n{text}");
+        assert!(text.contains("karpenter_pods_startup_duration_seconds_count 1"), "observations stay");
+    }
+
+    /// A pod first seen running was never seen Pending: nothing to observe (Karpenter's rule); a pod
+    /// that fails before Ready leaves its unstarted gauge without an observation.
+    #[test]
+    fn only_pods_seen_pending_are_timed() {
+        let mut t = PodTracker::default();
+        let u = t.update(&pod("a", Some("n1"), "Running", &[("PodScheduled", "True", 3), ("Ready", "True", 5)]), None, at(10));
+        assert_eq!((u.startup, u.bound, u.unstarted, u.unbound), (None, None, Change::Keep, Change::Keep));
+        let u = t.update(&pod("b", None, "Pending", &[]), None, at(4));
+        assert_eq!((u.unstarted, u.unbound), (Change::Set(4.0), Change::Set(4.0)), "no PodScheduled condition yet: unbound");
+        let u = t.update(&pod("b", Some("n1"), "Pending", &[("PodScheduled", "True", 6)]), None, at(8));
+        assert_eq!((u.unstarted, u.unbound, u.bound), (Change::Set(8.0), Change::Keep, None), "bound but still Pending: no observation yet");
+        let u = t.update(&pod("b", Some("n1"), "Failed", &[("PodScheduled", "True", 6), ("Ready", "False", 9)]), None, at(12));
+        assert_eq!((u.unstarted, u.startup), (Change::Delete, None));
+        assert_eq!((u.unbound, u.bound), (Change::Delete, Some(6.0)));
+    }
+
+    /// Karpenter's node series for one managed node: allocatable, overhead, pod and DaemonSet totals
+    /// (terminal pods left out, `pods` the count), lifetime, and the cluster's utilization; removed
+    /// when the node goes.
+    #[test]
+    fn karpenters_node_series_from_the_state_index() {
+        let m = Metrics::new();
+        let mut st = ClusterState::default();
+        st.apply(node("n1", managed_labels()));
+        let claim: NodeClaim = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "c1", "uid": "uid-c1"},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
+            "status": {"providerID": "aws:///us-east-1a/i-n1"}
+        }))
+        .unwrap();
+        st.apply(claim);
+        st.apply(pod("web-1", Some("n1"), "Running", &[]));
+        let mut ds = pod("ds-1", Some("n1"), "Running", &[]);
+        ds.metadata.owner_references.as_mut().unwrap()[0].kind = "DaemonSet".into();
+        ds.spec.as_mut().unwrap().containers[0].resources = Some(serde_json::from_value(json!({"requests": {"cpu": "100m"}, "limits": {"cpu": "200m"}})).unwrap());
+        st.apply(ds);
+        st.apply(pod("done", Some("n1"), "Succeeded", &[]));
+        m.pods_nodes().refresh(&st, at(3600));
+        let labels = |resource: Option<&str>| {
+            let wk = "arch=\"amd64\",capacity_reservation_id=\"\",capacity_reservation_interruptible=\"\",capacity_reservation_type=\"\",capacity_type=\"on-demand\",instance_accelerator_count=\"\",instance_accelerator_manufacturer=\"\",instance_accelerator_name=\"\",instance_capability_flex=\"\",instance_category=\"\",instance_cpu=\"\",instance_cpu_manufacturer=\"\",instance_cpu_sustained_clock_speed_mhz=\"\",instance_ebs_bandwidth=\"\",instance_encryption_in_transit_supported=\"\",instance_family=\"\",instance_generation=\"\",instance_gpu_count=\"\",instance_gpu_manufacturer=\"\",instance_gpu_memory=\"\",instance_gpu_name=\"\",instance_hypervisor=\"\",instance_local_nvme=\"\",instance_memory=\"\",instance_network_bandwidth=\"\",instance_size=\"\",instance_tenancy=\"\",instance_type=\"m5.large\",managed=\"true\",node_name=\"n1\",nodepool=\"default\",os=\"linux\",phase=\"\",placement_group_id=\"\",placement_group_partition=\"\",region=\"\"";
+            match resource {
+                Some(r) => format!("{{{wk},resource_type=\"{r}\",windows_build=\"\",zone=\"us-east-1a\",zone_id=\"\"}}"),
+                None => format!("{{{wk},windows_build=\"\",zone=\"us-east-1a\",zone_id=\"\"}}"),
+            }
+        };
+        let expected = [
+            format!("karpenter_nodes_allocatable{} 1.93", labels(Some("cpu"))),
+            format!("karpenter_nodes_allocatable{} 7516192768.0", labels(Some("memory"))),
+            format!("karpenter_nodes_allocatable{} 29.0", labels(Some("pods"))),
+            format!("karpenter_nodes_system_overhead{} 0.07", labels(Some("cpu"))),
+            format!("karpenter_nodes_system_overhead{} 1073741824.0", labels(Some("memory"))),
+            format!("karpenter_nodes_system_overhead{} 0.0", labels(Some("pods"))),
+            format!("karpenter_nodes_total_pod_requests{} 0.6", labels(Some("cpu"))),
+            format!("karpenter_nodes_total_pod_requests{} 1073741824.0", labels(Some("memory"))),
+            format!("karpenter_nodes_total_pod_requests{} 2.0", labels(Some("pods"))),
+            format!("karpenter_nodes_total_pod_limits{} 0.2", labels(Some("cpu"))),
+            format!("karpenter_nodes_total_pod_limits{} 2147483648.0", labels(Some("memory"))),
+            format!("karpenter_nodes_total_pod_limits{} 2.0", labels(Some("pods"))),
+            format!("karpenter_nodes_total_daemon_requests{} 0.1", labels(Some("cpu"))),
+            format!("karpenter_nodes_total_daemon_requests{} 1.0", labels(Some("pods"))),
+            format!("karpenter_nodes_total_daemon_limits{} 0.2", labels(Some("cpu"))),
+            format!("karpenter_nodes_total_daemon_limits{} 1.0", labels(Some("pods"))),
+            format!("karpenter_nodes_current_lifetime_seconds{} 3600.0", labels(None)),
+        ];
+        let mut got = lines(&m, "karpenter_nodes_");
+        got.sort();
+        let mut want: Vec<String> = expected.to_vec();
+        want.sort();
+        assert_eq!(got, want);
+        // Karpenter's arithmetic, 100 × (Σ requests / Σ allocatable) in floating point; compared as
+        // numbers (the text encoder does not print the shortest form).
+        let util: BTreeMap<String, f64> = lines(&m, "karpenter_cluster_utilization_percent{")
+            .iter()
+            .map(|l| {
+                let (series, v) = l.rsplit_once(' ').unwrap();
+                (series.to_string(), v.parse().unwrap())
+            })
+            .collect();
+        let want = BTreeMap::from([
+            ("karpenter_cluster_utilization_percent{resource_type=\"cpu\"}".to_string(), 100.0 * (600.0 / 1930.0)),
+            ("karpenter_cluster_utilization_percent{resource_type=\"memory\"}".to_string(), 100.0 * (1073741824.0 / 7516192768.0)),
+            ("karpenter_cluster_utilization_percent{resource_type=\"pods\"}".to_string(), 100.0 * (2.0 / 29.0)),
+        ]);
+        assert_eq!(util, want);
+        // The DaemonSet pod goes, then the node: their series go with them.
+        let ds = st.pods.get("default", "ds-1").unwrap().clone();
+        st.delete(&ds);
+        m.pods_nodes().refresh(&st, at(3605));
+        assert!(lines(&m, "karpenter_nodes_total_daemon").is_empty(), "no DaemonSet pod: no daemon totals");
+        assert!(!m.render().contains("name=\"ds-1\""), "the deleted pod's state series went at the refresh");
+        let n1 = st.node("n1").unwrap().clone();
+        st.delete(&n1);
+        m.pods_nodes().refresh(&st, at(3610));
+        assert!(lines(&m, "karpenter_nodes_").is_empty(), "{:?}", lines(&m, "karpenter_nodes_"));
+        assert!(lines(&m, "karpenter_cluster_utilization_percent{").is_empty());
+        // A pod on a node gone keeps its state series, without the node's labels.
+        assert!(m.render().contains("managed=\"false\",name=\"web-1\""));
+        m.pods_nodes().clear();
+        assert!(lines(&m, "karpenter_pods_state").is_empty(), "a replica that stops leading exports no gauges");
+    }
+
+    /// Kubernetes' effective requests and limits: sidecars add to the containers, an init container
+    /// runs beside the sidecars started before it, pod-level cpu/memory override, overhead is added (to
+    /// limits only where set).
+    #[test]
+    fn a_pods_effective_requests_and_limits() {
+        let p: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": {
+                "containers": [{"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2"}}},
+                               {"name": "b", "resources": {"requests": {"cpu": "500m"}}}],
+                "initContainers": [{"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}}},
+                                   {"name": "big", "resources": {"requests": {"cpu": "3", "nvidia.com/gpu": "1"}}}],
+                "overhead": {"cpu": "100m", "memory": "64Mi"}
+            }
+        }))
+        .unwrap();
+        let req = effective(&p, Kind::Requests);
+        // containers 1.5 + sidecar 0.25 = 1.75 < big 3 + sidecar 0.25; + overhead 0.1.
+        assert_eq!(req, ResourceList::from([("cpu".into(), 3350), ("memory".into(), (1536 + 64) << 20), ("nvidia.com/gpu".into(), 1)]));
+        let lim = effective(&p, Kind::Limits);
+        assert_eq!(lim, ResourceList::from([("cpu".into(), 2100)]), "overhead only where a limit is set");
+        let mut pl = p.clone();
+        pl.spec.as_mut().unwrap().resources = Some(serde_json::from_value(json!({"requests": {"cpu": "4"}})).unwrap());
+        assert_eq!(effective(&pl, Kind::Requests)["cpu"], 4100);
+        assert_eq!(totals([&p, &p], Kind::Requests)["pods"], 2);
+        assert!(totals(std::iter::empty(), Kind::Requests).is_empty(), "no pods: no totals at all");
+    }
+
+    #[test]
+    fn the_startup_summary_keeps_ten_minutes_for_its_quantiles() {
+        let s = Summary::default();
+        let mut out = String::new();
+        s.encode("x", "h", &mut out);
+        assert!(out.contains("x{quantile=\"0.5\"} NaN\n") && out.contains("x_count 0\n"), "{out}");
+        for (i, v) in [5.0, 1.0, 3.0, 2.0, 4.0].into_iter().enumerate() {
+            s.observe(v, at(i as i64));
+        }
+        assert_eq!(s.quantiles(), vec![(0.0, 1.0), (0.5, 3.0), (0.9, 5.0), (0.99, 5.0), (1.0, 5.0)]);
+        s.observe(10.0, at(400));
+        s.expire(at(602));
+        assert_eq!(s.quantiles(), vec![(0.0, 2.0), (0.5, 3.0), (0.9, 10.0), (0.99, 10.0), (1.0, 10.0)], "the first two observations are past ten minutes");
+        let mut out = String::new();
+        s.encode("x", "h", &mut out);
+        assert!(out.ends_with("x_sum 25.0\nx_count 6\n"), "sum and count are over all time:\n{out}");
+    }
+
+    #[test]
+    fn well_known_labels_become_distinct_metric_labels() {
+        let names: BTreeSet<String> = WELL_KNOWN.iter().map(|k| label_name(k)).collect();
+        assert_eq!(names.len(), WELL_KNOWN.len());
+        assert_eq!(label_name("karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz"), "instance_cpu_sustained_clock_speed_mhz");
+        assert_eq!(label_name("topology.k8s.aws/zone-id"), "zone_id");
+        for own in ["node_name", "phase", "managed", "resource_type"] {
+            assert!(!names.contains(own), "{own} is the series' own label");
+        }
+        assert_eq!(resource_type("ephemeral-storage"), "ephemeral_storage");
+        assert_eq!(resource_type("hugepages-2Mi"), "hugepages_2mi");
+    }
+}
