@@ -1065,6 +1065,48 @@ async fn record_then_plan_offline_gives_the_controllers_plan() {
     w.stop(c, false).await;
 }
 
+/// Karpenter's pod and node series of the quick start: the running `app=inflate` pod's state with its
+/// node's labels and its ReplicaSet as owner, and its node's allocatable CPU in cores, labelled with the
+/// node's name, pool and instance type.
+async fn assert_pod_and_node_series(w: &World, c: &Controller, node: &Node) {
+    let node_name = node.metadata.name.clone().unwrap();
+    let (instance_type, zone) = (label(node, "node.kubernetes.io/instance-type"), label(node, "topology.kubernetes.io/zone"));
+    assert!(!instance_type.is_empty() && !zone.is_empty(), "{:?}", node.metadata.labels);
+    let cpu = node.status.as_ref().and_then(|s| s.allocatable.as_ref()?.get("cpu").cloned()).expect("the node's allocatable cpu").0;
+    let cores: f64 = match cpu.strip_suffix('m') {
+        Some(milli) => milli.parse::<f64>().unwrap() / 1000.0,
+        None => cpu.parse().unwrap(),
+    };
+    let r = poll_until("karpenter_pods_state and karpenter_nodes_allocatable", Duration::from_secs(60), POLL, || async {
+        let pod = w.pods("app=inflate").await.into_iter().next().expect("the inflate pod");
+        let owner = &pod.metadata.owner_references.as_ref().expect("the pod's ReplicaSet")[0];
+        assert_eq!((owner.api_version.as_str(), owner.kind.as_str()), ("apps/v1", "ReplicaSet"));
+        let ready = pod.status.as_ref().and_then(|s| s.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")).is_some_and(|c| c.status == "True");
+        let state = format!(
+            "karpenter_pods_state{{arch=\"amd64\",capacity_type=\"on-demand\",instance_type=\"{instance_type}\",managed=\"true\",name=\"{}\",namespace=\"default\",node=\"{node_name}\",nodepool=\"default\",owner=\"/apis/apps/v1/namespaces/default/replicasets/{}\",phase=\"Running\",ready=\"{ready}\",scheduled=\"true\",zone=\"{zone}\"}} 1",
+            pod.metadata.name.as_deref().unwrap(),
+            owner.name
+        );
+        let m = c.metrics().render();
+        let has_state = m.lines().any(|l| l == state);
+        let allocatable = m.lines().filter(|l| l.starts_with("karpenter_nodes_allocatable{") && l.contains("resource_type=\"cpu\"")).find(|l| l.contains(&format!("node_name=\"{node_name}\"")));
+        let node_ok = allocatable.is_some_and(|l| {
+            let value: f64 = l.rsplit_once(' ').unwrap().1.parse().unwrap();
+            [format!("instance_type=\"{instance_type}\""), "nodepool=\"default\"".into(), "managed=\"true\"".into(), "capacity_type=\"on-demand\"".into(), format!("zone=\"{zone}\"")].iter().all(|x| l.contains(x.as_str()))
+                && value == cores
+        });
+        Ok(if has_state && node_ok {
+            Probe::Done(())
+        } else {
+            Probe::Waiting(format!("want {state} and the node's allocatable cpu {cores}; have: {}", m.lines().filter(|l| l.starts_with("karpenter_pods_state") || l.starts_with("karpenter_nodes_allocatable{")).collect::<Vec<_>>().join("; ")))
+        })
+    })
+    .await;
+    if let Err(e) = r {
+        w.fail("pod and node metrics", e).await;
+    }
+}
+
 /// Issue 16's acceptance: a Karpenter v1 quick-start setup, end to end. Karpenter's own CRDs (every
 /// control plane here has them), its getting-started NodePool and EC2NodeClass applied as its docs write
 /// them (`role: KarpenterNodeRole-demo`, `al2023@latest`; tests/fixtures/karpenter-quick-start.yaml), one
@@ -1156,6 +1198,8 @@ async fn karpenters_quick_start_launches_a_node_nodeadm_accepts() {
     }
     let m = c.metrics().render();
     assert!(m.contains("karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"Create\",provider=\"aws\"} 1"), "one launch measured:\n{m}");
+
+    assert_pod_and_node_series(&w, &c, &nodes[0]).await;
 
     // A user data nodeadm refuses is told apart (the checker can fail): the same NodeConfig without the
     // service CIDR, as stowage wrote it before it asked EKS.
