@@ -13,6 +13,7 @@
 //!  gc task:         leaked instances; instances gone → their NodeClaims' reconcile
 //!  nodeclass task:  EC2NodeClass resolution and Ready (each batch too)
 //!  interruption task (with a queue): SQS messages → events, refused offerings, NodeClaims deleted
+//!  metrics task:    every 5 s, Karpenter's pod and node series from the state (pod events at once)
 //!  leader election (Lease): only the leader runs the controller and tasks above; metrics, events, health
 //! ```
 //!
@@ -20,7 +21,8 @@
 //! [`lifecycle`] (the NodeClaim controller; decisions in `stowage_decide::lifecycle`), [`registration`],
 //! [`termination`], [`disruption`], [`gc`], [`nodeclass`] (EC2NodeClass readiness), [`interruption`]
 //! (the interruption queue; decisions in `stowage_decide::interruption`), [`leader`],
-//! [`metrics`], [`events`], [`record`], [`conditions`], [`clock`] (the one clock); the command line is
+//! [`metrics`] (with `cloud_metrics`, `pod_metrics` and `node_metrics`), [`events`], [`record`], [`conditions`],
+//! [`clock`] (the one clock); the command line is
 //! the binary's (src/cli/controller.rs).
 //!
 //! Invariants (each module states its own in detail):
@@ -48,6 +50,7 @@ pub mod launcher;
 pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
+mod node_metrics;
 pub mod nodeclass;
 pub mod nodepool;
 mod pod_metrics;
