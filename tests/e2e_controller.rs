@@ -584,6 +584,7 @@ async fn deleting_a_nodeclaim_drains_and_replaces_its_node() {
     let old_node = w.wait_nodes(1).await[0].metadata.name.clone().unwrap();
     let old_claim = w.nodeclaims().await[0].metadata.name.clone().unwrap();
     let old_instance = w.nodeclaims().await[0].status.as_ref().and_then(|s| s.provider_id.clone()).unwrap();
+    let old_zone = w.nodeclaims().await[0].metadata.labels.as_ref().and_then(|l| l.get("topology.kubernetes.io/zone").cloned()).expect("the launched NodeClaim's zone");
 
     // What `kubectl delete nodeclaim` does. The NodePool has no terminationGracePeriod, so the Node only
     // goes once its pod has left through the Eviction API.
@@ -607,7 +608,8 @@ async fn deleting_a_nodeclaim_drains_and_replaces_its_node() {
     assert!(old_state.as_deref().is_none_or(|s| matches!(s, "shutting-down" | "terminated")), "the old instance is terminated: {old_state:?}");
     poll_until("the termination metric", Duration::from_secs(10), POLL, || async {
         let m = c.metrics().render();
-        let karpenter = m.contains("karpenter_nodeclaims_terminated_total{nodepool=\"default\"") && m.contains("karpenter_nodes_terminated_total{nodepool=\"default\"} 1");
+        let karpenter =
+            m.contains("karpenter_nodeclaims_terminated_total{nodepool=\"default\"") && m.contains(&format!("karpenter_nodes_terminated_total{{nodepool=\"default\",zone=\"{old_zone}\"}} 1"));
         Ok(if m.contains("stowage_terminations_total 1") && karpenter { Probe::Done(()) } else { Probe::Waiting(m) })
     })
     .await
@@ -892,7 +894,7 @@ async fn a_spot_interruption_through_sqs_drains_and_replaces_the_node() {
         let counted = m.contains("karpenter_interruption_received_messages_total{message_type=\"spot_interrupted\"} 2")
             && m.contains("karpenter_interruption_deleted_messages_total 3")
             && m.contains("karpenter_interruption_message_queue_duration_seconds_count 2")
-            && m.contains("karpenter_nodeclaims_disrupted_total{reason=\"spot_interrupted\",nodepool=\"spot\"} 1");
+            && m.contains("karpenter_nodeclaims_disrupted_total{reason=\"spot_interrupted\",nodepool=\"spot\",capacity_type=\"spot\"} 1");
         Ok(if depth == 0 && counted {
             Probe::Done(())
         } else {

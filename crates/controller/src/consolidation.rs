@@ -394,7 +394,7 @@ async fn delete_claims<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, names: &[S
                     lock(&ctx.state).apply(c);
                 }
                 let pool = claim.as_ref().and_then(|c| c.metadata.labels.as_ref()?.get(stowage_core::domain::labels::keys::NODEPOOL).cloned()).unwrap_or_default();
-                ctx.metrics.disrupted(cause, &pool);
+                ctx.metrics.disrupted(cause, &pool, super::metrics::claim_label(claim.as_ref(), stowage_core::domain::labels::keys::CAPACITY_TYPE));
                 if let Some(c) = claim {
                     ctx.events.nodeclaim(&c, Reason::Disrupting, why.to_string());
                 }

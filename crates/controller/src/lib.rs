@@ -818,7 +818,7 @@ async fn disrupt<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &mut Disrupti
                 if let Some(c) = r.left() {
                     lock(&ctx.state).apply(c);
                 }
-                ctx.metrics.disrupted(a.cause.label(), &a.nodepool);
+                ctx.metrics.disrupted(a.cause.label(), &a.nodepool, metrics::claim_label(claim.as_ref(), stowage_core::domain::labels::keys::CAPACITY_TYPE));
                 if matches!(a.cause, disruption::Cause::Empty { .. }) {
                     ctx.metrics.decision(false, "empty", 1);
                 }

@@ -92,18 +92,25 @@ struct CauseLabel {
     cause: &'static str,
 }
 
-/// Labels of Karpenter's metrics of the same names (karpenter.sh/docs/reference/metrics, v1.14).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonPoolLabel {
-    reason: &'static str,
-    nodepool: String,
-}
-
+/// Labels of Karpenter's metrics of the same names (v1.14.1's `pkg/metrics` and controllers).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CreatedLabel {
     reason: &'static str,
     nodepool: String,
     min_values_relaxed: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolZoneLabel {
+    nodepool: String,
+    zone: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DisruptedLabel {
+    reason: &'static str,
+    nodepool: String,
+    capacity_type: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -159,6 +166,11 @@ struct ControllerLabel {
     controller: &'static str,
 }
 
+/// A label of a NodeClaim, or empty (Karpenter's metric labels read a missing label as empty).
+pub(crate) fn claim_label<'a>(claim: Option<&'a stowage_input::api::NodeClaim>, key: &str) -> &'a str {
+    claim.and_then(|c| c.metadata.labels.as_ref()?.get(key)).map(String::as_str).unwrap_or_default()
+}
+
 /// Karpenter's error label for a cloud error (`GetErrorTypeLabelValue`; empty for any other error).
 fn cloud_error_label(e: &stowage_decide::cloud::CloudError) -> &'static str {
     use stowage_decide::cloud::CloudError;
@@ -185,9 +197,9 @@ struct VersionLabel {
 struct KarpenterMetrics {
     nodeclaims_created: Family<CreatedLabel, Counter>,
     nodeclaims_terminated: Family<TerminatedLabel, Counter>,
-    nodeclaims_disrupted: Family<ReasonPoolLabel, Counter>,
-    nodes_created: Family<PoolLabel, Counter>,
-    nodes_terminated: Family<PoolLabel, Counter>,
+    nodeclaims_disrupted: Family<DisruptedLabel, Counter>,
+    nodes_created: Family<PoolZoneLabel, Counter>,
+    nodes_terminated: Family<PoolZoneLabel, Counter>,
     decisions: Family<DecisionLabel, Counter>,
     synced: Gauge,
     build_info: Family<VersionLabel, Gauge>,
@@ -434,9 +446,10 @@ impl Metrics {
         self.launches.get_or_create(&ResultLabel { result }).inc();
     }
 
-    pub fn registered(&self, nodepool: &str) {
+    /// A Node registered, of `nodepool` in `zone` (its labels).
+    pub fn registered(&self, nodepool: &str, zone: &str) {
         self.registrations.inc();
-        self.karpenter.nodes_created.get_or_create(&PoolLabel { nodepool: nodepool.to_string() }).inc();
+        self.karpenter.nodes_created.get_or_create(&PoolZoneLabel { nodepool: nodepool.to_string(), zone: zone.to_string() }).inc();
     }
 
     /// A NodeClaim's termination finished (instance terminated, Node gone).
@@ -444,12 +457,13 @@ impl Metrics {
         self.terminations.inc();
         let t = TerminatedLabel { nodepool: nodepool.to_string(), capacity_type: capacity_type.to_string(), zone: zone.to_string() };
         self.karpenter.nodeclaims_terminated.get_or_create(&t).inc();
-        self.karpenter.nodes_terminated.get_or_create(&PoolLabel { nodepool: nodepool.to_string() }).inc();
+        self.karpenter.nodes_terminated.get_or_create(&PoolZoneLabel { nodepool: nodepool.to_string(), zone: zone.to_string() }).inc();
     }
 
-    pub fn disrupted(&self, cause: &'static str, nodepool: &str) {
+    /// A NodeClaim of `nodepool` and `capacity_type` (its labels) deleted for `cause`.
+    pub fn disrupted(&self, cause: &'static str, nodepool: &str, capacity_type: &str) {
         self.disruptions.get_or_create(&CauseLabel { cause }).inc();
-        self.karpenter.nodeclaims_disrupted.get_or_create(&ReasonPoolLabel { reason: cause, nodepool: nodepool.to_string() }).inc();
+        self.karpenter.nodeclaims_disrupted.get_or_create(&DisruptedLabel { reason: cause, nodepool: nodepool.to_string(), capacity_type: capacity_type.to_string() }).inc();
     }
 
     /// An interruption message read, by Karpenter's `message_type`.
@@ -603,8 +617,8 @@ mod tests {
         m.nodeclaim_created("default", 0.1, "provisioning", false);
         m.nodeclaim_created("default", 0.05, "underutilized", false);
         m.nodeclaim_created("relaxed", 0.1, "provisioning", true);
-        m.registered("default");
-        m.disrupted("underutilized", "default");
+        m.registered("default", "us-east-1a");
+        m.disrupted("underutilized", "default", "spot");
         m.decision(true, "underutilized", 1);
         m.decision(false, "empty", 1);
         m.terminated("default", "spot", "us-east-1a");
@@ -630,12 +644,12 @@ mod tests {
             "karpenter_nodeclaims_created_total{reason=\"provisioning\",nodepool=\"default\",min_values_relaxed=\"false\"} 1",
             "karpenter_nodeclaims_created_total{reason=\"underutilized\",nodepool=\"default\",min_values_relaxed=\"false\"} 1",
             "karpenter_nodeclaims_created_total{reason=\"provisioning\",nodepool=\"relaxed\",min_values_relaxed=\"true\"} 1",
-            "karpenter_nodes_created_total{nodepool=\"default\"} 1",
-            "karpenter_nodeclaims_disrupted_total{reason=\"underutilized\",nodepool=\"default\"} 1",
+            "karpenter_nodes_created_total{nodepool=\"default\",zone=\"us-east-1a\"} 1",
+            "karpenter_nodeclaims_disrupted_total{reason=\"underutilized\",nodepool=\"default\",capacity_type=\"spot\"} 1",
             "karpenter_voluntary_disruption_decisions_total{decision=\"replace\",reason=\"underutilized\",consolidation_type=\"single\"} 1",
             "karpenter_voluntary_disruption_decisions_total{decision=\"delete\",reason=\"empty\",consolidation_type=\"single\"} 1",
             "karpenter_nodeclaims_terminated_total{nodepool=\"default\",capacity_type=\"spot\",zone=\"us-east-1a\"} 1",
-            "karpenter_nodes_terminated_total{nodepool=\"default\"} 1",
+            "karpenter_nodes_terminated_total{nodepool=\"default\",zone=\"us-east-1a\"} 1",
             "karpenter_cluster_state_synced 1",
             "karpenter_build_info{version=",
             "stowage_terminations_total 1",
