@@ -91,6 +91,8 @@ pub(crate) enum NodeSeries {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct NodeValue {
     pub series: NodeSeries,
+    /// The `resource_type` label (empty for the lifetime).
+    pub resource: String,
     pub labels: NodeLabels,
     pub value: f64,
 }
@@ -131,7 +133,7 @@ fn max_into(dest: &mut ResourceList, src: &ResourceList) {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+enum Kind {
     Requests,
     Limits,
 }
@@ -191,16 +193,59 @@ fn effective(pod: &Pod, kind: Kind) -> ResourceList {
     total
 }
 
-/// Σ of the pods' effective requests or limits, with `pods` their count (Karpenter's
-/// `RequestsForPods` merged over a node's pods); empty for no pods.
-pub(crate) fn totals<'a>(pods: impl IntoIterator<Item = &'a Pod>, kind: Kind) -> ResourceList {
-    let mut total = ResourceList::new();
-    for p in pods {
-        let mut one = effective(p, kind);
-        one.insert("pods".into(), 1);
-        add_into(&mut total, &one);
+/// One pod's share of its node's totals: its effective requests and limits, each with `pods` 1
+/// (Karpenter's `RequestsForPods` / `LimitsForPods` of one pod).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct PodUsage {
+    pub requests: ResourceList,
+    pub limits: ResourceList,
+    /// Owned by a DaemonSet.
+    pub daemon: bool,
+    /// Succeeded or Failed: counts for nothing.
+    pub terminal: bool,
+}
+
+impl PodUsage {
+    pub(crate) fn of(pod: &Pod) -> PodUsage {
+        let with_slot = |mut l: ResourceList| {
+            l.insert("pods".into(), 1);
+            l
+        };
+        PodUsage { requests: with_slot(effective(pod, Kind::Requests)), limits: with_slot(effective(pod, Kind::Limits)), daemon: is_daemonset_pod(pod), terminal: is_terminal(pod) }
     }
-    total
+}
+
+/// A node's pod totals: Σ over its non-terminal pods (DaemonSet pods for `daemon_*`), `pods` their
+/// count; a total over no pod is empty (no series).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct NodeTotals {
+    pub requests: ResourceList,
+    pub limits: ResourceList,
+    pub daemon_requests: ResourceList,
+    pub daemon_limits: ResourceList,
+}
+
+impl NodeTotals {
+    pub(crate) fn add(&mut self, pod: &PodUsage) {
+        if pod.terminal {
+            return;
+        }
+        add_into(&mut self.requests, &pod.requests);
+        add_into(&mut self.limits, &pod.limits);
+        if pod.daemon {
+            add_into(&mut self.daemon_requests, &pod.requests);
+            add_into(&mut self.daemon_limits, &pod.limits);
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn of<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> NodeTotals {
+        let mut t = NodeTotals::default();
+        for p in pods {
+            t.add(&PodUsage::of(p));
+        }
+        t
+    }
 }
 
 /// A resource name as Karpenter's `resource_type` label writes it.
@@ -243,9 +288,8 @@ pub(crate) fn is_terminal(p: &Pod) -> bool {
     matches!(phase(p), "Succeeded" | "Failed")
 }
 
-/// Every node series of `node`, given the pods bound to it (any phase: terminal ones are left out
-/// here) and whether a NodeClaim tracks it.
-pub(crate) fn node_values(node: &Node, pods: &[&Pod], managed: bool, now: Timestamp) -> Vec<NodeValue> {
+/// Every node series of `node`, given its pod totals and whether a NodeClaim tracks it.
+pub(crate) fn node_values(node: &Node, totals: &NodeTotals, managed: bool, now: Timestamp) -> Vec<NodeValue> {
     let labels = node_labels(node, managed);
     let status = node.status.as_ref();
     let allocatable = amounts(status.and_then(|s| s.allocatable.as_ref()));
@@ -253,23 +297,21 @@ pub(crate) fn node_values(node: &Node, pods: &[&Pod], managed: bool, now: Timest
     for (name, v) in overhead.iter_mut() {
         *v -= allocatable.get(name).copied().unwrap_or(0);
     }
-    let running: Vec<&Pod> = pods.iter().copied().filter(|p| !is_terminal(p)).collect();
-    let daemons: Vec<&Pod> = running.iter().copied().filter(|p| is_daemonset_pod(p)).collect();
     let mut out = Vec::new();
     for (series, list) in [
-        (NodeSeries::Allocatable, allocatable),
-        (NodeSeries::SystemOverhead, overhead),
-        (NodeSeries::TotalPodRequests, totals(running.iter().copied(), Kind::Requests)),
-        (NodeSeries::TotalPodLimits, totals(running.iter().copied(), Kind::Limits)),
-        (NodeSeries::TotalDaemonRequests, totals(daemons.iter().copied(), Kind::Requests)),
-        (NodeSeries::TotalDaemonLimits, totals(daemons.iter().copied(), Kind::Limits)),
+        (NodeSeries::Allocatable, &allocatable),
+        (NodeSeries::SystemOverhead, &overhead),
+        (NodeSeries::TotalPodRequests, &totals.requests),
+        (NodeSeries::TotalPodLimits, &totals.limits),
+        (NodeSeries::TotalDaemonRequests, &totals.daemon_requests),
+        (NodeSeries::TotalDaemonLimits, &totals.daemon_limits),
     ] {
-        for (name, amount) in &list {
-            out.push(NodeValue { series, labels: with_resource(&labels, name), value: metric_value(name, *amount) });
+        for (name, amount) in list {
+            out.push(NodeValue { series, resource: resource_type(name), labels: with_resource(&labels, name), value: metric_value(name, *amount) });
         }
     }
     let created = node.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(now);
-    out.push(NodeValue { series: NodeSeries::Lifetime, labels, value: seconds_between(now, created) });
+    out.push(NodeValue { series: NodeSeries::Lifetime, resource: String::new(), labels, value: seconds_between(now, created) });
     out
 }
 
@@ -330,8 +372,11 @@ mod tests {
         let mut pl = p.clone();
         pl.spec.as_mut().unwrap().resources = Some(serde_json::from_value(json!({"requests": {"cpu": "4"}})).unwrap());
         assert_eq!(effective(&pl, Kind::Requests)["cpu"], 4100);
-        assert_eq!(totals([&p, &p], Kind::Requests)["pods"], 2);
-        assert!(totals(std::iter::empty(), Kind::Requests).is_empty(), "no pods: no totals at all");
+        let mut done = p.clone();
+        done.status = Some(serde_json::from_value(json!({"phase": "Succeeded"})).unwrap());
+        let t = NodeTotals::of([&p, &p, &done]);
+        assert_eq!((t.requests["pods"], t.limits["pods"], t.requests["cpu"]), (2, 2, 6700), "a terminal pod counts for nothing");
+        assert!(t.daemon_requests.is_empty() && t.daemon_limits.is_empty(), "no DaemonSet pod: no daemon totals at all");
     }
 
     #[test]

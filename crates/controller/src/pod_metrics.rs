@@ -45,7 +45,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::node_metrics::{Kind, NodeLabels, NodeSeries, bool_label, cluster_utilization, is_terminal, node_label, node_values, phase, seconds_between, totals, utilization_allocatable};
+use crate::node_metrics::{NodeLabels, NodeSeries, NodeTotals, PodUsage, bool_label, cluster_utilization, node_label, node_values, phase, seconds_between, utilization_allocatable};
 use crate::state::ClusterState;
 
 /// Karpenter's duration buckets (`metrics.DurationBuckets`: controller-runtime's, plus longer ones).
@@ -200,6 +200,12 @@ impl PodTracker {
         u
     }
 
+    /// Whether a pod is waiting to start or to bind (its gauges and observations may change with time
+    /// alone).
+    pub(crate) fn tracks(&self, key: &Key) -> bool {
+        self.pending.contains(key) || self.unscheduled.contains(key)
+    }
+
     /// The pod is gone.
     pub(crate) fn forget(&mut self, key: &Key) {
         self.pending.remove(key);
@@ -305,8 +311,21 @@ const STARTUP_HELP: &str = "Time from a pod's creation until it is running (Read
 struct Exported {
     tracker: PodTracker,
     pods: BTreeMap<Key, PodStateLabels>,
-    nodes: BTreeSet<(NodeSeries, NodeLabels)>,
+    /// Per pod, what the last refresh computed and from which versions of the pod and its node.
+    seen: BTreeMap<Key, PodSeen>,
+    /// The node series exported, by (series, node, resource type): their labels, and the gauge (set
+    /// again without hashing its forty labels while they stay the same).
+    nodes: BTreeMap<(NodeSeries, String, String), (NodeLabels, FloatGauge)>,
     utilization: BTreeSet<String>,
+}
+
+/// A pod as the last refresh saw it: a pod whose object and node's object are unchanged since, and
+/// which is not waiting to start or bind, needs nothing done again (its series are what they were).
+struct PodSeen {
+    /// The pod's and its node's resourceVersions (`None`: unknown, always looked at again).
+    version: Option<(String, String)>,
+    node: Option<String>,
+    usage: PodUsage,
 }
 
 type FloatGauge = Gauge<f64, AtomicU64>;
@@ -421,6 +440,7 @@ impl Series {
     }
 
     fn remove_pod(&self, e: &mut Exported, key: &Key) {
+        e.seen.remove(key);
         if let Some(old) = e.pods.remove(key) {
             self.pods_state.remove(&old);
         }
@@ -444,39 +464,61 @@ impl Series {
     /// and nodes no longer there removed, the node series and the cluster's utilization replaced.
     pub(crate) fn refresh(&self, state: &ClusterState, now: Timestamp) {
         let mut e = lock(&self.exported);
-        let mut on_node: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
         let mut present = BTreeSet::new();
         for pod in state.pods.iter() {
+            let key = key_of(pod);
             let node_name = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
-            self.apply_pod(&mut e, pod, node_name.and_then(|n| state.node(n)), now);
-            present.insert(key_of(pod));
-            if let Some(n) = node_name {
-                on_node.entry(n).or_default().push(pod);
+            let node = node_name.and_then(|n| state.node(n));
+            let version = pod.metadata.resource_version.clone().map(|v| (v, node.and_then(|n| n.metadata.resource_version.clone()).unwrap_or_default()));
+            let unchanged = version.is_some() && e.seen.get(&key).is_some_and(|s| s.version == version) && !e.tracker.tracks(&key);
+            if !unchanged {
+                self.apply_pod(&mut e, pod, node, now);
+                e.seen.insert(key.clone(), PodSeen { version, node: node_name.map(str::to_string), usage: PodUsage::of(pod) });
             }
+            present.insert(key);
         }
-        let gone: Vec<Key> = e.pods.keys().filter(|k| !present.contains(*k)).cloned().collect();
+        let gone: BTreeSet<Key> = e.seen.keys().chain(e.pods.keys()).filter(|k| !present.contains(*k)).cloned().collect();
         for k in &gone {
             self.remove_pod(&mut e, k);
         }
 
+        let mut totals: BTreeMap<&str, NodeTotals> = BTreeMap::new();
+        for s in e.seen.values() {
+            if let Some(n) = &s.node {
+                totals.entry(n.as_str()).or_default().add(&s.usage);
+            }
+        }
         let mut values = Vec::new();
         let mut usage = Vec::new();
+        let none = NodeTotals::default();
         for node in state.nodes.iter() {
             let name = node.metadata.name.as_deref().unwrap_or_default();
-            let pods = on_node.get(name).map(Vec::as_slice).unwrap_or_default();
+            let t = totals.get(name).unwrap_or(&none);
             let claim = state.nodeclaim_of(node);
-            values.extend(node_values(node, pods, claim.is_some(), now));
+            values.extend(node_values(node, t, claim.is_some(), now).into_iter().map(|v| (name.to_string(), v)));
             let claim_allocatable = claim.and_then(|c| c.status.as_ref()?.allocatable.as_ref());
-            usage.push((utilization_allocatable(node, claim_allocatable), totals(pods.iter().copied().filter(|p| !is_terminal(p)), Kind::Requests)));
+            usage.push((utilization_allocatable(node, claim_allocatable), t.requests.clone()));
         }
-        let now_set: BTreeSet<(NodeSeries, NodeLabels)> = values.iter().map(|v| (v.series, v.labels.clone())).collect();
-        for (s, l) in e.nodes.difference(&now_set) {
-            self.node_family(*s).remove(l);
+        drop(totals);
+        let mut exported = BTreeMap::new();
+        for (node, v) in values {
+            let family = self.node_family(v.series);
+            let key = (v.series, node, v.resource);
+            let gauge = match e.nodes.remove(&key) {
+                Some((old, gauge)) if old == v.labels => gauge,
+                old => {
+                    if let Some((old, _)) = old {
+                        family.remove(&old);
+                    }
+                    family.get_or_create(&v.labels).clone()
+                }
+            };
+            gauge.set(v.value);
+            exported.insert(key, (v.labels, gauge));
         }
-        for v in &values {
-            self.node_family(v.series).get_or_create(&v.labels).set(v.value);
+        for ((series, _, _), (labels, _)) in std::mem::replace(&mut e.nodes, exported) {
+            self.node_family(series).remove(&labels);
         }
-        e.nodes = now_set;
 
         let utilization = cluster_utilization(&usage);
         let names: BTreeSet<String> = utilization.iter().map(|(n, _)| n.clone()).collect();
@@ -714,6 +756,46 @@ mod tests {
         assert!(m.render().contains("managed=\"false\",name=\"web-1\""));
         m.pods_nodes().clear();
         assert!(lines(&m, "karpenter_pods_state").is_empty(), "a replica that stops leading exports no gauges");
+    }
+
+    /// A refresh skips what has not changed (the pod's and its node's resourceVersions), yet a waiting
+    /// pod's gauges still follow the time, and a node relabelled moves its pods' and its own series to
+    /// the new labels without leaving the old ones behind.
+    #[test]
+    fn a_refresh_looks_again_at_what_changed_and_at_waiting_pods() {
+        let m = Metrics::new();
+        let mut st = ClusterState::default();
+        let mut n = node("n1", managed_labels());
+        n.metadata.resource_version = Some("n-1".into());
+        st.apply(n.clone());
+        let mut running = pod("web-1", Some("n1"), "Running", &[("PodScheduled", "True", 2), ("Ready", "True", 3)]);
+        running.metadata.resource_version = Some("p-1".into());
+        st.apply(running);
+        let mut waiting = pod("web-2", None, "Pending", &[("PodScheduled", "False", 0)]);
+        waiting.metadata.resource_version = Some("p-2".into());
+        st.apply(waiting);
+        m.pods_nodes().refresh(&st, at(10));
+        m.pods_nodes().refresh(&st, at(20));
+        assert_eq!(
+            lines(&m, "karpenter_pods_unbound_time_seconds{"),
+            vec!["karpenter_pods_unbound_time_seconds{name=\"web-2\",namespace=\"default\"} 20.0"],
+            "an unchanged waiting pod's gauge follows the time"
+        );
+        let count = |m: &Metrics| lines(m, "karpenter_nodes_").len();
+        let before = count(&m);
+        assert!(m.render().contains("instance_type=\"m5.large\",managed=\"true\",name=\"web-1\""));
+        // The node becomes another instance type (a new resourceVersion); the pod is unchanged.
+        let mut labels = managed_labels();
+        labels["node.kubernetes.io/instance-type"] = json!("m5.xlarge");
+        let mut relabelled = node("n1", labels);
+        relabelled.metadata.resource_version = Some("n-2".into());
+        st.apply(relabelled);
+        m.pods_nodes().refresh(&st, at(30));
+        let text = m.render();
+        assert!(text.contains("instance_type=\"m5.xlarge\",managed=\"true\",name=\"web-1\""), "{text}");
+        assert!(!text.contains("m5.large"), "no series keeps the old labels:\n{text}");
+        assert_eq!(count(&m), before, "each node series replaced, none added");
+        assert!(text.contains("karpenter_nodes_current_lifetime_seconds{") && text.lines().any(|l| l.starts_with("karpenter_nodes_current_lifetime_seconds{") && l.ends_with(" 30.0")));
     }
 
     #[test]
