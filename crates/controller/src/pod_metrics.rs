@@ -3,8 +3,9 @@
 //!
 //! ```text
 //!  pod watch event ──► Series::pod / pod_gone (one pod, as Karpenter reconciles one)
-//!  every 5 s (leader, synced) ──► Series::refresh(ClusterState): every pod again (time gauges, node
-//!                                  labels), series of pods gone removed, every node series replaced
+//!  every 5 s (leader, synced) ──► Series::refresh(ClusterState): pods whose object or node changed
+//!                                  and pods waiting to start or bind looked at again, series of pods
+//!                                  gone removed, every node series set (totals from the pods kept)
 //! ```
 //!
 //! Pod series (labels sorted, as Prometheus' Go client writes them):
