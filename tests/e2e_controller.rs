@@ -1068,8 +1068,9 @@ async fn record_then_plan_offline_gives_the_controllers_plan() {
 }
 
 /// Karpenter's pod and node series of the quick start: the running `app=inflate` pod's state with its
-/// node's labels and its ReplicaSet as owner, and its node's allocatable CPU in cores, labelled with the
-/// node's name, pool and instance type.
+/// node's labels and its ReplicaSet as owner, one observation of each of its durations (bound, started,
+/// decided, and bound and started after its placement), and its node's allocatable CPU in cores,
+/// labelled with the node's name, pool and instance type.
 async fn assert_pod_and_node_series(w: &World, c: &Controller, node: &Node) {
     let node_name = node.metadata.name.clone().unwrap();
     let (instance_type, zone) = (label(node, "node.kubernetes.io/instance-type"), label(node, "topology.kubernetes.io/zone"));
@@ -1097,10 +1098,21 @@ async fn assert_pod_and_node_series(w: &World, c: &Controller, node: &Node) {
             [format!("instance_type=\"{instance_type}\""), "nodepool=\"default\"".into(), "managed=\"true\"".into(), "capacity_type=\"on-demand\"".into(), format!("zone=\"{zone}\"")].iter().all(|x| l.contains(x.as_str()))
                 && value == cores
         });
-        Ok(if has_state && node_ok {
+        // The pod was seen pending, placed by a batch, bound and started: one observation each.
+        let timed = [
+            "karpenter_pods_bound_duration_seconds_count 1",
+            "karpenter_pods_startup_duration_seconds_count 1",
+            "karpenter_pods_scheduling_decision_duration_seconds_count 1",
+            "karpenter_pods_provisioning_bound_duration_seconds_count 1",
+            "karpenter_pods_provisioning_startup_duration_seconds_count 1",
+        ]
+        .iter()
+        .all(|t| m.lines().any(|l| l == *t));
+        Ok(if has_state && node_ok && timed {
             Probe::Done(())
         } else {
-            Probe::Waiting(format!("want {state} and the node's allocatable cpu {cores}; have: {}", m.lines().filter(|l| l.starts_with("karpenter_pods_state") || l.starts_with("karpenter_nodes_allocatable{")).collect::<Vec<_>>().join("; ")))
+            let shown = |l: &&str| l.starts_with("karpenter_pods_state") || l.starts_with("karpenter_nodes_allocatable{") || (l.starts_with("karpenter_pods_") && l.contains("_count"));
+            Probe::Waiting(format!("want {state}, the node's allocatable cpu {cores} and one observation of each pod duration; have: {}", m.lines().filter(shown).collect::<Vec<_>>().join("; ")))
         })
     })
     .await;

@@ -315,9 +315,14 @@ impl<P: CloudProvider> Ctx<P> {
             if let Some((ns, name)) = &pod_changed
                 && self.is_leader()
             {
-                let series = self.metrics.pods_nodes();
+                let (series, now) = (self.metrics.pods_nodes(), self.clock.now());
                 match s.pods.get(ns, name) {
-                    Some(p) => series.pod(p, p.spec.as_ref().and_then(|sp| sp.node_name.as_deref()).and_then(|n| s.node(n)), self.clock.now()),
+                    Some(p) => {
+                        if state::is_provisionable(p) {
+                            series.ack(ns, name, now);
+                        }
+                        series.pod(p, p.spec.as_ref().and_then(|sp| sp.node_name.as_deref()).and_then(|n| s.node(n)), now);
+                    }
                     None => series.pod_gone(ns, name),
                 }
             }
@@ -645,6 +650,10 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
     };
     ctx.metrics.batch(pending, status, solver.time_ms / 1000.0, solver.gap, decision.plan.cost_per_hour);
     ctx.metrics.pods(pending, decision.nominations.len(), decision.unschedulable.len());
+    let key = |p: &provisioner::PodRef| (p.namespace.clone(), p.name.clone());
+    let placed: Vec<(String, String)> = decision.nominations.iter().map(|(p, _)| key(p)).collect();
+    let unplaced: Vec<(String, String)> = decision.unschedulable.iter().map(|(p, _)| key(p)).collect();
+    ctx.metrics.pods_nodes().decided(&placed, &unplaced, ctx.clock.now());
     tracing::info!(
         batch = %batch_id, triggers, pending, pinned = decision.pins.len(), new_nodes = decision.claims.len(), unschedulable = decision.unschedulable.len(),
         cost_per_hour = decision.plan.cost_per_hour, solver = %solver.name, status, time_ms = solver.time_ms, detail = %solver.detail,

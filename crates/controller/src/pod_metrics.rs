@@ -26,10 +26,17 @@
 //! Node series (`karpenter_nodes_*`, `karpenter_cluster_utilization_percent`): their values and labels
 //! are `node_metrics`' functions; [`Series::refresh`] replaces them all from the state index.
 //!
-//! Not exported: Karpenter's alpha `karpenter_pods_provisioning_*` series (bound, unbound, startup,
-//! unstarted, scheduling-undecided times) and `karpenter_pods_scheduling_decision_duration_seconds`:
-//! they time from the moment Karpenter's scheduling simulation first saw or placed a pod, which
-//! stowage's batches do not record.
+//! Karpenter's alpha series, timed from what the controller's batches record (Karpenter's cluster
+//! state keeps the same three moments): a pod's first look as provisionable (a watch event or a
+//! refresh: Karpenter's ack), the first batch that decided about it, and the first batch that placed it
+//! (reset by a batch that found no place):
+//! - `karpenter_pods_provisioning_scheduling_undecided_time_seconds{name, namespace}` = now − the first
+//!   look, until a batch decides or the pod binds;
+//! - `karpenter_pods_scheduling_decision_duration_seconds` (histogram) of first decision − first look;
+//! - `karpenter_pods_provisioning_unbound_time_seconds` and `_unstarted_time_seconds{name, namespace}`
+//!   = now − the first placement, and the histograms `karpenter_pods_provisioning_bound_duration_seconds`
+//!   and `_startup_duration_seconds` of `PodScheduled` / `Ready` − the first placement, alongside the
+//!   series above.
 //!
 //! Every value is a plain function of the objects (and of `now`, passed in); `Series` applies them to
 //! the families.
@@ -113,6 +120,13 @@ pub(crate) struct PodUpdate {
     pub startup: Option<f64>,
     /// A bound duration to observe.
     pub bound: Option<f64>,
+    /// The `provisioning_*` gauges: timed from when a batch first placed the pod.
+    pub provisioning_unstarted: Change,
+    pub provisioning_unbound: Change,
+    /// Time since the pod was first seen provisionable, while no batch has decided about it.
+    pub undecided: Change,
+    pub provisioning_startup: Option<f64>,
+    pub provisioning_bound: Option<f64>,
 }
 
 fn condition<'a>(pod: &'a Pod, kind: &str) -> Option<&'a PodCondition> {
@@ -149,11 +163,19 @@ pub(crate) fn pod_state_labels(pod: &Pod, node: Option<&Node>) -> PodStateLabels
     }
 }
 
-/// Which pods were seen `Pending`, for the observations made once when they start and bind.
+/// Which pods were seen `Pending`, for the observations made once when they start and bind, and when
+/// the controller first saw each pod provisionable and a batch first decided about it (Karpenter's
+/// cluster state keeps the same three times for its `provisioning_*` series).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PodTracker {
     pending: BTreeSet<Key>,
     unscheduled: BTreeSet<Key>,
+    /// First seen provisionable (Karpenter's ack).
+    acks: BTreeMap<Key, Timestamp>,
+    /// A batch first placed the pod or found no place for it.
+    attempted: BTreeMap<Key, Timestamp>,
+    /// A batch first placed the pod (since the last batch that found no place for it).
+    schedulable: BTreeMap<Key, Timestamp>,
 }
 
 impl PodTracker {
@@ -163,54 +185,125 @@ impl PodTracker {
         let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(now);
         let age = seconds_between(now, created);
         let pending = phase(pod) == "Pending";
-        let mut u = PodUpdate { state: pod_state_labels(pod, node), unstarted: Change::Keep, unbound: Change::Keep, startup: None, bound: None };
+        let mut u = PodUpdate {
+            state: pod_state_labels(pod, node),
+            unstarted: Change::Keep,
+            unbound: Change::Keep,
+            startup: None,
+            bound: None,
+            provisioning_unstarted: Change::Keep,
+            provisioning_unbound: Change::Keep,
+            undecided: Change::Keep,
+            provisioning_startup: None,
+            provisioning_bound: None,
+        };
+        let scheduled = condition(pod, "PodScheduled");
+        let bound = scheduled.is_some_and(|c| c.status == "True");
+        let schedulable = self.schedulable.get(&key).copied();
+        let since_schedulable = || match schedulable {
+            Some(t) => Change::Set(seconds_between(now, t)),
+            None => Change::Delete,
+        };
 
-        // Startup: creation until Ready, for pods seen Pending.
+        // Undecided: from the first look as provisionable until a batch decides (or the pod binds).
+        if self.attempted.contains_key(&key) || bound {
+            u.undecided = Change::Delete;
+        } else if let Some(ack) = self.acks.get(&key) {
+            u.undecided = Change::Set(seconds_between(now, *ack));
+        }
+
+        // Startup: creation (and the first placement) until Ready, for pods seen Pending.
         if pending {
             u.unstarted = Change::Set(age);
+            u.provisioning_unstarted = since_schedulable();
             self.pending.insert(key.clone());
         } else if self.pending.contains(&key) {
             match condition(pod, "Ready").filter(|c| c.status == "True") {
                 Some(ready) => {
+                    let at = ready.last_transition_time.as_ref().map_or(now, |t| t.0);
                     u.unstarted = Change::Delete;
-                    u.startup = Some(ready.last_transition_time.as_ref().map_or(age, |t| seconds_between(t.0, created)));
+                    u.provisioning_unstarted = Change::Delete;
+                    u.startup = Some(seconds_between(at, created));
+                    u.provisioning_startup = schedulable.map(|t| seconds_between(at, t));
                     self.pending.remove(&key);
+                    self.clear_scheduling(&key);
                 }
                 None if matches!(phase(pod), "Succeeded" | "Failed") => {
                     // A terminal pod never became Ready: no startup to observe.
                     u.unstarted = Change::Delete;
+                    u.provisioning_unstarted = Change::Delete;
                     self.pending.remove(&key);
+                    self.clear_scheduling(&key);
                 }
-                None => u.unstarted = Change::Set(age),
+                None => {
+                    u.unstarted = Change::Set(age);
+                    u.provisioning_unstarted = since_schedulable();
+                }
             }
         }
 
-        // Binding: creation until PodScheduled, for pods seen Pending.
-        let scheduled = condition(pod, "PodScheduled");
+        // Binding: creation (and the first placement) until PodScheduled, for pods seen Pending.
         if pending {
-            if scheduled.is_none_or(|c| c.status != "True") {
+            if !bound {
                 u.unbound = Change::Set(age);
+                u.provisioning_unbound = since_schedulable();
             }
             self.unscheduled.insert(key);
-        } else if let Some(c) = scheduled.filter(|c| c.status == "True")
+        } else if let Some(c) = scheduled.filter(|_| bound)
             && self.unscheduled.remove(&key)
         {
+            let at = c.last_transition_time.as_ref().map_or(now, |t| t.0);
             u.unbound = Change::Delete;
-            u.bound = Some(c.last_transition_time.as_ref().map_or(age, |t| seconds_between(t.0, created)));
+            u.provisioning_unbound = Change::Delete;
+            u.bound = Some(seconds_between(at, created));
+            u.provisioning_bound = schedulable.map(|t| seconds_between(at, t));
         }
         u
+    }
+
+    /// The controller sees the pod provisionable at `now` (only the first time counts).
+    pub(crate) fn ack(&mut self, key: Key, now: Timestamp) {
+        self.acks.entry(key).or_insert(now);
+    }
+
+    /// A batch at `now` placed `placed` and found no place for `unplaced`: the first decision about a
+    /// pod is recorded (and the time since its ack returned, to observe), a placement starts the
+    /// pod's `provisioning_*` clocks, and no place stops them.
+    pub(crate) fn decided(&mut self, placed: &[Key], unplaced: &[Key], now: Timestamp) -> Vec<f64> {
+        let mut first = Vec::new();
+        for (key, place) in unplaced.iter().map(|k| (k, false)).chain(placed.iter().map(|k| (k, true))) {
+            if place {
+                self.schedulable.entry(key.clone()).or_insert(now);
+            } else {
+                self.schedulable.remove(key);
+            }
+            if !self.attempted.contains_key(key) {
+                self.attempted.insert(key.clone(), now);
+                if let Some(ack) = self.acks.get(key) {
+                    first.push(seconds_between(now, *ack));
+                }
+            }
+        }
+        first
+    }
+
+    fn clear_scheduling(&mut self, key: &Key) {
+        self.acks.remove(key);
+        self.attempted.remove(key);
+        self.schedulable.remove(key);
     }
 
     /// Whether a pod is waiting to start or to bind (its gauges and observations may change with time
     /// alone).
     pub(crate) fn tracks(&self, key: &Key) -> bool {
-        self.pending.contains(key) || self.unscheduled.contains(key)
+        self.pending.contains(key) || self.unscheduled.contains(key) || self.acks.contains_key(key)
     }
 
     /// The pod is gone.
     pub(crate) fn forget(&mut self, key: &Key) {
         self.pending.remove(key);
         self.unscheduled.remove(key);
+        self.clear_scheduling(key);
     }
 }
 
@@ -339,6 +432,12 @@ pub(crate) struct Series {
     unstarted: Family<PodLabel, FloatGauge>,
     bound: Histogram,
     unbound: Family<PodLabel, FloatGauge>,
+    provisioning_unstarted: Family<PodLabel, FloatGauge>,
+    provisioning_unbound: Family<PodLabel, FloatGauge>,
+    undecided: Family<PodLabel, FloatGauge>,
+    provisioning_startup: Histogram,
+    provisioning_bound: Histogram,
+    decision: Histogram,
     allocatable: Family<NodeLabels, FloatGauge>,
     system_overhead: Family<NodeLabels, FloatGauge>,
     pod_requests: Family<NodeLabels, FloatGauge>,
@@ -358,6 +457,12 @@ impl Default for Series {
             unstarted: Family::default(),
             bound: Histogram::new(DURATION_BUCKETS.iter().copied()),
             unbound: Family::default(),
+            provisioning_unstarted: Family::default(),
+            provisioning_unbound: Family::default(),
+            undecided: Family::default(),
+            provisioning_startup: Histogram::new(DURATION_BUCKETS.iter().copied()),
+            provisioning_bound: Histogram::new(DURATION_BUCKETS.iter().copied()),
+            decision: Histogram::new(DURATION_BUCKETS.iter().copied()),
             allocatable: Family::default(),
             system_overhead: Family::default(),
             pod_requests: Family::default(),
@@ -383,6 +488,12 @@ impl Series {
         r.register("pods_unstarted_time_seconds", "Time since a pod's creation, while it has not started", self.unstarted.clone());
         r.register("pods_bound_duration_seconds", "Time from a pod's creation until it is bound", self.bound.clone());
         r.register("pods_unbound_time_seconds", "Time since a pod's creation, while it is not bound", self.unbound.clone());
+        r.register("pods_provisioning_unstarted_time_seconds", "Time since a batch first placed a pod, while it has not started (alpha)", self.provisioning_unstarted.clone());
+        r.register("pods_provisioning_unbound_time_seconds", "Time since a batch first placed a pod, while it is not bound (alpha)", self.provisioning_unbound.clone());
+        r.register("pods_provisioning_scheduling_undecided_time_seconds", "Time since a pod was first seen provisionable, while no batch has decided about it (alpha)", self.undecided.clone());
+        r.register("pods_provisioning_startup_duration_seconds", "Time from a batch's first placement of a pod until it is running (alpha)", self.provisioning_startup.clone());
+        r.register("pods_provisioning_bound_duration_seconds", "Time from a batch's first placement of a pod until it is bound (alpha)", self.provisioning_bound.clone());
+        r.register("pods_scheduling_decision_duration_seconds", "Time from a pod first seen provisionable until a batch first decided about it", self.decision.clone());
         r.register("nodes_allocatable", "The resources allocatable on each node", self.allocatable.clone());
         r.register("nodes_system_overhead", "The resources each node reserves for the system: capacity minus allocatable", self.system_overhead.clone());
         r.register("nodes_total_pod_requests", "The resources requested by the pods bound to each node, DaemonSet pods included", self.pod_requests.clone());
@@ -421,7 +532,13 @@ impl Series {
         }
         self.pods_state.get_or_create(&u.state).set(1);
         e.pods.insert(key, u.state);
-        for (family, change) in [(&self.unstarted, u.unstarted), (&self.unbound, u.unbound)] {
+        for (family, change) in [
+            (&self.unstarted, u.unstarted),
+            (&self.unbound, u.unbound),
+            (&self.provisioning_unstarted, u.provisioning_unstarted),
+            (&self.provisioning_unbound, u.provisioning_unbound),
+            (&self.undecided, u.undecided),
+        ] {
             match change {
                 Change::Set(v) => {
                     family.get_or_create(&label).set(v);
@@ -438,6 +555,12 @@ impl Series {
         if let Some(v) = u.bound {
             self.bound.observe(v);
         }
+        if let Some(v) = u.provisioning_startup {
+            self.provisioning_startup.observe(v);
+        }
+        if let Some(v) = u.provisioning_bound {
+            self.provisioning_bound.observe(v);
+        }
     }
 
     fn remove_pod(&self, e: &mut Exported, key: &Key) {
@@ -446,14 +569,27 @@ impl Series {
             self.pods_state.remove(&old);
         }
         let label = PodLabel { name: key.1.clone(), namespace: key.0.clone() };
-        self.unstarted.remove(&label);
-        self.unbound.remove(&label);
+        for family in [&self.unstarted, &self.unbound, &self.provisioning_unstarted, &self.provisioning_unbound, &self.undecided] {
+            family.remove(&label);
+        }
         e.tracker.forget(key);
     }
 
     /// One pod changed (a watch event): its series as of `now`; `node` is its node's Node, if known.
     pub(crate) fn pod(&self, pod: &Pod, node: Option<&Node>, now: Timestamp) {
         self.apply_pod(&mut lock(&self.exported), pod, node, now);
+    }
+
+    /// The controller sees a pod provisionable (a watch event or a refresh), at `now`.
+    pub(crate) fn ack(&self, namespace: &str, name: &str, now: Timestamp) {
+        lock(&self.exported).tracker.ack((namespace.to_string(), name.to_string()), now);
+    }
+
+    /// A batch's decision at `now`: the pods it placed and those it found no place for.
+    pub(crate) fn decided(&self, placed: &[Key], unplaced: &[Key], now: Timestamp) {
+        for v in lock(&self.exported).tracker.decided(placed, unplaced, now) {
+            self.decision.observe(v);
+        }
     }
 
     /// A pod is gone: its series are removed.
@@ -470,6 +606,9 @@ impl Series {
             let key = key_of(pod);
             let node_name = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
             let node = node_name.and_then(|n| state.node(n));
+            if crate::state::is_provisionable(pod) {
+                e.tracker.ack(key.clone(), now);
+            }
             let version = pod.metadata.resource_version.clone().map(|v| (v, node.and_then(|n| n.metadata.resource_version.clone()).unwrap_or_default()));
             let unchanged = version.is_some() && e.seen.get(&key).is_some_and(|s| s.version == version) && !e.tracker.tracks(&key);
             if !unchanged {
@@ -539,8 +678,9 @@ impl Series {
         let mut e = lock(&self.exported);
         *e = Exported::default();
         self.pods_state.clear();
-        self.unstarted.clear();
-        self.unbound.clear();
+        for family in [&self.unstarted, &self.unbound, &self.provisioning_unstarted, &self.provisioning_unbound, &self.undecided] {
+            family.clear();
+        }
         for s in [
             NodeSeries::Allocatable,
             NodeSeries::SystemOverhead,
@@ -757,6 +897,59 @@ mod tests {
         assert!(m.render().contains("managed=\"false\",name=\"web-1\""));
         m.pods_nodes().clear();
         assert!(lines(&m, "karpenter_pods_state").is_empty(), "a replica that stops leading exports no gauges");
+    }
+
+    /// Karpenter's alpha `provisioning_*` series: timed from the first look at a provisionable pod
+    /// (undecided until a batch decides) and from a batch's first placement (unbound, unstarted, then
+    /// one bound and one startup observation); a batch that finds no place stops those clocks.
+    #[test]
+    fn the_provisioning_series_time_from_the_first_look_and_the_first_placement() {
+        let m = Metrics::new();
+        let s = m.pods_nodes();
+        let waiting = pod("web-1", None, "Pending", &[("PodScheduled", "False", 0)]);
+        let key = ("default".to_string(), "web-1".to_string());
+        s.ack("default", "web-1", at(2));
+        s.pod(&waiting, None, at(5));
+        assert_eq!(
+            lines(&m, "karpenter_pods_provisioning_scheduling_undecided_time_seconds{"),
+            vec!["karpenter_pods_provisioning_scheduling_undecided_time_seconds{name=\"web-1\",namespace=\"default\"} 3.0"]
+        );
+        assert!(lines(&m, "karpenter_pods_provisioning_unbound_time_seconds{").is_empty(), "not placed yet");
+        // A batch finds no place at 6 s, then places it at 9 s; the second ack changes nothing.
+        s.decided(&[], std::slice::from_ref(&key), at(6));
+        s.ack("default", "web-1", at(7));
+        s.pod(&waiting, None, at(8));
+        assert!(lines(&m, "karpenter_pods_provisioning_scheduling_undecided_time_seconds{").is_empty(), "decided at 6 s");
+        assert!(lines(&m, "karpenter_pods_provisioning_unbound_time_seconds{").is_empty(), "no place: no provisioning clock");
+        s.decided(std::slice::from_ref(&key), &[], at(9));
+        s.pod(&waiting, None, at(12));
+        for line in [
+            "karpenter_pods_provisioning_unbound_time_seconds{name=\"web-1\",namespace=\"default\"} 3.0",
+            "karpenter_pods_provisioning_unstarted_time_seconds{name=\"web-1\",namespace=\"default\"} 3.0",
+            "karpenter_pods_scheduling_decision_duration_seconds_sum 4.0",
+            "karpenter_pods_scheduling_decision_duration_seconds_count 1",
+        ] {
+            assert!(m.render().lines().any(|l| l == line), "missing {line}:\n{}", m.render());
+        }
+        // Bound at 20 s, Ready at 25 s.
+        let running = pod("web-1", Some("n1"), "Running", &[("PodScheduled", "True", 20), ("Ready", "True", 25)]);
+        s.pod(&running, None, at(30));
+        let text = m.render();
+        for line in [
+            "karpenter_pods_provisioning_bound_duration_seconds_sum 11.0",
+            "karpenter_pods_provisioning_bound_duration_seconds_count 1",
+            "karpenter_pods_provisioning_startup_duration_seconds_sum 16.0",
+            "karpenter_pods_provisioning_startup_duration_seconds_count 1",
+            "# TYPE karpenter_pods_provisioning_startup_duration_seconds histogram",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}:\n{text}");
+        }
+        assert!(!text.contains("name=\"web-1\",namespace=\"default\"} "), "every per-pod gauge of the started pod is gone:\n{text}");
+        let mut t = PodTracker::default();
+        t.ack(key.clone(), at(1));
+        assert!(t.tracks(&key));
+        t.forget(&key);
+        assert!(!t.tracks(&key) && t.decided(std::slice::from_ref(&key), &[], at(3)).is_empty(), "a pod gone forgets its ack");
     }
 
     /// A refresh skips what has not changed (the pod's and its node's resourceVersions), yet a waiting
