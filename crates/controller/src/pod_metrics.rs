@@ -293,8 +293,8 @@ impl PodTracker {
         self.schedulable.remove(key);
     }
 
-    /// Whether a pod is waiting to start or to bind (its gauges and observations may change with time
-    /// alone).
+    /// Whether a pod is waiting to start, to bind or for a batch's decision (its gauges and
+    /// observations may change with time alone).
     pub(crate) fn tracks(&self, key: &Key) -> bool {
         self.pending.contains(key) || self.unscheduled.contains(key) || self.acks.contains_key(key)
     }
@@ -414,7 +414,8 @@ struct Exported {
 }
 
 /// A pod as the last refresh saw it: a pod whose object and node's object are unchanged since, and
-/// which is not waiting to start or bind, needs nothing done again (its series are what they were).
+/// which the tracker does not follow (waiting to start, to bind or for a batch's decision), needs
+/// nothing done again (its series are what they were).
 struct PodSeen {
     /// The pod's and its node's resourceVersions (`None`: unknown, always looked at again).
     version: Option<(String, String)>,
