@@ -584,6 +584,7 @@ async fn deleting_a_nodeclaim_drains_and_replaces_its_node() {
     let old_node = w.wait_nodes(1).await[0].metadata.name.clone().unwrap();
     let old_claim = w.nodeclaims().await[0].metadata.name.clone().unwrap();
     let old_instance = w.nodeclaims().await[0].status.as_ref().and_then(|s| s.provider_id.clone()).unwrap();
+    let old_zone = w.nodeclaims().await[0].metadata.labels.as_ref().and_then(|l| l.get("topology.kubernetes.io/zone").cloned()).expect("the launched NodeClaim's zone");
 
     // What `kubectl delete nodeclaim` does. The NodePool has no terminationGracePeriod, so the Node only
     // goes once its pod has left through the Eviction API.
@@ -607,7 +608,8 @@ async fn deleting_a_nodeclaim_drains_and_replaces_its_node() {
     assert!(old_state.as_deref().is_none_or(|s| matches!(s, "shutting-down" | "terminated")), "the old instance is terminated: {old_state:?}");
     poll_until("the termination metric", Duration::from_secs(10), POLL, || async {
         let m = c.metrics().render();
-        let karpenter = m.contains("karpenter_nodeclaims_terminated_total{nodepool=\"default\"") && m.contains("karpenter_nodes_terminated_total{nodepool=\"default\"} 1");
+        let karpenter =
+            m.contains("karpenter_nodeclaims_terminated_total{nodepool=\"default\"") && m.contains(&format!("karpenter_nodes_terminated_total{{nodepool=\"default\",zone=\"{old_zone}\"}} 1"));
         Ok(if m.contains("stowage_terminations_total 1") && karpenter { Probe::Done(()) } else { Probe::Waiting(m) })
     })
     .await
@@ -927,7 +929,7 @@ async fn a_spot_interruption_through_sqs_drains_and_replaces_the_node() {
         let counted = m.contains("karpenter_interruption_received_messages_total{message_type=\"spot_interrupted\"} 2")
             && m.contains("karpenter_interruption_deleted_messages_total 3")
             && m.contains("karpenter_interruption_message_queue_duration_seconds_count 2")
-            && m.contains("karpenter_nodeclaims_disrupted_total{reason=\"spot_interrupted\",nodepool=\"spot\"} 1");
+            && m.contains("karpenter_nodeclaims_disrupted_total{reason=\"spot_interrupted\",nodepool=\"spot\",capacity_type=\"spot\"} 1");
         Ok(if depth == 0 && counted {
             Probe::Done(())
         } else {
@@ -1100,6 +1102,60 @@ async fn record_then_plan_offline_gives_the_controllers_plan() {
     w.stop(c, false).await;
 }
 
+/// Karpenter's pod and node series of the quick start: the running `app=inflate` pod's state with its
+/// node's labels and its ReplicaSet as owner, one observation of each of its durations (bound, started,
+/// decided, and bound and started after its placement), and its node's allocatable CPU in cores,
+/// labelled with the node's name, pool and instance type.
+async fn assert_pod_and_node_series(w: &World, c: &Controller, node: &Node) {
+    let node_name = node.metadata.name.clone().unwrap();
+    let (instance_type, zone) = (label(node, "node.kubernetes.io/instance-type"), label(node, "topology.kubernetes.io/zone"));
+    assert!(!instance_type.is_empty() && !zone.is_empty(), "{:?}", node.metadata.labels);
+    let cpu = node.status.as_ref().and_then(|s| s.allocatable.as_ref()?.get("cpu").cloned()).expect("the node's allocatable cpu").0;
+    let cores: f64 = match cpu.strip_suffix('m') {
+        Some(milli) => milli.parse::<f64>().unwrap() / 1000.0,
+        None => cpu.parse().unwrap(),
+    };
+    let r = poll_until("karpenter_pods_state and karpenter_nodes_allocatable", Duration::from_secs(60), POLL, || async {
+        let pod = w.pods("app=inflate").await.into_iter().next().expect("the inflate pod");
+        let owner = &pod.metadata.owner_references.as_ref().expect("the pod's ReplicaSet")[0];
+        assert_eq!((owner.api_version.as_str(), owner.kind.as_str()), ("apps/v1", "ReplicaSet"));
+        let ready = pod.status.as_ref().and_then(|s| s.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")).is_some_and(|c| c.status == "True");
+        let state = format!(
+            "karpenter_pods_state{{arch=\"amd64\",capacity_type=\"on-demand\",instance_type=\"{instance_type}\",managed=\"true\",name=\"{}\",namespace=\"default\",node=\"{node_name}\",nodepool=\"default\",owner=\"/apis/apps/v1/namespaces/default/replicasets/{}\",phase=\"Running\",ready=\"{ready}\",scheduled=\"true\",zone=\"{zone}\"}} 1",
+            pod.metadata.name.as_deref().unwrap(),
+            owner.name
+        );
+        let m = c.metrics().render();
+        let has_state = m.lines().any(|l| l == state);
+        let allocatable = m.lines().filter(|l| l.starts_with("karpenter_nodes_allocatable{") && l.contains("resource_type=\"cpu\"")).find(|l| l.contains(&format!("node_name=\"{node_name}\"")));
+        let node_ok = allocatable.is_some_and(|l| {
+            let value: f64 = l.rsplit_once(' ').unwrap().1.parse().unwrap();
+            [format!("instance_type=\"{instance_type}\""), "nodepool=\"default\"".into(), "managed=\"true\"".into(), "capacity_type=\"on-demand\"".into(), format!("zone=\"{zone}\"")].iter().all(|x| l.contains(x.as_str()))
+                && value == cores
+        });
+        // The pod was seen pending, placed by a batch, bound and started: one observation each.
+        let timed = [
+            "karpenter_pods_bound_duration_seconds_count 1",
+            "karpenter_pods_startup_duration_seconds_count 1",
+            "karpenter_pods_scheduling_decision_duration_seconds_count 1",
+            "karpenter_pods_provisioning_bound_duration_seconds_count 1",
+            "karpenter_pods_provisioning_startup_duration_seconds_count 1",
+        ]
+        .iter()
+        .all(|t| m.lines().any(|l| l == *t));
+        Ok(if has_state && node_ok && timed {
+            Probe::Done(())
+        } else {
+            let shown = |l: &&str| l.starts_with("karpenter_pods_state") || l.starts_with("karpenter_nodes_allocatable{") || (l.starts_with("karpenter_pods_") && l.contains("_count"));
+            Probe::Waiting(format!("want {state}, the node's allocatable cpu {cores} and one observation of each pod duration; have: {}", m.lines().filter(shown).collect::<Vec<_>>().join("; ")))
+        })
+    })
+    .await;
+    if let Err(e) = r {
+        w.fail("pod and node metrics", e).await;
+    }
+}
+
 /// Issue 16's acceptance: a Karpenter v1 quick-start setup, end to end. Karpenter's own CRDs (every
 /// control plane here has them), its getting-started NodePool and EC2NodeClass applied as its docs write
 /// them (`role: KarpenterNodeRole-demo`, `al2023@latest`; tests/fixtures/karpenter-quick-start.yaml), one
@@ -1190,7 +1246,9 @@ async fn karpenters_quick_start_launches_a_node_nodeadm_accepts() {
         w.fail("NodePool metrics", e).await;
     }
     let m = c.metrics().render();
-    assert!(m.contains("karpenter_cloudprovider_duration_seconds_count{controller=\"\",method=\"Create\",provider=\"aws\"} 1"), "one launch measured:\n{m}");
+    assert!(m.contains("karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"Create\",provider=\"aws\"} 1"), "one launch measured:\n{m}");
+
+    assert_pod_and_node_series(&w, &c, &nodes[0]).await;
 
     // A user data nodeadm refuses is told apart (the checker can fail): the same NodeConfig without the
     // service CIDR, as stowage wrote it before it asked EKS.

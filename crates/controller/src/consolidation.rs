@@ -259,7 +259,7 @@ async fn decide<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut Consolida
 
 /// The state as the planners read it, over the catalog with refused offerings unavailable.
 async fn snapshot<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>) -> Result<(Snapshot, Catalog), RoundError> {
-    let catalog = ctx.catalog().await.map_err(RoundError::Catalog)?;
+    let catalog = ctx.catalog(super::cloud_metrics::Caller::Disruption).await.map_err(RoundError::Catalog)?;
     let view = {
         let mut u = lock(&ctx.unavailable);
         let t = tokio::time::Instant::now();
@@ -394,7 +394,7 @@ async fn delete_claims<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, names: &[S
                     lock(&ctx.state).apply(c);
                 }
                 let pool = claim.as_ref().and_then(|c| c.metadata.labels.as_ref()?.get(stowage_core::domain::labels::keys::NODEPOOL).cloned()).unwrap_or_default();
-                ctx.metrics.disrupted(cause, &pool);
+                ctx.metrics.disrupted(cause, &pool, super::metrics::claim_label(claim.as_ref(), stowage_core::domain::labels::keys::CAPACITY_TYPE));
                 if let Some(c) = claim {
                     ctx.events.nodeclaim(&c, Reason::Disrupting, why.to_string());
                 }

@@ -165,7 +165,7 @@ async fn act<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, a: Action) -> bool {
                 lock(&ctx.state).apply(c);
             }
             tracing::info!(nodeclaim = %name, node = ?a.target.node, instance = %a.instance_id, kind = a.kind.label(), "deleting a NodeClaim on an interruption message");
-            ctx.metrics.disrupted(a.kind.label(), a.target.nodepool.as_deref().unwrap_or_default());
+            ctx.metrics.disrupted(a.kind.label(), a.target.nodepool.as_deref().unwrap_or_default(), super::metrics::claim_label(claim.as_ref(), stowage_core::domain::labels::keys::CAPACITY_TYPE));
             if let Some(c) = &claim {
                 notify(ctx, c, Reason::TerminatingOnInterruption, interruption::TERMINATING_ON_INTERRUPTION.1);
             }

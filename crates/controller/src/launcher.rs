@@ -21,6 +21,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::cloud_metrics::Caller;
 use super::conditions::{CONDITION_LAUNCHED, set_condition};
 use super::events::Reason;
 use super::metrics::Stage;
@@ -115,7 +116,7 @@ pub async fn launch<P: CloudProvider>(ctx: &Ctx<P>, name: &str) -> Result<Launch
     if launched || claim.metadata.deletion_timestamp.is_some() {
         return Ok(Launched::Skipped);
     }
-    let catalog = match ctx.catalog().await {
+    let catalog = match ctx.catalog(Caller::Lifecycle).await {
         Ok(c) => nodeclass_view(&c, nodeclass.as_ref()),
         Err(error) => {
             tracing::warn!(nodeclaim = name, %error, "no catalog from the cloud yet; launch retried");
@@ -144,7 +145,7 @@ pub async fn launch<P: CloudProvider>(ctx: &Ctx<P>, name: &str) -> Result<Launch
         Err(e) => return Err(e),
     };
     tracing::info!(nodeclaim = name, offerings = req.offerings.len(), first = ?req.offerings.first(), "launching");
-    let result = ctx.cloud.launch(&req).await;
+    let result = ctx.cloud.by(Caller::Lifecycle).launch(&req).await;
     match result {
         Ok(instance) => record_launch(ctx, &claim, &instance, &catalog).await,
         Err(CloudError::InsufficientCapacity { offerings, message }) => {
@@ -229,7 +230,7 @@ async fn record_launch<P: CloudProvider>(ctx: &Ctx<P>, claim: &NodeClaim, instan
 /// The NodeClaim was removed while its instance started: nothing tracks the instance, so terminate it.
 async fn orphaned<P: CloudProvider>(ctx: &Ctx<P>, name: &str, instance: &Instance) -> Result<Launched, LaunchError> {
     tracing::warn!(nodeclaim = name, instance = %instance.id, "NodeClaim deleted during its launch; terminating the instance");
-    match ctx.cloud.terminate(&instance.provider_id).await {
+    match ctx.cloud.by(Caller::Lifecycle).terminate(&instance.provider_id).await {
         Ok(()) | Err(CloudError::NotFound(_)) => Ok(Launched::Skipped),
         // Garbage collection terminates it after its grace period.
         Err(error) => Err(LaunchError::Cloud { claim: name.to_string(), error }),

@@ -13,6 +13,7 @@
 //!  gc task:         leaked instances; instances gone → their NodeClaims' reconcile
 //!  nodeclass task:  EC2NodeClass resolution and Ready (each batch too)
 //!  interruption task (with a queue): SQS messages → events, refused offerings, NodeClaims deleted
+//!  metrics task:    every 5 s, Karpenter's pod and node series from the state (pod events at once)
 //!  leader election (Lease): only the leader runs the controller and tasks above; metrics, events, health
 //! ```
 //!
@@ -20,7 +21,8 @@
 //! [`lifecycle`] (the NodeClaim controller; decisions in `stowage_decide::lifecycle`), [`registration`],
 //! [`termination`], [`disruption`], [`gc`], [`nodeclass`] (EC2NodeClass readiness), [`interruption`]
 //! (the interruption queue; decisions in `stowage_decide::interruption`), [`leader`],
-//! [`metrics`], [`events`], [`record`], [`conditions`], [`clock`] (the one clock); the command line is
+//! [`metrics`] (with `cloud_metrics`, `pod_metrics` and `node_metrics`), [`events`], [`record`], [`conditions`],
+//! [`clock`] (the one clock); the command line is
 //! the binary's (src/cli/controller.rs).
 //!
 //! Invariants (each module states its own in detail):
@@ -48,8 +50,10 @@ pub mod launcher;
 pub mod leader;
 pub mod lifecycle;
 pub mod metrics;
+mod node_metrics;
 pub mod nodeclass;
 pub mod nodepool;
+mod pod_metrics;
 pub mod provisioner;
 pub mod record;
 pub mod registration;
@@ -85,6 +89,7 @@ use stowage_decide::cloud::{CloudError, CloudProvider};
 use stowage_input::api::{EC2NodeClass, NodeClaim, NodePool};
 
 use clock::Clock;
+use cloud_metrics::Caller;
 use disruption::Disruption;
 use events::{Events, Reason};
 use launcher::{Launched, Unavailable};
@@ -236,15 +241,16 @@ impl<P: CloudProvider> Ctx<P> {
         }
     }
 
-    /// The cloud's catalog, reused for `catalog_ttl`; the last good one if the cloud fails now.
-    pub(crate) async fn catalog(&self) -> Result<Arc<Catalog>, CloudError> {
+    /// The cloud's catalog, reused for `catalog_ttl`; the last good one if the cloud fails now. A fetch is
+    /// measured under `caller`, the controller that needed it.
+    pub(crate) async fn catalog(&self, caller: Caller) -> Result<Arc<Catalog>, CloudError> {
         let mut cached = self.catalog.lock().await;
         if let Some((c, at)) = cached.as_ref()
             && at.elapsed() < self.config.catalog_ttl
         {
             return Ok(c.clone());
         }
-        match self.cloud.catalog().await {
+        match self.cloud.by(caller).catalog().await {
             Ok(c) => {
                 let c = Arc::new(c);
                 *cached = Some((c.clone(), Instant::now()));
@@ -292,12 +298,34 @@ impl<P: CloudProvider> Ctx<P> {
             }
             _ => Vec::new(),
         };
+        // A pod changed or went (not a re-list's objects: the metrics task looks at every pod once the
+        // list is complete): Karpenter's pod series follow it at once, as Karpenter's reconcile does.
+        let pod_changed: Option<(String, String)> = match &ev {
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                (o as &dyn Any).downcast_ref::<Pod>().map(|p| (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default()))
+            }
+            _ => None,
+        };
         let (was, now_synced, gone) = {
             let mut s = lock(&self.state);
             let was = s.synced();
             let nodeclasses = |s: &ClusterState| -> BTreeSet<String> { s.nodeclasses.iter().filter_map(|c| c.metadata.name.clone()).collect() };
             let before = if matches!(K::KIND, Kind::EC2NodeClass) { nodeclasses(&s) } else { BTreeSet::new() };
             s.on_event(ev);
+            if let Some((ns, name)) = &pod_changed
+                && self.is_leader()
+            {
+                let (series, now) = (self.metrics.pods_nodes(), self.clock.now());
+                match s.pods.get(ns, name) {
+                    Some(p) => {
+                        if state::is_provisionable(p) {
+                            series.ack(ns, name, now);
+                        }
+                        series.pod(p, p.spec.as_ref().and_then(|sp| sp.node_name.as_deref()).and_then(|n| s.node(n)), now);
+                    }
+                    None => series.pod_gone(ns, name),
+                }
+            }
             let gone: Vec<String> = if before.is_empty() { Vec::new() } else { before.difference(&nodeclasses(&s)).cloned().collect() };
             (was, s.synced(), gone)
         };
@@ -415,6 +443,7 @@ impl Controller {
             tokio::spawn(disruption_loop(ctx.clone(), work_rx.clone())),
             tokio::spawn(gc_loop(ctx.clone(), work_rx.clone())),
             tokio::spawn(nodeclass_loop(ctx.clone(), work_rx.clone())),
+            tokio::spawn(metrics_loop(ctx.clone(), work_rx.clone())),
         ];
         if let Some(q) = config.interruption_queue.clone() {
             work.push(tokio::spawn(interruption::run(ctx.clone(), q, work_rx)));
@@ -514,7 +543,7 @@ async fn warm_up<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, mut stop: watch::
         }
     }
     nodeclass::reconcile_all(&ctx).await;
-    if let Err(e) = ctx.catalog().await {
+    if let Err(e) = ctx.catalog(Caller::Provisioner).await {
         tracing::warn!(error = %e, "the cloud's catalog is not available yet; the first batch asks again");
     }
 }
@@ -579,7 +608,7 @@ enum BatchError {
 async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usize) -> Result<(), BatchError> {
     // The cloud needs every NodeClass resolved before it can size the catalog's zones and launch.
     nodeclass::reconcile_all(ctx).await;
-    let catalog = ctx.catalog().await.map_err(BatchError::Catalog)?;
+    let catalog = ctx.catalog(Caller::Provisioner).await.map_err(BatchError::Catalog)?;
     let now = Instant::now();
     let view = {
         let mut u = lock(&ctx.unavailable);
@@ -621,6 +650,10 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
     };
     ctx.metrics.batch(pending, status, solver.time_ms / 1000.0, solver.gap, decision.plan.cost_per_hour);
     ctx.metrics.pods(pending, decision.nominations.len(), decision.unschedulable.len());
+    let key = |p: &provisioner::PodRef| (p.namespace.clone(), p.name.clone());
+    let placed: Vec<(String, String)> = decision.nominations.iter().map(|(p, _)| key(p)).collect();
+    let unplaced: Vec<(String, String)> = decision.unschedulable.iter().map(|(p, _)| key(p)).collect();
+    ctx.metrics.pods_nodes().decided(&placed, &unplaced, ctx.clock.now());
     tracing::info!(
         batch = %batch_id, triggers, pending, pinned = decision.pins.len(), new_nodes = decision.claims.len(), unschedulable = decision.unschedulable.len(),
         cost_per_hour = decision.plan.cost_per_hour, solver = %solver.name, status, time_ms = solver.time_ms, detail = %solver.detail,
@@ -794,7 +827,7 @@ async fn disrupt<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &mut Disrupti
                 if let Some(c) = r.left() {
                     lock(&ctx.state).apply(c);
                 }
-                ctx.metrics.disrupted(a.cause.label(), &a.nodepool);
+                ctx.metrics.disrupted(a.cause.label(), &a.nodepool, metrics::claim_label(claim.as_ref(), stowage_core::domain::labels::keys::CAPACITY_TYPE));
                 if matches!(a.cause, disruption::Cause::Empty { .. }) {
                     ctx.metrics.decision(false, "empty", 1);
                 }
@@ -834,9 +867,32 @@ async fn nodeclass_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watc
     .await;
 }
 
+/// How often Karpenter's pod and node series are refreshed from the state index (Karpenter refreshes
+/// its node metrics every 5 s).
+const METRICS_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Karpenter's pod and node series (`pod_metrics`), from the state index only (no API call): every pod
+/// and node as leader once every kind is listed; a replica that does not lead exports none (Karpenter's
+/// metrics controllers run on the leader only).
+async fn metrics_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watch::Receiver<bool>) {
+    periodic(METRICS_INTERVAL, stop, || async {
+        let series = ctx.metrics.pods_nodes();
+        if !ctx.is_leader() {
+            series.clear();
+            return true;
+        }
+        let s = lock(&ctx.state);
+        if s.synced() {
+            series.refresh(&s, ctx.clock.now());
+        }
+        true
+    })
+    .await;
+}
+
 /// One round of garbage collection; false if something failed.
 async fn collect<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>) -> bool {
-    let instances = match ctx.cloud.list().await {
+    let instances = match ctx.cloud.by(Caller::NodeClaimGc).list().await {
         Ok(i) => i,
         Err(e) => {
             ctx.metrics.error(Stage::Gc);
@@ -854,7 +910,7 @@ async fn collect<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>) -> bool {
     let mut terminated = 0;
     for pid in &actions.terminate {
         tracing::warn!(provider_id = %pid, "terminating an instance no NodeClaim tracks");
-        match ctx.cloud.terminate(pid).await {
+        match ctx.cloud.by(Caller::InstanceGc).terminate(pid).await {
             Ok(()) | Err(CloudError::NotFound(_)) => terminated += 1,
             Err(e) => {
                 ok = false;

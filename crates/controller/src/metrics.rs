@@ -1,7 +1,9 @@
 //! Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` endpoint.
 //!
-//! Every label value comes from a closed set (`Stage`, solver statuses, launch results, disruption
-//! causes) or from NodePool names, so cardinality stays bounded; nothing is formatted from `Debug`.
+//! Every label value of the `stowage_*` series comes from a closed set (`Stage`, solver statuses, launch
+//! results, disruption causes) or from NodePool names, so their cardinality stays bounded; nothing is
+//! formatted from `Debug`. Karpenter's pod and node series (`pod_metrics`) are per pod and per node, as
+//! Karpenter's are, and are removed with their objects.
 //!
 //! The HTTP side is a deliberately small HTTP/1.1 responder on a tokio listener: three GET endpoints,
 //! `Connection: close`, a bounded request head and a read timeout. A framework (hyper's server
@@ -90,18 +92,25 @@ struct CauseLabel {
     cause: &'static str,
 }
 
-/// Labels of Karpenter's metrics of the same names (karpenter.sh/docs/reference/metrics, v1.14).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonPoolLabel {
-    reason: &'static str,
-    nodepool: String,
-}
-
+/// Labels of Karpenter's metrics of the same names (v1.14.1's `pkg/metrics` and controllers).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CreatedLabel {
     reason: &'static str,
     nodepool: String,
     min_values_relaxed: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolZoneLabel {
+    nodepool: String,
+    zone: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DisruptedLabel {
+    reason: &'static str,
+    nodepool: String,
+    capacity_type: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -157,6 +166,11 @@ struct ControllerLabel {
     controller: &'static str,
 }
 
+/// A label of a NodeClaim, or empty (Karpenter's metric labels read a missing label as empty).
+pub(crate) fn claim_label<'a>(claim: Option<&'a stowage_input::api::NodeClaim>, key: &str) -> &'a str {
+    claim.and_then(|c| c.metadata.labels.as_ref()?.get(key)).map(String::as_str).unwrap_or_default()
+}
+
 /// Karpenter's error label for a cloud error (`GetErrorTypeLabelValue`; empty for any other error).
 fn cloud_error_label(e: &stowage_decide::cloud::CloudError) -> &'static str {
     use stowage_decide::cloud::CloudError;
@@ -168,14 +182,8 @@ fn cloud_error_label(e: &stowage_decide::cloud::CloudError) -> &'static str {
     }
 }
 
-/// Karpenter's duration buckets (`metrics.DurationBuckets`: controller-runtime's, plus longer ones).
-const DURATION_BUCKETS: [f64; 45] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0,
-    30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
-];
-
 fn duration_histogram() -> Histogram {
-    Histogram::new(DURATION_BUCKETS.iter().copied())
+    Histogram::new(crate::pod_metrics::DURATION_BUCKETS.iter().copied())
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -189,9 +197,9 @@ struct VersionLabel {
 struct KarpenterMetrics {
     nodeclaims_created: Family<CreatedLabel, Counter>,
     nodeclaims_terminated: Family<TerminatedLabel, Counter>,
-    nodeclaims_disrupted: Family<ReasonPoolLabel, Counter>,
-    nodes_created: Family<PoolLabel, Counter>,
-    nodes_terminated: Family<PoolLabel, Counter>,
+    nodeclaims_disrupted: Family<DisruptedLabel, Counter>,
+    nodes_created: Family<PoolZoneLabel, Counter>,
+    nodes_terminated: Family<PoolZoneLabel, Counter>,
     decisions: Family<DecisionLabel, Counter>,
     synced: Gauge,
     build_info: Family<VersionLabel, Gauge>,
@@ -282,6 +290,8 @@ pub struct Metrics {
     leader: Gauge,
     synced: Gauge,
     karpenter: KarpenterMetrics,
+    /// Karpenter's pod and node series (`pod_metrics`).
+    pods_nodes: crate::pod_metrics::Series,
 }
 
 impl Default for Metrics {
@@ -314,8 +324,10 @@ impl Metrics {
             leader: Gauge::default(),
             synced: Gauge::default(),
             karpenter: KarpenterMetrics::default(),
+            pods_nodes: crate::pod_metrics::Series::default(),
         };
         m.karpenter.register(&mut root);
+        m.pods_nodes.register(&mut root);
         let r = root.sub_registry_with_prefix("stowage");
         r.register("batches", "Batches planned", m.batches.clone());
         r.register("batch_pods", "Pending pods per batch", m.batch_pods.clone());
@@ -403,11 +415,12 @@ impl Metrics {
     }
 
     /// One cloud-provider call (`cloud_metrics`): its duration, and its error class if it failed.
-    pub(crate) fn cloud_call(&self, provider: &'static str, method: &'static str, seconds: f64, error: Option<&stowage_decide::cloud::CloudError>) {
-        self.karpenter.cloud_duration.get_or_create(&CloudLabel { controller: "", method, provider }).observe(seconds);
+    /// `controller`: Karpenter's name of the controller that made the call (`cloud_metrics::Caller`).
+    pub(crate) fn cloud_call(&self, controller: &'static str, provider: &'static str, method: &'static str, seconds: f64, error: Option<&stowage_decide::cloud::CloudError>) {
+        self.karpenter.cloud_duration.get_or_create(&CloudLabel { controller, method, provider }).observe(seconds);
         if let Some(e) = error {
             let error = cloud_error_label(e);
-            self.karpenter.cloud_errors.get_or_create(&CloudErrorLabel { controller: "", method, provider, error }).inc();
+            self.karpenter.cloud_errors.get_or_create(&CloudErrorLabel { controller, method, provider, error }).inc();
         }
     }
 
@@ -433,9 +446,10 @@ impl Metrics {
         self.launches.get_or_create(&ResultLabel { result }).inc();
     }
 
-    pub fn registered(&self, nodepool: &str) {
+    /// A Node registered, of `nodepool` in `zone` (its labels).
+    pub fn registered(&self, nodepool: &str, zone: &str) {
         self.registrations.inc();
-        self.karpenter.nodes_created.get_or_create(&PoolLabel { nodepool: nodepool.to_string() }).inc();
+        self.karpenter.nodes_created.get_or_create(&PoolZoneLabel { nodepool: nodepool.to_string(), zone: zone.to_string() }).inc();
     }
 
     /// A NodeClaim's termination finished (instance terminated, Node gone).
@@ -443,12 +457,13 @@ impl Metrics {
         self.terminations.inc();
         let t = TerminatedLabel { nodepool: nodepool.to_string(), capacity_type: capacity_type.to_string(), zone: zone.to_string() };
         self.karpenter.nodeclaims_terminated.get_or_create(&t).inc();
-        self.karpenter.nodes_terminated.get_or_create(&PoolLabel { nodepool: nodepool.to_string() }).inc();
+        self.karpenter.nodes_terminated.get_or_create(&PoolZoneLabel { nodepool: nodepool.to_string(), zone: zone.to_string() }).inc();
     }
 
-    pub fn disrupted(&self, cause: &'static str, nodepool: &str) {
+    /// A NodeClaim of `nodepool` and `capacity_type` (its labels) deleted for `cause`.
+    pub fn disrupted(&self, cause: &'static str, nodepool: &str, capacity_type: &str) {
         self.disruptions.get_or_create(&CauseLabel { cause }).inc();
-        self.karpenter.nodeclaims_disrupted.get_or_create(&ReasonPoolLabel { reason: cause, nodepool: nodepool.to_string() }).inc();
+        self.karpenter.nodeclaims_disrupted.get_or_create(&DisruptedLabel { reason: cause, nodepool: nodepool.to_string(), capacity_type: capacity_type.to_string() }).inc();
     }
 
     /// An interruption message read, by Karpenter's `message_type`.
@@ -483,11 +498,20 @@ impl Metrics {
         self.karpenter.synced.set(synced as i64);
     }
 
+    /// Karpenter's pod and node series, refreshed from the state index (`pod_metrics`).
+    pub(crate) fn pods_nodes(&self) -> &crate::pod_metrics::Series {
+        &self.pods_nodes
+    }
+
     /// The text exposition format.
     pub fn render(&self) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::new();
-        // Writing to a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        // Writing to a String cannot fail. The startup summary is written by hand (prometheus_client
+        // has no summary type), before the end marker.
+        let _ = encode_registry(&mut out, &self.registry);
+        self.pods_nodes.encode_summary(&mut out);
+        let _ = encode_eof(&mut out);
         out
     }
 }
@@ -593,8 +617,8 @@ mod tests {
         m.nodeclaim_created("default", 0.1, "provisioning", false);
         m.nodeclaim_created("default", 0.05, "underutilized", false);
         m.nodeclaim_created("relaxed", 0.1, "provisioning", true);
-        m.registered("default");
-        m.disrupted("underutilized", "default");
+        m.registered("default", "us-east-1a");
+        m.disrupted("underutilized", "default", "spot");
         m.decision(true, "underutilized", 1);
         m.decision(false, "empty", 1);
         m.terminated("default", "spot", "us-east-1a");
@@ -604,13 +628,13 @@ mod tests {
         m.interruption_queue_duration(0.3);
         m.batch(3, "optimal", 0.42, None, 1.0);
         m.pods(3, 2, 1);
-        m.cloud_call("aws", "Create", 0.02, None);
+        m.cloud_call("nodeclaim.lifecycle", "aws", "Create", 0.02, None);
         let limits = stowage_core::domain::nodepool::PoolLimits { resources: stowage_core::domain::resources::Resources::new(100_000, 0, 0, 0), limited: vec!["cpu".into()], nodes: Some(10) };
         let node = stowage_core::domain::resources::Resources::new(4000, 16 << 30, 20 << 30, 58);
         m.set_nodepools(&[PoolUsage { name: "gone", used: node.clone(), nodes: 1, limits: None }]);
         m.set_nodepools(&[PoolUsage { name: "default", used: node.plus(&node), nodes: 2, limits: Some(&limits) }]);
-        m.cloud_call("aws", "Create", 0.03, Some(&stowage_decide::cloud::CloudError::InsufficientCapacity { offerings: vec![], message: "x".into() }));
-        m.cloud_call("aws", "Delete", 0.01, Some(&stowage_decide::cloud::CloudError::Throttled("x".into())));
+        m.cloud_call("nodeclaim.lifecycle", "aws", "Create", 0.03, Some(&stowage_decide::cloud::CloudError::InsufficientCapacity { offerings: vec![], message: "x".into() }));
+        m.cloud_call("instance.garbagecollection", "aws", "Delete", 0.01, Some(&stowage_decide::cloud::CloudError::Throttled("x".into())));
         let text = m.render();
         for needle in [
             "karpenter_interruption_received_messages_total{message_type=\"spot_interrupted\"} 1",
@@ -620,21 +644,21 @@ mod tests {
             "karpenter_nodeclaims_created_total{reason=\"provisioning\",nodepool=\"default\",min_values_relaxed=\"false\"} 1",
             "karpenter_nodeclaims_created_total{reason=\"underutilized\",nodepool=\"default\",min_values_relaxed=\"false\"} 1",
             "karpenter_nodeclaims_created_total{reason=\"provisioning\",nodepool=\"relaxed\",min_values_relaxed=\"true\"} 1",
-            "karpenter_nodes_created_total{nodepool=\"default\"} 1",
-            "karpenter_nodeclaims_disrupted_total{reason=\"underutilized\",nodepool=\"default\"} 1",
+            "karpenter_nodes_created_total{nodepool=\"default\",zone=\"us-east-1a\"} 1",
+            "karpenter_nodeclaims_disrupted_total{reason=\"underutilized\",nodepool=\"default\",capacity_type=\"spot\"} 1",
             "karpenter_voluntary_disruption_decisions_total{decision=\"replace\",reason=\"underutilized\",consolidation_type=\"single\"} 1",
             "karpenter_voluntary_disruption_decisions_total{decision=\"delete\",reason=\"empty\",consolidation_type=\"single\"} 1",
             "karpenter_nodeclaims_terminated_total{nodepool=\"default\",capacity_type=\"spot\",zone=\"us-east-1a\"} 1",
-            "karpenter_nodes_terminated_total{nodepool=\"default\"} 1",
+            "karpenter_nodes_terminated_total{nodepool=\"default\",zone=\"us-east-1a\"} 1",
             "karpenter_cluster_state_synced 1",
             "karpenter_build_info{version=",
             "stowage_terminations_total 1",
             "karpenter_scheduler_scheduling_duration_seconds_count{controller=\"provisioner\"} 1",
             "karpenter_scheduler_scheduling_duration_seconds_bucket{le=\"0.45\",controller=\"provisioner\"} 1",
             "karpenter_scheduler_unschedulable_pods_count{controller=\"provisioner\"} 1",
-            "karpenter_cloudprovider_duration_seconds_count{controller=\"\",method=\"Create\",provider=\"aws\"} 2",
-            "karpenter_cloudprovider_errors_total{controller=\"\",method=\"Create\",provider=\"aws\",error=\"InsufficientCapacityError\"} 1",
-            "karpenter_cloudprovider_errors_total{controller=\"\",method=\"Delete\",provider=\"aws\",error=\"\"} 1",
+            "karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"Create\",provider=\"aws\"} 2",
+            "karpenter_cloudprovider_errors_total{controller=\"nodeclaim.lifecycle\",method=\"Create\",provider=\"aws\",error=\"InsufficientCapacityError\"} 1",
+            "karpenter_cloudprovider_errors_total{controller=\"instance.garbagecollection\",method=\"Delete\",provider=\"aws\",error=\"\"} 1",
             "karpenter_nodepools_usage{resource_type=\"cpu\",nodepool=\"default\"} 8.0",
             "karpenter_nodepools_usage{resource_type=\"memory\",nodepool=\"default\"} 34359738368.0",
             "karpenter_nodepools_usage{resource_type=\"ephemeral_storage\",nodepool=\"default\"} 42949672960.0",

@@ -15,6 +15,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+use super::cloud_metrics::Caller;
 use super::conditions::{CONDITION_READY, CONDITION_VALIDATION_SUCCEEDED, set_condition_at, set_unsupported_at};
 use super::events::Reason;
 use super::{Ctx, kube_status};
@@ -103,7 +104,7 @@ pub(crate) async fn reconcile_all<P: CloudProvider>(ctx: &Ctx<P>) {
             }
             continue;
         }
-        let resolved = ctx.cloud.resolve_nodeclass(&nc).await;
+        let resolved = ctx.cloud.by(Caller::NodeClass).resolve_nodeclass(&nc).await;
         if let Err(e) = &resolved
             && !matches!(e, CloudError::NodeClassNotReady(_))
         {
@@ -152,7 +153,7 @@ async fn collect_resources<P: CloudProvider>(ctx: &Ctx<P>) {
         return;
     }
     let all: Vec<EC2NodeClass> = super::lock(&ctx.state).nodeclasses.iter().cloned().collect();
-    match ctx.cloud.collect_nodeclass_resources(&all).await {
+    match ctx.cloud.by(Caller::InstanceProfileGc).collect_nodeclass_resources(&all).await {
         Ok(deleted) if !deleted.is_empty() => tracing::info!(deleted = ?deleted, "deleted cloud resources no EC2NodeClass uses"),
         Ok(_) => {}
         Err(e) => {

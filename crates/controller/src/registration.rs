@@ -23,9 +23,10 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::Ctx;
+use super::cloud_metrics::Caller;
 use super::conditions::{CONDITION_INITIALIZED, CONDITION_LAUNCHED, CONDITION_READY, CONDITION_REGISTERED, condition, set_condition_at};
 use super::events::Reason;
-use super::metrics::Stage;
+use super::metrics::{Stage, claim_label};
 use super::state::{INITIALIZED_LABEL, REGISTERED_LABEL, TERMINATION_FINALIZER};
 use stowage_core::domain::labels::keys;
 use stowage_core::domain::taints::well_known;
@@ -180,7 +181,7 @@ pub(crate) async fn register<P: CloudProvider>(ctx: &Ctx<P>, claim: &NodeClaim, 
     let c = claims.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.map_err(|e| kube_err("writing Registered".into(), e))?;
     super::lock(&ctx.state).apply(c);
     if let Some(pid) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref())
-        && let Err(e) = ctx.cloud.tag_registered(pid, &name, &node_name).await
+        && let Err(e) = ctx.cloud.by(Caller::Tagging).tag_registered(pid, &name, &node_name).await
     {
         // Tags are informational (GC matches instances by provider id); never block registration.
         tracing::warn!(nodeclaim = %name, error = %e, "tagging the registered instance failed");
@@ -188,7 +189,7 @@ pub(crate) async fn register<P: CloudProvider>(ctx: &Ctx<P>, claim: &NodeClaim, 
     }
     tracing::info!(nodeclaim = %name, node = %node_name, "registered");
     ctx.events.nodeclaim(claim, Reason::Registered, format!("Node {node_name} registered"));
-    ctx.metrics.registered(claim.metadata.labels.as_ref().and_then(|l| l.get(stowage_core::domain::labels::keys::NODEPOOL)).map(String::as_str).unwrap_or_default());
+    ctx.metrics.registered(claim_label(Some(claim), keys::NODEPOOL), claim_label(Some(claim), keys::ZONE));
     Ok(())
 }
 

@@ -32,6 +32,7 @@ use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use stowage_decide::disruption::Moment;
 
+use super::cloud_metrics::Caller;
 use super::events::Reason;
 use super::state::{TERMINATION_FINALIZER, is_daemon_pod, is_terminal, owner_kind};
 use super::{Ctx, kube_status};
@@ -175,7 +176,7 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
     }
 
     if let Some(pid) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()).filter(|p| !p.is_empty()) {
-        match ctx.cloud.terminate(pid).await {
+        match ctx.cloud.by(Caller::Lifecycle).terminate(pid).await {
             Ok(()) | Err(CloudError::NotFound(_)) => {}
             Err(error) => return Err(TerminationError::Cloud { claim: name.to_string(), error }),
         }
