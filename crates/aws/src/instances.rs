@@ -54,6 +54,8 @@ pub(crate) fn to_instance(i: &aws_sdk_ec2::types::Instance) -> Option<Instance> 
         nodeclaim: tag(TAG_NODECLAIM),
         launched_at: i.launch_time().map(|t| t.secs()).unwrap_or(0),
         image_id: i.image_id().map(str::to_string),
+        subnet_id: i.subnet_id().map(str::to_string),
+        security_group_ids: Some(i.security_groups().iter().filter_map(|g| g.group_id().map(str::to_string)).collect()),
     })
 }
 

@@ -711,6 +711,9 @@ fn launched_instance(l: fleet::Launched, req: &LaunchRequest, image_id: Option<S
         nodeclaim: Some(req.nodeclaim.clone()),
         launched_at: now,
         image_id,
+        // CreateFleet's answer does not say; the instance's description (`list`) does.
+        subnet_id: None,
+        security_group_ids: None,
     }
 }
 

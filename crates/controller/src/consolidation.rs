@@ -145,9 +145,7 @@ pub(crate) async fn round<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut
             ok &= delete_claims(ctx, replaced, &why, d.cause).await;
         }
     }
-    if decisions.iter().any(|d| matches!(d.progress, Progress::Waiting | Progress::Ready(_))) {
-        return ok;
-    }
+    let busy = decisions.iter().any(|d| matches!(d.progress, Progress::Waiting | Progress::Ready(_)));
     let now = ctx.clock.now();
     let (snapshot, view) = match snapshot(ctx).await {
         Ok(s) => s,
@@ -156,9 +154,35 @@ pub(crate) async fn round<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut
             return false;
         }
     };
-    // Drift before consolidation, as Karpenter orders them.
+    // Drift before consolidation, as Karpenter orders them. One drift pass after another, as
+    // Karpenter's loop passes again at once after starting a command: every NodeClaim a decision in
+    // progress replaces, or this round deleted, counts against its pool's `Drifted` budget, so the
+    // pool's empty drifted nodes go together up to the budget. A non-empty one needs the cluster at
+    // rest (its pods are planned as the provisioning decision plans, with no replacement in flight
+    // whose room is already promised), so it waits for decisions in progress.
     c.drift_failed.retain(|_, t| now.duration_since(*t).unsigned_abs() < DRIFT_RETRY);
-    let drifted = drift::candidate(&snapshot.cluster, &snapshot.objects, Some(now.as_second()), &|name| c.drift_failed.contains_key(name));
+    let mut disrupting: BTreeSet<String> = decisions.iter().filter(|d| matches!(d.progress, Progress::Waiting | Progress::Ready(_))).flat_map(|d| d.replaced.iter().cloned()).collect();
+    let instances = lock(&ctx.instances).clone();
+    let mut drifted = None;
+    loop {
+        let found = {
+            let failed = &c.drift_failed;
+            let skip = |name: &str| failed.contains_key(name);
+            drift::candidate(&snapshot.cluster, &snapshot.objects, &drift::Round { instances: &instances, now: Some(now.as_second()), disrupting: &disrupting, skip: &skip })
+        };
+        let Some(d) = found else { break };
+        if !d.empty {
+            drifted = Some(d);
+            break;
+        }
+        mark_drifted(ctx, &d).await;
+        ok &= delete_claims(ctx, std::slice::from_ref(&d.claim), &format!("drifted: {}", d.cause), DRIFTED).await;
+        disrupting.insert(d.claim);
+    }
+    if busy || disrupting.iter().any(|n| !decisions.iter().any(|d| d.replaced.contains(n))) {
+        // Decisions in progress, or this round deleted empty drifted nodes (the cluster is not at rest).
+        return ok;
+    }
     if let Some(d) = drifted {
         return match replace_drifted(ctx, &d, now, snapshot, view).await {
             Ok(acted) => {

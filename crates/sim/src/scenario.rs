@@ -185,6 +185,8 @@ struct SettingsFile {
     consolidation: Option<bool>,
     #[serde(default)]
     fail_offerings: Vec<FailOffering>,
+    /// The calendar time the scenario starts at (RFC 3339), for disruption budget schedules.
+    start: Option<String>,
 }
 
 /// Launches the cloud refuses with InsufficientInstanceCapacity. Unset fields match anything.
@@ -452,6 +454,10 @@ pub struct Settings {
     pub unavailable_offering_ttl: Duration,
     pub consolidation: bool,
     pub fail_offerings: Vec<FailOffering>,
+    /// The calendar time of simulated time zero, in Unix seconds (`start`): disruption budgets with a
+    /// `schedule` apply within their windows. `None`: the simulated clock has no calendar and a
+    /// scheduled budget always applies (the stricter reading).
+    pub start: Option<i64>,
 }
 
 #[derive(Clone, Debug)]
@@ -692,6 +698,15 @@ fn settings(path: &Path, dir: &Path, s: SettingsFile, files: &dyn Files) -> Resu
         }
     };
     let d = |v: Option<Dur>, default: u64| v.map(|x| x.0).unwrap_or(Duration::from_millis(default));
+    let start = match s.start.as_deref() {
+        None => None,
+        Some(t) => Some(
+            t.trim()
+                .parse::<k8s_openapi::jiff::Timestamp>()
+                .map_err(|e| ScenarioError::new(path, Some("settings.start".into()), format!("invalid time {t:?}: {e} (use RFC 3339, e.g. 2027-01-15T08:00:00Z)")))?
+                .as_second(),
+        ),
+    };
     let out = Settings {
         solver: s.solver.unwrap_or(Solver::Milp),
         solver_from_file: s.solver.is_some(),
@@ -707,6 +722,7 @@ fn settings(path: &Path, dir: &Path, s: SettingsFile, files: &dyn Files) -> Resu
         unavailable_offering_ttl: d(s.unavailable_offering_ttl, 180_000),
         consolidation: s.consolidation.unwrap_or(true),
         fail_offerings: s.fail_offerings,
+        start,
     };
     if out.batch_idle.is_zero() || out.batch_max < out.batch_idle {
         return Err(ScenarioError::new(path, Some("settings.batchIdle".into()), "batchIdle must be positive and at most batchMax"));

@@ -507,3 +507,27 @@ fn do_not_disrupt_pods_prevent_consolidation_in_the_simulation() {
         assert!(!r.timeline.iter().any(|e| matches!(e.kind, EventKind::Consolidation { .. })), "{}", text(&r));
     }
 }
+
+/// budget-1 (issue 17): a budget of zero nodes with a weekday schedule (09:00-17:00 UTC) holds every
+/// node through the window, the empty ones too, and the cluster consolidates when it closes; with
+/// both planners, every plan checked. Without the scenario's calendar (`start`) the scheduled budget
+/// always applies, so nothing ever goes.
+#[test]
+fn budget_1_blocks_disruption_during_business_hours_only() {
+    let sc = from_disk("budget-1-business-hours");
+    // 17:00 UTC is 9 h after the scenario's start at 08:00.
+    let window_end = 9 * 3600 * 1000;
+    for solver in SOLVERS {
+        let r = run(&sc, solver);
+        assert_passed(&r);
+        let removed: Vec<u64> = r.timeline.iter().filter(|e| matches!(e.kind, EventKind::NodeRemoved { .. })).map(|e| e.at.0).collect();
+        assert!(!removed.is_empty() && removed.iter().all(|&t| t >= window_end), "a node went inside the window: {removed:?}\n{}", text(&r));
+        let decided: Vec<u64> = r.timeline.iter().filter(|e| matches!(e.kind, EventKind::Consolidation { .. })).map(|e| e.at.0).collect();
+        assert_eq!(decided, vec![window_end], "one consolidation, as the window closes\n{}", text(&r));
+    }
+    let mut no_calendar = sc.clone();
+    no_calendar.settings.start = None;
+    let r = run(&no_calendar, Solver::Greedy);
+    assert!(!r.timeline.iter().any(|e| matches!(e.kind, EventKind::NodeRemoved { .. } | EventKind::Consolidation { .. })), "{}", text(&r));
+    assert!(!r.passed, "the last step's expectations need the window to close");
+}
