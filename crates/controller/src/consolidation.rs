@@ -13,11 +13,16 @@
 //!   │                                            kube-scheduler puts them on the replacements)
 //!   │    a replacement missing or deleting    → abandoned: nothing is removed (the replacements,
 //!   │                                            empty, go by emptiness)
-//!   │    otherwise                            → wait; no new decision meanwhile
-//!   ├─ otherwise, drift first (as Karpenter): the first drifted NodeClaim its pool's `Drifted`
-//!   │    budgets allow gets `Drifted=True`; empty, it is deleted; else its pods are planned
-//!   │    elsewhere (`consolidation::replace`, no saving required) and it is replaced as below
-//!   │    (one drifted node at a time; one whose pods find no place is tried again after a minute)
+//!   │    otherwise                            → wait; no new decision meanwhile (but for empty
+//!   │                                            drifted NodeClaims, below)
+//!   ├─ drift first (as Karpenter), pass after pass (`drift::candidate`; the NodeClaims decisions in
+//!   │    progress replace, and those deleted this round, count against the `Drifted` budgets; the
+//!   │    instances' subnets and security groups are garbage collection's last listing): each
+//!   │    empty drifted NodeClaim the budgets allow gets `Drifted=True` and is deleted; then, only
+//!   │    with no decision in progress and nothing deleted this round, the first non-empty one gets
+//!   │    `Drifted=True`, its pods are planned elsewhere (`consolidation::replace`, no saving
+//!   │    required) and it is replaced as below (one whose pods find no place is tried again after a
+//!   │    minute)
 //!   └─ otherwise, when a node is due (consolidateAfter) or a proposal waits for validation:
 //!        decide over the snapshot (off the async runtime), check the displaced pods' placement
 //!        with the checker, and act only when the same nodes are chosen again `validation` later
