@@ -8,7 +8,8 @@
 //!   15 s later; requiring the node to stay empty throughout is the same or stricter), is removed by
 //!   deleting its NodeClaim. The controller validates with its `consolidation_validation` (15 s by
 //!   default, as Karpenter); the simulator does not (zero). The pool's disruption budgets for reason
-//!   `Empty` (`spec.disruption.budgets[].nodes`, a count or a percentage of the pool's nodes, rounded up
+//!   `Empty` (`spec.disruption.budgets[].nodes`, a count or a percentage of the pool's initialized
+//!   nodes (NodeClaims still launching count for nothing, as in Karpenter), rounded up
 //!   as Karpenter does; `10%` when the field is absent, no limit when it is `[]`; [`reason_budgets`]) bound how
 //!   many of its NodeClaims may be deleting at once; a budget with a `schedule` (cron, UTC) and a
 //!   `duration` applies only from each time the schedule fires for that long ([`budget_active`], as
@@ -300,9 +301,11 @@ impl<T: Moment> Disruption<T> {
             seen.insert(c.nodeclaim.clone(), self.empty_since.get(&c.nodeclaim).copied().unwrap_or(now));
         }
         self.empty_since = seen;
+        // Karpenter's counts (`BuildDisruptionBudgetMapping`): a pool's initialized nodes, of which
+        // those being deleted are disrupting; NodeClaims still launching count for neither.
         let mut disrupting: BTreeMap<&str, usize> = BTreeMap::new();
         let mut total: BTreeMap<&str, usize> = BTreeMap::new();
-        for c in candidates {
+        for c in candidates.iter().filter(|c| c.initialized) {
             *total.entry(c.nodepool.as_str()).or_default() += 1;
             if c.deleting || actions.iter().any(|a| a.nodeclaim == c.nodeclaim) {
                 *disrupting.entry(c.nodepool.as_str()).or_default() += 1;
@@ -438,6 +441,14 @@ mod tests {
         let mut cs2 = cs.clone();
         cs2[0].deleting = true;
         assert!(d.decide(&cs2, &p, t(1)).is_empty(), "one is already being removed");
+        // NodeClaims still launching are not in the total (Karpenter counts initialized nodes): 10% of
+        // 10 initialized nodes is 1 whatever launches meanwhile, 10% of 11 would be 2.
+        let mut d = Disruption::default();
+        let mut many: Vec<Candidate<Duration>> = (0..10).map(|i| cand(&format!("n{i}"), "np", 0)).collect();
+        let mut launching = cand("new", "np", 0);
+        launching.initialized = false;
+        many.push(launching);
+        assert_eq!(d.decide(&many, &p, t(0)).len(), 1);
     }
 
     #[test]
