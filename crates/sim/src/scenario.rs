@@ -806,6 +806,7 @@ mod tests {
             ("steps:\n- settle: {max: 100d}\n", "steps[0].settle.max", "90 days"),
             ("steps:\n- scale: {kind: Deployment, name: a, replicas: 1000000}\n", "steps[0].scale.replicas", "limit of 150000"),
             ("settings: {unavailableOfferingTTL: 1ms}\nsteps: [{advance: 1s}]\n", "settings.unavailableOfferingTTL", "at least 1s"),
+            ("settings: {start: friday}\nsteps: [{advance: 1s}]\n", "settings.start", "RFC 3339"),
             ("steps:\n- advance: 90d\n- advance: 90d\n- settle: {max: 90d}\n- advance: 90d\n- advance: 7d\n", "steps[4].advance", "366 days"),
             (
                 "manifests:\n- {apiVersion: apps/v1, kind: Deployment, metadata: {name: big}, spec: {replicas: 2000000000, selector: {matchLabels: {a: b}}, template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: i}]}}}}\nsteps: [{advance: 1s}]\n",
@@ -824,6 +825,15 @@ mod tests {
             assert!(e.to_string().contains(part), "{e}");
         }
         assert!(parse_str(&format!("{head}steps:\n- advance: 90d\n")).is_ok(), "90 days is the limit, accepted");
+    }
+
+    /// `start` puts the simulated clock on the calendar (budget schedules); without it there is none.
+    #[test]
+    fn the_start_is_a_calendar_time() {
+        let head = "schema: stowage.dev/scenario/v1\nname: x\n";
+        let sc = parse_str(&format!("{head}settings: {{start: \"2027-01-15T08:00:00Z\"}}\nsteps: [{{advance: 1s}}]\n")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sc.settings.start, Some(1_800_000_000 - 1_800_000_000 % 86_400 + 8 * 3600));
+        assert_eq!(parse_str(&format!("{head}steps: [{{advance: 1s}}]\n")).unwrap().settings.start, None);
     }
 
     /// docs/formats.md spells the TTL `unavailableOfferingTTL`; the spelling accepted before stays an alias.
