@@ -174,6 +174,50 @@ async fn discovery_finds_subnets_groups_and_images_and_reports_what_is_missing()
     eprintln!("discovery test: {:.1}s", t0.elapsed().as_secs_f64());
 }
 
+/// Drift's facts from EC2 (issue 17): a listed instance carries the subnet it was launched into and
+/// its security groups, which match what the EC2NodeClass resolves (no drift); after
+/// ModifyInstanceAttribute puts it in another group, the next listing shows it and the shared drift
+/// decision names Karpenter's AWS provider's reason, `SecurityGroupDrift`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listed_instances_carry_their_network_and_a_changed_group_drifts() {
+    use stowage_input::api::{NodeClaim, NodePool};
+    let (moto, aws, mut nc) = setup("cloud-aws-network-drift").await;
+    nc.status = Some(aws.resolve_nodeclass(&nc).await.unwrap());
+    let net = moto.network().clone();
+    let inst = aws.launch(&request("general-drift", vec![offering("on-demand", "m5.large", "us-east-1b")])).await.unwrap();
+    let listed = |instances: Vec<stowage_decide::cloud::Instance>| instances.into_iter().find(|i| i.id == inst.id).expect("the launched instance is listed");
+    // moto 5.2's CreateFleet takes a launch template's groups from a `GroupSet` key that EC2's
+    // template data does not have, so the instance starts in no group there (EC2 puts it in the
+    // template's): put it in the NodeClass's group as EC2 would, through the API drift will see.
+    let put_in = |group: String| {
+        let ec2 = moto.ec2();
+        let id = inst.id.clone();
+        async move { ec2.modify_instance_attribute().instance_id(id).groups(group).send().await.unwrap() }
+    };
+    let launched = listed(aws.list().await.unwrap());
+    assert_ne!(launched.security_group_ids, Some(Vec::new()), "no group listed is unknown, not an empty set that would drift every node");
+    put_in(net.security_group_id.clone()).await;
+    let before = listed(aws.list().await.unwrap());
+    assert_eq!(before.subnet_id.as_deref(), Some(net.subnets["us-east-1b"].as_str()), "{before:?}");
+    assert_eq!(before.security_group_ids, Some(vec![net.security_group_id.clone()]), "{before:?}");
+    let pool: NodePool = serde_json::from_value(serde_json::json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "general"},
+        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}}))
+    .unwrap();
+    let claim: NodeClaim = serde_json::from_value(serde_json::json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "general-drift"},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
+        "status": {"providerID": inst.provider_id, "imageID": inst.image_id}}))
+    .unwrap();
+    assert_eq!(stowage_decide::drift::drifted(&claim, &pool, Some(&nc), Some(&before)), None, "launched as the NodeClass resolves: not drifted");
+
+    let other = moto.ec2().create_security_group().group_name("other").description("not the NodeClass's").vpc_id(&net.vpc_id).send().await.unwrap().group_id.unwrap();
+    put_in(other.clone()).await;
+    let after = listed(aws.list().await.unwrap());
+    assert_eq!(after.security_group_ids, Some(vec![other.clone()]));
+    let cause = stowage_decide::drift::drifted(&claim, &pool, Some(&nc), Some(&after));
+    assert_eq!(cause.as_ref().map(|c| c.reason()), Some("SecurityGroupDrift"), "{cause:?}");
+    moto.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn launch_list_tag_terminate_and_idempotent_relaunch() {
     let t0 = Instant::now();

@@ -48,6 +48,9 @@ pub fn aws_options() -> AwsOptions {
     };
     // moto preloads plain Amazon Linux 2023 images, no EKS-optimised ones.
     o.alias.plain_al2023_fallback = true;
+    // moto's CreateFleet ignores the launch template's security groups: without this every node
+    // would be SecurityGroupDrift (the one test of that drift turns it back on, with on-demand nodes).
+    o.security_group_facts = false;
     o
 }
 

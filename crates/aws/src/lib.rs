@@ -188,6 +188,11 @@ pub struct AwsOptions {
     /// How often `collect_nodeclass_resources` garbage-collects instance profiles (the controller asks
     /// every NodeClass round).
     pub profile_gc_interval: Duration,
+    /// Whether `list()` reports the instances' security groups, the facts of `SecurityGroupDrift`
+    /// (on by default, as Karpenter). The end-to-end tests turn it off: moto's CreateFleet does not
+    /// put an instance in its launch template's groups (a spot instance lands in the default VPC's
+    /// default group), so every node would drift.
+    pub security_group_facts: bool,
 }
 
 impl Default for AwsOptions {
@@ -203,6 +208,7 @@ impl Default for AwsOptions {
             ice_ttl: ice::DEFAULT_TTL,
             offline_retry: Duration::from_secs(60),
             profile_gc_interval: Duration::from_secs(300),
+            security_group_facts: true,
         }
     }
 }
@@ -739,6 +745,9 @@ fn launched_instance(l: fleet::Launched, req: &LaunchRequest, image_id: Option<S
         nodeclaim: Some(req.nodeclaim.clone()),
         launched_at: now,
         image_id,
+        // CreateFleet's answer does not say; the instance's description (`list`) does.
+        subnet_id: None,
+        security_group_ids: None,
     }
 }
 
@@ -783,7 +792,11 @@ impl CloudProvider for AwsProvider {
     }
 
     async fn list(&self) -> Result<Vec<Instance>, CloudError> {
-        Ok(instances::list(&self.ec2, &self.cluster).await?)
+        let mut listed = instances::list(&self.ec2, &self.cluster).await?;
+        if !self.opts.security_group_facts {
+            listed.iter_mut().for_each(|i| i.security_group_ids = None);
+        }
+        Ok(listed)
     }
 
     async fn tag_registered(&self, provider_id: &str, nodeclaim: &str, node: &str) -> Result<(), CloudError> {

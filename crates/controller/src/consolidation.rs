@@ -13,11 +13,16 @@
 //!   │                                            kube-scheduler puts them on the replacements)
 //!   │    a replacement missing or deleting    → abandoned: nothing is removed (the replacements,
 //!   │                                            empty, go by emptiness)
-//!   │    otherwise                            → wait; no new decision meanwhile
-//!   ├─ otherwise, drift first (as Karpenter): the first drifted NodeClaim its pool's `Drifted`
-//!   │    budgets allow gets `Drifted=True`; empty, it is deleted; else its pods are planned
-//!   │    elsewhere (`consolidation::replace`, no saving required) and it is replaced as below
-//!   │    (one drifted node at a time; one whose pods find no place is tried again after a minute)
+//!   │    otherwise                            → wait; no new decision meanwhile (but for empty
+//!   │                                            drifted NodeClaims, below)
+//!   ├─ drift first (as Karpenter), pass after pass (`drift::candidate`; the NodeClaims decisions in
+//!   │    progress replace, and those deleted this round, count against the `Drifted` budgets; the
+//!   │    instances' subnets and security groups are garbage collection's last listing): each
+//!   │    empty drifted NodeClaim the budgets allow gets `Drifted=True` and is deleted; then, only
+//!   │    with no decision in progress and nothing deleted this round, the first non-empty one gets
+//!   │    `Drifted=True`, its pods are planned elsewhere (`consolidation::replace`, no saving
+//!   │    required) and it is replaced as below (one whose pods find no place is tried again after a
+//!   │    minute)
 //!   └─ otherwise, when a node is due (consolidateAfter) or a proposal waits for validation:
 //!        decide over the snapshot (off the async runtime), check the displaced pods' placement
 //!        with the checker, and act only when the same nodes are chosen again `validation` later
@@ -145,9 +150,7 @@ pub(crate) async fn round<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut
             ok &= delete_claims(ctx, replaced, &why, d.cause).await;
         }
     }
-    if decisions.iter().any(|d| matches!(d.progress, Progress::Waiting | Progress::Ready(_))) {
-        return ok;
-    }
+    let busy = decisions.iter().any(|d| matches!(d.progress, Progress::Waiting | Progress::Ready(_)));
     let now = ctx.clock.now();
     let (snapshot, view) = match snapshot(ctx).await {
         Ok(s) => s,
@@ -156,9 +159,35 @@ pub(crate) async fn round<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut
             return false;
         }
     };
-    // Drift before consolidation, as Karpenter orders them.
+    // Drift before consolidation, as Karpenter orders them. One drift pass after another, as
+    // Karpenter's loop passes again at once after starting a command: every NodeClaim a decision in
+    // progress replaces, or this round deleted, counts against its pool's `Drifted` budget, so the
+    // pool's empty drifted nodes go together up to the budget. A non-empty one needs the cluster at
+    // rest (its pods are planned as the provisioning decision plans, with no replacement in flight
+    // whose room is already promised), so it waits for decisions in progress.
     c.drift_failed.retain(|_, t| now.duration_since(*t).unsigned_abs() < DRIFT_RETRY);
-    let drifted = drift::candidate(&snapshot.cluster, &snapshot.objects, Some(now.as_second()), &|name| c.drift_failed.contains_key(name));
+    let mut disrupting: BTreeSet<String> = decisions.iter().filter(|d| matches!(d.progress, Progress::Waiting | Progress::Ready(_))).flat_map(|d| d.replaced.iter().cloned()).collect();
+    let instances = lock(&ctx.instances).clone();
+    let mut drifted = None;
+    loop {
+        let found = {
+            let failed = &c.drift_failed;
+            let skip = |name: &str| failed.contains_key(name);
+            drift::candidate(&snapshot.cluster, &snapshot.objects, &drift::Round { instances: &instances, now: Some(now.as_second()), disrupting: &disrupting, skip: &skip })
+        };
+        let Some(d) = found else { break };
+        if !d.empty {
+            drifted = Some(d);
+            break;
+        }
+        mark_drifted(ctx, &d).await;
+        ok &= delete_claims(ctx, std::slice::from_ref(&d.claim), &format!("drifted: {}", d.cause), DRIFTED).await;
+        disrupting.insert(d.claim);
+    }
+    if busy || disrupting.iter().any(|n| !decisions.iter().any(|d| d.replaced.contains(n))) {
+        // Decisions in progress, or this round deleted empty drifted nodes (the cluster is not at rest).
+        return ok;
+    }
     if let Some(d) = drifted {
         return match replace_drifted(ctx, &d, now, snapshot, view).await {
             Ok(acted) => {

@@ -96,6 +96,8 @@ mod tests {
             nodeclaim: claim.map(str::to_string),
             launched_at: T0 + launched,
             image_id: None,
+            subnet_id: None,
+            security_group_ids: None,
         }
     }
 

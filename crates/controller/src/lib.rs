@@ -210,6 +210,10 @@ pub struct Ctx<P> {
     pub(crate) lifecycle_backoff: Mutex<lifecycle::Backoff>,
     /// Provider ids garbage collection found gone (for the lifecycle decision's `instance_gone`).
     pub(crate) vanished: Mutex<BTreeSet<String>>,
+    /// The cloud's description of its instances at garbage collection's last listing (at most
+    /// `gc_interval` old): the facts of security-group and subnet drift (`stowage_decide::drift`),
+    /// read without another cloud call per disruption round.
+    pub(crate) instances: Mutex<Vec<stowage_decide::cloud::Instance>>,
     /// Node or NodeClaim names a recent plan put pods on, until when.
     nominations: Mutex<BTreeMap<String, Instant>>,
     /// Pod uid → the last Nominated / FailedScheduling note sent (events only when it changes).
@@ -408,6 +412,7 @@ impl Controller {
             lifecycle_trigger: Mutex::new(None),
             lifecycle_backoff: Mutex::new(lifecycle::Backoff::default()),
             vanished: Mutex::new(BTreeSet::new()),
+            instances: Mutex::new(Vec::new()),
             nominations: Mutex::new(BTreeMap::new()),
             pod_notes: Mutex::new(BTreeMap::new()),
             catalog: tokio::sync::Mutex::new(None),
@@ -906,6 +911,7 @@ async fn collect<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>) -> bool {
         (s.nodeclaims.iter().cloned().collect(), lock(&ctx.launching).clone())
     };
     let actions = gc::decide(&instances, &claims, &launching, ctx.clock.now(), ctx.config.gc_grace);
+    *lock(&ctx.instances) = instances.clone();
     let mut ok = true;
     let mut terminated = 0;
     for pid in &actions.terminate {

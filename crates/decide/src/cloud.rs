@@ -68,6 +68,11 @@ pub struct Instance {
     pub launched_at: i64,
     /// The machine image it runs (drift compares it with the NodeClass's resolved images), if known.
     pub image_id: Option<String>,
+    /// The subnet it runs in (drift compares it with the NodeClass's resolved subnets), if known.
+    pub subnet_id: Option<String>,
+    /// The security groups attached to it (drift compares them with the NodeClass's resolved
+    /// security groups), if known.
+    pub security_group_ids: Option<Vec<String>>,
 }
 
 #[derive(Debug, thiserror::Error)]

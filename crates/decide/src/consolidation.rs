@@ -342,6 +342,12 @@ impl<T: Moment> Consolidation<T> {
 
     /// Decides a round (module doc). `planner` plans every candidate set.
     pub fn decide(&mut self, input: &Input, planner: &mut dyn Planner, now: T) -> Result<Outcome, ConsolidationError> {
+        self.decide_at(input, planner, now, now.unix_seconds())
+    }
+
+    /// [`Consolidation::decide`] with budget schedules read at `calendar` (Unix seconds) instead of
+    /// the clock's own calendar (the simulator's clock counts from a scenario's start).
+    pub fn decide_at(&mut self, input: &Input, planner: &mut dyn Planner, now: T, calendar: Option<i64>) -> Result<Outcome, ConsolidationError> {
         let cluster = input.base.cluster;
         let due = self.due(cluster, input.base.objects, now);
         // Remembered either way: a round is not repeated until the cluster changes (a node registering,
@@ -355,7 +361,7 @@ impl<T: Moment> Consolidation<T> {
         cands.retain(|c| balanced::passes_as_delete(&c.source(), &|p| balanced.contains_key(p), &balanced));
         let cost = current_cost(input);
         let lower_bound = lower_bound(input, &cands);
-        let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: false, now: now.unix_seconds(), balanced };
+        let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: false, now: calendar, balanced };
         let best = search.run()?;
         let evaluations = search.evaluations;
         Ok(match best {

@@ -8,8 +8,9 @@
 //!   15 s later; requiring the node to stay empty throughout is the same or stricter), is removed by
 //!   deleting its NodeClaim. The controller validates with its `consolidation_validation` (15 s by
 //!   default, as Karpenter); the simulator does not (zero). The pool's disruption budgets for reason
-//!   `Empty` (`spec.disruption.budgets[].nodes`, a count or a percentage of the pool's nodes, rounded up
-//!   as Karpenter does; default `10%`; [`reason_budgets`]) bound how
+//!   `Empty` (`spec.disruption.budgets[].nodes`, a count or a percentage of the pool's initialized
+//!   nodes (NodeClaims still launching count for nothing, as in Karpenter), rounded up
+//!   as Karpenter does; `10%` when the field is absent, no limit when it is `[]`; [`reason_budgets`]) bound how
 //!   many of its NodeClaims may be deleting at once; a budget with a `schedule` (cron, UTC) and a
 //!   `duration` applies only from each time the schedule fires for that long ([`budget_active`], as
 //!   Karpenter); on a clock without a calendar (the simulator's) it always applies (stricter, never
@@ -69,16 +70,58 @@ impl Moment for k8s_openapi::jiff::Timestamp {
     }
 }
 
-/// Whether a disruption budget applies at `now` (seconds since the Unix epoch, UTC). Without a
-/// `schedule` always; with one, when the cron schedule fired within the last `duration` (Karpenter:
-/// the first hit after `now - duration` is not after `now`). `now` unknown, or a schedule or duration
-/// that does not parse (the API server's validation refuses those): it applies, which is stricter.
-pub fn budget_active(b: &Budget, now: Option<i64>) -> bool {
-    let (Some(schedule), Some(now)) = (b.schedule.as_deref(), now) else { return true };
-    let Some(duration) = b.duration.as_deref().and_then(|d| humantime::parse_duration(d).ok()) else { return true };
-    let Ok(cron) = schedule.trim().parse::<croner::Cron>() else { return true };
-    let Ok(from) = k8s_openapi::jiff::Timestamp::from_second(now.saturating_sub(duration.as_secs() as i64)) else { return true };
-    cron.find_next_occurrence(&from.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC), false).is_ok_and(|hit| hit.timestamp().as_second() <= now)
+/// Whether a disruption budget applies at `now` (seconds since the Unix epoch, UTC), Karpenter's
+/// `Budget.IsActive`:
+///
+/// ```text
+/// active(b, now) = true                                       if b has neither schedule nor duration
+///                = next_hit(b.schedule, after now − duration) ≤ now   otherwise
+/// ```
+///
+/// so a budget applies from each time its cron schedule (UTC) fires until `duration` later, the end
+/// excluded. A schedule without a duration (which the API server refuses) never applies (duration
+/// zero). `Err` when the schedule or the duration does not parse: Karpenter then fails closed (the
+/// budget allows nothing, [`budget_allows`]). `now` unknown (a clock without a calendar): it
+/// applies, the stricter reading.
+pub fn budget_active(b: &Budget, now: Option<i64>) -> Result<bool, String> {
+    if b.schedule.is_none() && b.duration.is_none() {
+        return Ok(true);
+    }
+    let schedule = b.schedule.as_deref().unwrap_or_default();
+    let cron = schedule.trim().parse::<croner::Cron>().map_err(|e| format!("schedule {schedule:?}: {e}"))?;
+    let duration = match b.duration.as_deref() {
+        None => Duration::ZERO,
+        Some(d) => humantime::parse_duration(d.trim()).map_err(|e| format!("duration {d:?}: {e}"))?,
+    };
+    let Some(now) = now else { return Ok(true) };
+    let from = k8s_openapi::jiff::Timestamp::from_second(now.saturating_sub(duration.as_secs() as i64)).map_err(|e| format!("time {now}: {e}"))?;
+    let hit = cron.find_next_occurrence(&from.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC), false).map_err(|e| format!("schedule {schedule:?}: {e}"))?;
+    Ok(hit.timestamp().as_second() <= now)
+}
+
+/// The next time after `now` (Unix seconds) at which some budget of `pool` starts or stops applying,
+/// if any has a schedule (for a loop that sleeps until a blocking budget lets go, or starts to hold).
+pub fn next_budget_change(pool: &NodePool, now: i64) -> Option<i64> {
+    let budgets = pool.spec.disruption.as_ref().and_then(|d| d.budgets.as_ref())?;
+    let mut out: Option<i64> = None;
+    for b in budgets {
+        let (Some(schedule), Some(duration)) = (b.schedule.as_deref(), b.duration.as_deref()) else { continue };
+        let (Ok(cron), Ok(duration)) = (schedule.trim().parse::<croner::Cron>(), humantime::parse_duration(duration.trim())) else { continue };
+        let d = duration.as_secs() as i64;
+        let Ok(from) = k8s_openapi::jiff::Timestamp::from_second(now.saturating_sub(d)) else { continue };
+        // Every hit in (now − d, now] ends a window at hit + d; the first hit after now starts one.
+        for hit in cron.iter_after(from.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC)).take(10_000) {
+            let h = hit.timestamp().as_second();
+            let change = if h <= now { h + d } else { h };
+            if change > now {
+                out = Some(out.map_or(change, |o| o.min(change)));
+            }
+            if h > now {
+                break;
+            }
+        }
+    }
+    out
 }
 
 /// Why a NodeClaim is removed.
@@ -126,7 +169,8 @@ pub struct Candidate<T> {
 pub struct PoolPolicy {
     /// `None`: `consolidateAfter: Never`.
     pub consolidate_after: Option<Duration>,
-    /// `nodes` values ("10%", "3") of the budgets that apply to reason `Empty` ([`reason_budgets`]).
+    /// `nodes` values ("10%", "3") of the budgets that apply to reason `Empty` ([`reason_budgets`]);
+    /// empty: no limit.
     pub budgets: Vec<String>,
 }
 
@@ -157,19 +201,28 @@ pub fn pool_policy_at(p: &NodePool, now: Option<i64>) -> PoolPolicy {
 ///                           pool's nodes rounded up: allowed_disruptions), unbounded if none applies
 /// ```
 ///
-/// Karpenter's default `10%` if the pool has no budget; `100%` (no limit) if it has budgets but none
-/// applies to this reason now. A budget whose `reasons` is an empty list applies to no reason (as
-/// Karpenter: `nil` means all, `[]` none).
+/// `budgets` absent (or no NodePool object): Karpenter's CRD default, one budget `nodes: 10%`;
+/// `budgets: []` (explicitly empty): no budget, so no limit, as Karpenter (the default applies only to
+/// an absent field). A budget without `nodes` has the CRD's default `10%`. A budget whose `reasons`
+/// is an empty list applies to no reason (`nil` means all, `[]` none). A budget whose schedule or
+/// duration does not parse allows nothing (`"0"`: Karpenter fails closed). An empty result means no
+/// limit.
 pub fn reason_budgets(pool: Option<&NodePool>, reason: &str, now: Option<i64>) -> Vec<String> {
-    let Some(p) = pool else { return vec!["10%".into()] };
-    let budgets = p.spec.disruption.as_ref().and_then(|d| d.budgets.clone()).unwrap_or_default();
-    if budgets.is_empty() {
-        return vec!["10%".into()];
-    }
-    let applying: Vec<String> = budgets.into_iter().filter(|b| b.reasons.as_ref().is_none_or(|r| r.iter().any(|x| x == reason)) && budget_active(b, now)).filter_map(|b| b.nodes).collect();
-    // Budgets exist but none names this reason: Karpenter does not limit it.
-    if applying.is_empty() { vec!["100%".into()] } else { applying }
+    let Some(budgets) = pool.map(|p| p.spec.disruption.as_ref().and_then(|d| d.budgets.as_ref())) else { return vec![DEFAULT_BUDGET.into()] };
+    let Some(budgets) = budgets else { return vec![DEFAULT_BUDGET.into()] };
+    budgets
+        .iter()
+        .filter(|b| b.reasons.as_ref().is_none_or(|r| r.iter().any(|x| x == reason)))
+        .filter_map(|b| match budget_active(b, now) {
+            Ok(true) => Some(b.nodes.clone().unwrap_or_else(|| DEFAULT_BUDGET.into())),
+            Ok(false) => None,
+            Err(_) => Some("0".into()),
+        })
+        .collect()
 }
+
+/// Karpenter's default budget (`nodes: 10%`), for a pool whose `budgets` field is absent.
+pub const DEFAULT_BUDGET: &str = "10%";
 
 /// `karpenter.sh/do-not-disrupt: "true"` on an object.
 pub(crate) fn annotated(md: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
@@ -185,17 +238,25 @@ pub(crate) fn is_mirror(p: &Pod) -> bool {
     p.owner.as_ref().is_some_and(|o| o.kind == "Node")
 }
 
-/// Nodes a pool may have disrupting at once under its budgets (the smallest budget wins; percentages of
-/// `total` round up; unparsable budgets allow nothing).
+/// Nodes a pool may have disrupting at once under its budgets, Karpenter's `GetAllowedDisruptions`
+/// (intstr's scaled value, rounding up):
+///
+/// ```text
+/// nodes(b) = n                          for a count "n"
+///          = ⌈p · total / 100⌉          for a percentage "p%" (integers, so 7% of 100 is 7)
+/// allowed  = min over budgets of nodes(b);  no budget: unbounded (usize::MAX)
+/// ```
+///
+/// A value that is neither (the API server refuses those) allows nothing, as Karpenter fails closed.
 pub fn allowed_disruptions(budgets: &[String], total: usize) -> usize {
     budgets
         .iter()
         .map(|b| match b.strip_suffix('%') {
-            Some(p) => p.trim().parse::<f64>().map(|p| ((p / 100.0) * total as f64).ceil() as usize).unwrap_or(0),
-            None => b.trim().parse::<usize>().unwrap_or(0),
+            Some(p) => p.parse::<usize>().map(|p| (p.saturating_mul(total)).div_ceil(100)).unwrap_or(0),
+            None => b.parse::<usize>().unwrap_or(0),
         })
         .min()
-        .unwrap_or(0)
+        .unwrap_or(usize::MAX)
 }
 
 /// The memory of emptiness.
@@ -240,9 +301,11 @@ impl<T: Moment> Disruption<T> {
             seen.insert(c.nodeclaim.clone(), self.empty_since.get(&c.nodeclaim).copied().unwrap_or(now));
         }
         self.empty_since = seen;
+        // Karpenter's counts (`BuildDisruptionBudgetMapping`): a pool's initialized nodes, of which
+        // those being deleted are disrupting; NodeClaims still launching count for neither.
         let mut disrupting: BTreeMap<&str, usize> = BTreeMap::new();
         let mut total: BTreeMap<&str, usize> = BTreeMap::new();
-        for c in candidates {
+        for c in candidates.iter().filter(|c| c.initialized) {
             *total.entry(c.nodepool.as_str()).or_default() += 1;
             if c.deleting || actions.iter().any(|a| a.nodeclaim == c.nodeclaim) {
                 *disrupting.entry(c.nodepool.as_str()).or_default() += 1;
@@ -370,6 +433,7 @@ mod tests {
         assert_eq!(allowed_disruptions(&["10%".into()], 0), 0);
         assert_eq!(allowed_disruptions(&["50%".into(), "1".into()], 10), 1, "the smallest wins");
         assert_eq!(allowed_disruptions(&["x".into()], 10), 0);
+        assert_eq!(allowed_disruptions(&[], 10), usize::MAX, "no budget: no limit");
         let mut d = Disruption::default();
         let p = pools(Some(0), &["10%"]);
         let cs = vec![cand("a", "np", 0), cand("b", "np", 0), cand("c", "np", 0)];
@@ -377,6 +441,14 @@ mod tests {
         let mut cs2 = cs.clone();
         cs2[0].deleting = true;
         assert!(d.decide(&cs2, &p, t(1)).is_empty(), "one is already being removed");
+        // NodeClaims still launching are not in the total (Karpenter counts initialized nodes): 10% of
+        // 10 initialized nodes is 1 whatever launches meanwhile, 10% of 11 would be 2.
+        let mut d = Disruption::default();
+        let mut many: Vec<Candidate<Duration>> = (0..10).map(|i| cand(&format!("n{i}"), "np", 0)).collect();
+        let mut launching = cand("new", "np", 0);
+        launching.initialized = false;
+        many.push(launching);
+        assert_eq!(d.decide(&many, &p, t(0)).len(), 1);
     }
 
     #[test]
@@ -429,10 +501,10 @@ mod tests {
             (&mixed, "Underutilized", 10, 2),
             (&mixed, "Empty", 2, 1),
             (&only_underutilized, "Underutilized", 10, 0),
-            (&only_underutilized, "Empty", 10, 10),
-            (&only_underutilized, "Drifted", 10, 10),
-            (&no_reason, "Empty", 10, 10),
-            (&no_reason, "Drifted", 10, 10),
+            (&only_underutilized, "Empty", 10, usize::MAX),
+            (&only_underutilized, "Drifted", 10, usize::MAX),
+            (&no_reason, "Empty", 10, usize::MAX),
+            (&no_reason, "Drifted", 10, usize::MAX),
         ];
         for (pool, reason, total, want) in table {
             assert_eq!(allowed_disruptions(&reason_budgets(Some(pool), reason, None), total), want, "{reason} of {total} nodes under {:?}", pool.spec.disruption);
@@ -475,19 +547,20 @@ mod tests {
                 .as_second()
         };
         let office = b(Some("0 9 * * *"), Some("8h"));
-        assert!(!budget_active(&office, Some(at(8, 59))));
-        assert!(budget_active(&office, Some(at(9, 0))), "the moment it fires");
-        assert!(budget_active(&office, Some(at(16, 59))));
-        assert!(!budget_active(&office, Some(at(17, 1))), "8 h later it no longer applies");
-        assert!(budget_active(&b(Some("@daily"), Some("1h30m")), Some(at(1, 29))));
-        assert!(!budget_active(&b(Some("@daily"), Some("1h30m")), Some(at(1, 31))));
-        assert!(budget_active(&b(None, None), Some(at(12, 0))), "no schedule: always");
-        assert!(budget_active(&office, None), "no calendar (the simulator): always, the stricter reading");
+        assert_eq!(budget_active(&office, Some(at(8, 59))), Ok(false));
+        assert_eq!(budget_active(&office, Some(at(9, 0))), Ok(true), "the moment it fires");
+        assert_eq!(budget_active(&office, Some(at(16, 59))), Ok(true));
+        assert_eq!(budget_active(&office, Some(at(17, 0))), Ok(false), "the window's end is excluded");
+        assert_eq!(budget_active(&office, Some(at(17, 1))), Ok(false), "8 h later it no longer applies");
+        assert_eq!(budget_active(&b(Some("@daily"), Some("1h30m")), Some(at(1, 29))), Ok(true));
+        assert_eq!(budget_active(&b(Some("@daily"), Some("1h30m")), Some(at(1, 31))), Ok(false));
+        assert_eq!(budget_active(&b(None, None), Some(at(12, 0))), Ok(true), "no schedule: always");
+        assert_eq!(budget_active(&office, None), Ok(true), "no calendar (the simulator without a start): always, the stricter reading");
         let np: NodePool = serde_json::from_value(serde_json::json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "np"},
             "spec": {"disruption": {"budgets": [{"nodes": "0", "schedule": "0 9 * * *", "duration": "8h"}]},
                      "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}}))
         .unwrap();
         assert_eq!(pool_policy_at(&np, Some(at(10, 0))).budgets, vec!["0".to_string()], "office hours: nothing may be disrupted");
-        assert_eq!(pool_policy_at(&np, Some(at(20, 0))).budgets, vec!["100%".to_string()], "outside them no budget applies: no limit, as Karpenter");
+        assert_eq!(pool_policy_at(&np, Some(at(20, 0))).budgets, Vec::<String>::new(), "outside them no budget applies: no limit, as Karpenter");
     }
 }

@@ -1,10 +1,10 @@
 //! Drift: a NodeClaim that no longer matches what its NodePool and EC2NodeClass would launch now is
-//! replaced, one node at a time per pool and within the pool's disruption budgets for reason
-//! `Drifted`, through consolidation's replacement path ([`crate::consolidation::replace`]: the
-//! displaced pods planned by the provisioning planners, the replacements launched and Initialized
-//! before the drifted node drains).
+//! replaced within the pool's disruption budgets for reason `Drifted`, through consolidation's
+//! replacement path ([`crate::consolidation::replace`]: the displaced pods planned by the provisioning
+//! planners, the replacements launched and Initialized before the drifted node drains).
 //!
-//! Causes, as Karpenter v1 names them:
+//! Causes, as Karpenter v1 (and its AWS provider) name them, judged in Karpenter's order, the first
+//! found wins:
 //! - `NodePoolDrifted`: the NodeClaim's [`NODEPOOL_HASH`] differs from [`nodepool_hash`] of its pool
 //!   now. The hash covers what a NodeClaim copies from the template and cannot change in place:
 //!   template labels and annotations, taints, startup taints, `expireAfter`,
@@ -14,16 +14,39 @@
 //!   on a hash-version change).
 //! - `RequirementsDrifted`: a label of the NodeClaim no longer satisfies the pool's requirement on
 //!   that key (keys the NodeClaim has no label for are not judged, as Karpenter's compatibility).
-//! - `AMIDrifted`: the NodeClaim's image (`status.imageID`) is not among its EC2NodeClass's resolved
+//! - `AMIDrift`: the NodeClaim's image (`status.imageID`) is not among its EC2NodeClass's resolved
 //!   images (`status.amis`) while that list is known and non-empty.
+//! - `SecurityGroupDrift`: the set of security groups attached to the instance (the cloud's
+//!   description of it, [`crate::cloud::Instance::security_group_ids`]) differs from the set the
+//!   EC2NodeClass resolves (`status.securityGroups`), while both are known and the latter non-empty.
+//! - `SubnetDrift`: the instance's subnet ([`crate::cloud::Instance::subnet_id`]) is not among the
+//!   EC2NodeClass's resolved subnets (`status.subnets`), while both are known and the latter
+//!   non-empty.
+//!
+//! ```text
+//! sg_drift(i, nc)     = ids(nc.status.securityGroups) ≠ ∅ ∧ set(i.securityGroups) ≠ ids(nc.status.securityGroups)
+//! subnet_drift(i, nc) = ids(nc.status.subnets) ≠ ∅ ∧ i.subnet ∉ ids(nc.status.subnets)
+//! ```
+//!
+//! Karpenter's AWS provider also has `NodeClassDrift` (the EC2NodeClass's static hash),
+//! `CapacityReservationDrift` and `PlacementGroupDrift`, and its core `InstanceTypeNotFound`; stowage
+//! does not judge those.
+//!
+//! **Several at once.** Karpenter's drift method takes one candidate per pass (drift commands have one
+//! candidate), empty candidates first, then the longest drifted, and its disruption loop passes again
+//! at once after a command started, the nodes being replaced counting against the budgets as
+//! disrupting; so several drifted nodes of a pool are replaced at the same time, up to the pool's
+//! `Drifted` budget. [`candidate`] is one such pass: the caller passes the NodeClaims that decisions
+//! in progress replace ([`Round::disrupting`]), and calls it again after each start.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use stowage_core::domain::Cluster;
 use stowage_input::Objects;
 use stowage_input::api::{EC2NodeClass, NodeClaim, NodePool, NodeSelectorRequirementWithMinValues};
 use stowage_input::ids::stable_hash;
 
+use crate::cloud::Instance;
 use crate::disruption::{allowed_disruptions, annotated, reason_budgets, workload_on};
 
 /// The hash of the pool's template a NodeClaim was made from (Karpenter's annotation key).
@@ -40,6 +63,8 @@ pub enum Cause {
     NodePool,
     Requirements { key: String, value: String },
     Image { image: String },
+    SecurityGroups { attached: Vec<String> },
+    Subnet { subnet: String },
 }
 
 impl Cause {
@@ -48,7 +73,9 @@ impl Cause {
         match self {
             Cause::NodePool => "NodePoolDrifted",
             Cause::Requirements { .. } => "RequirementsDrifted",
-            Cause::Image { .. } => "AMIDrifted",
+            Cause::Image { .. } => "AMIDrift",
+            Cause::SecurityGroups { .. } => "SecurityGroupDrift",
+            Cause::Subnet { .. } => "SubnetDrift",
         }
     }
 }
@@ -58,7 +85,9 @@ impl std::fmt::Display for Cause {
         match self {
             Cause::NodePool => write!(f, "NodePoolDrifted: the NodePool's template changed"),
             Cause::Requirements { key, value } => write!(f, "RequirementsDrifted: {key}={value} no longer meets the NodePool's requirements"),
-            Cause::Image { image } => write!(f, "AMIDrifted: image {image} is no longer one the EC2NodeClass resolves"),
+            Cause::Image { image } => write!(f, "AMIDrift: image {image} is no longer one the EC2NodeClass resolves"),
+            Cause::SecurityGroups { attached } => write!(f, "SecurityGroupDrift: security groups [{}] are not the EC2NodeClass's", attached.join(", ")),
+            Cause::Subnet { subnet } => write!(f, "SubnetDrift: subnet {subnet} is no longer one the EC2NodeClass resolves"),
         }
     }
 }
@@ -111,19 +140,50 @@ pub struct Drifted {
     pub empty: bool,
 }
 
-/// The first drifted NodeClaim (by name) that may go now, for the controller and the simulator alike:
-/// its Node registered and initialized (not in flight), neither being deleted, no
-/// `karpenter.sh/do-not-disrupt` on either, not in `skip`, and its pool's budgets for [`REASON`] at
-/// `now` (Unix seconds, if the clock has a calendar) allow one more of the pool's nodes disrupting.
-pub fn candidate(cluster: &Cluster, objects: &Objects, now: Option<i64>, skip: &dyn Fn(&str) -> bool) -> Option<Drifted> {
-    let mut claims: Vec<&NodeClaim> = objects.nodeclaims.iter().map(|o| &o.obj).collect();
-    claims.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-    for c in claims {
+/// What one drift pass reads besides the cluster.
+pub struct Round<'a> {
+    /// The cloud's description of the instances (`CloudProvider::list`), matched to NodeClaims by
+    /// provider id: the facts of security-group and subnet drift. An instance not listed (or a
+    /// fact it lacks) is not judged for them.
+    pub instances: &'a [Instance],
+    /// Now in Unix seconds, if the clock has a calendar (budget schedules).
+    pub now: Option<i64>,
+    /// NodeClaims that decisions in progress replace: not chosen again, and counted against their
+    /// pool's budgets as disrupting (Karpenter marks a command's candidates for deletion when it starts).
+    pub disrupting: &'a BTreeSet<String>,
+    /// NodeClaims not to choose now (a recent replacement found no place for their pods).
+    pub skip: &'a dyn Fn(&str) -> bool,
+}
+
+/// One drift pass, for the controller and the simulator alike: the drifted NodeClaim to replace now,
+/// if any. Eligible: its Node registered and initialized (not in flight), neither being deleted nor
+/// replaced by a decision in progress, no `karpenter.sh/do-not-disrupt` on either, not skipped, and
+/// its pool's budgets for [`REASON`] allow one more of the pool's nodes disrupting. Order as
+/// Karpenter's: empty ones first, then the longest drifted (the `Drifted` condition's transition
+/// time, set when a NodeClaim was chosen before), then by name.
+///
+/// ```text
+/// total(pool)      = the pool's registered Nodes (Karpenter: managed, initialized)
+/// disrupting(pool) = those being deleted, not Ready, or replaced by a decision in progress
+/// room(pool)       = allowed_disruptions(Drifted budgets at now, total) − disrupting
+/// ```
+pub fn candidate(cluster: &Cluster, objects: &Objects, round: &Round) -> Option<Drifted> {
+    let node_objs: BTreeMap<&str, &k8s_openapi::api::core::v1::Node> = objects.nodes.iter().filter_map(|o| Some((o.obj.metadata.name.as_deref()?, &o.obj))).collect();
+    let claim_of_node: BTreeMap<&str, &str> = objects.nodeclaims.iter().filter_map(|o| Some((o.obj.status.as_ref()?.node_name.as_deref()?, o.obj.metadata.name.as_deref()?))).collect();
+    let mut found: Vec<(bool, Option<String>, Drifted)> = Vec::new();
+    for c in objects.nodeclaims.iter().map(|o| &o.obj) {
         let (Some(name), Some(node_name)) = (c.metadata.name.clone(), c.status.as_ref().and_then(|s| s.node_name.clone())) else { continue };
         let Some(node) = cluster.nodes.iter().find(|n| n.name == node_name) else { continue };
         let Some(pool_name) = node.nodepool.clone() else { continue };
-        let node_obj = objects.nodes.iter().map(|o| &o.obj).find(|n| n.metadata.name.as_deref() == Some(node_name.as_str()));
-        if skip(&name) || c.metadata.deletion_timestamp.is_some() || node.deleting || node.in_flight || annotated(&c.metadata) || node_obj.is_some_and(|n| annotated(&n.metadata)) {
+        let node_obj = node_objs.get(node_name.as_str());
+        if (round.skip)(&name)
+            || round.disrupting.contains(&name)
+            || c.metadata.deletion_timestamp.is_some()
+            || node.deleting
+            || node.in_flight
+            || annotated(&c.metadata)
+            || node_obj.is_some_and(|n| annotated(&n.metadata))
+        {
             continue;
         }
         let Some(pool) = objects.nodepools.iter().map(|o| &o.obj).find(|p| p.metadata.name.as_deref() == Some(pool_name.as_str())) else { continue };
@@ -132,20 +192,29 @@ pub fn candidate(cluster: &Cluster, objects: &Objects, now: Option<i64>, skip: &
             continue;
         }
         let nodeclass = objects.nodeclasses.iter().map(|o| &o.obj).find(|n| n.metadata.name.as_deref() == Some(c.spec.node_class_ref.name.as_str()));
-        let Some(cause) = drifted(c, pool, nodeclass) else { continue };
-        let members: Vec<&stowage_core::domain::Node> = cluster.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(pool_name.as_str())).collect();
-        let deleting = members.iter().filter(|n| n.deleting).count();
-        if allowed_disruptions(&reason_budgets(Some(pool), REASON, now), members.len()).saturating_sub(deleting) == 0 {
+        let pid = c.status.as_ref().and_then(|s| s.provider_id.as_deref()).or(node.provider_id.as_deref());
+        let instance = pid.and_then(|pid| round.instances.iter().find(|i| i.provider_id == pid));
+        let Some(cause) = drifted(c, pool, nodeclass, instance) else { continue };
+        let members: Vec<&stowage_core::domain::Node> = cluster.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(pool_name.as_str()) && node_objs.contains_key(n.name.as_str())).collect();
+        let disrupting = members.iter().filter(|n| n.deleting || n.in_flight || claim_of_node.get(n.name.as_str()).is_some_and(|c| round.disrupting.contains(*c))).count();
+        if allowed_disruptions(&reason_budgets(Some(pool), REASON, round.now), members.len()).saturating_sub(disrupting) == 0 {
             continue;
         }
         let empty = workload_on(cluster, &node_name).next().is_none();
-        return Some(Drifted { claim: name, node: node_name, cause, empty });
+        let since = c.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|x| x.type_ == CONDITION && x.status == "True")).and_then(|x| x.last_transition_time.clone());
+        found.push((!empty, since, Drifted { claim: name, node: node_name, cause, empty }));
     }
-    None
+    // Empty first; then the longest drifted (RFC 3339 times order as strings; never marked: last).
+    found.sort_by(|a, b| (a.0, a.1.is_none(), &a.1, &a.2.claim).cmp(&(b.0, b.1.is_none(), &b.1, &b.2.claim)));
+    found.into_iter().next().map(|(_, _, d)| d)
 }
 
-/// Whether `claim` drifted from `pool` and its `nodeclass` (module doc); the first cause found.
-pub fn drifted(claim: &NodeClaim, pool: &NodePool, nodeclass: Option<&EC2NodeClass>) -> Option<Cause> {
+/// Karpenter's NodeClaim condition type for drift.
+pub const CONDITION: &str = "Drifted";
+
+/// Whether `claim` drifted from `pool`, its `nodeclass` and, for security groups and subnets, its
+/// `instance` as the cloud describes it (module doc); the first cause found, in Karpenter's order.
+pub fn drifted(claim: &NodeClaim, pool: &NodePool, nodeclass: Option<&EC2NodeClass>, instance: Option<&Instance>) -> Option<Cause> {
     let annotations = claim.metadata.annotations.clone().unwrap_or_default();
     if annotations.get(NODEPOOL_HASH_VERSION).map(String::as_str) == Some(HASH_VERSION) && annotations.get(NODEPOOL_HASH).is_some_and(|h| *h != nodepool_hash(pool)) {
         return Some(Cause::NodePool);
@@ -158,9 +227,31 @@ pub fn drifted(claim: &NodeClaim, pool: &NodePool, nodeclass: Option<&EC2NodeCla
             return Some(Cause::Requirements { key: r.key.clone(), value: value.clone() });
         }
     }
-    let image = claim.status.as_ref().and_then(|s| s.image_id.clone())?;
-    let amis = nodeclass.and_then(|c| c.status.as_ref()).and_then(|s| s.amis.as_ref()).filter(|a| !a.is_empty())?;
-    (!amis.iter().any(|a| a.id == image)).then_some(Cause::Image { image })
+    let status = nodeclass.and_then(|c| c.status.as_ref());
+    if let Some(image) = claim.status.as_ref().and_then(|s| s.image_id.clone())
+        && let Some(amis) = status.and_then(|s| s.amis.as_ref()).filter(|a| !a.is_empty())
+        && !amis.iter().any(|a| a.id == image)
+    {
+        return Some(Cause::Image { image });
+    }
+    let instance = instance?;
+    let resolved: BTreeSet<&str> = status.and_then(|s| s.security_groups.as_ref()).into_iter().flatten().map(|g| g.id.as_str()).collect();
+    if let Some(attached) = instance.security_group_ids.as_ref()
+        && !resolved.is_empty()
+        && attached.iter().map(String::as_str).collect::<BTreeSet<&str>>() != resolved
+    {
+        let mut attached = attached.clone();
+        attached.sort();
+        return Some(Cause::SecurityGroups { attached });
+    }
+    let subnets: BTreeSet<&str> = status.and_then(|s| s.subnets.as_ref()).into_iter().flatten().map(|s| s.id.as_str()).collect();
+    if let Some(subnet) = instance.subnet_id.as_ref()
+        && !subnets.is_empty()
+        && !subnets.contains(subnet.as_str())
+    {
+        return Some(Cause::Subnet { subnet: subnet.clone() });
+    }
+    None
 }
 
 #[cfg(test)]
@@ -198,16 +289,16 @@ mod tests {
         let p = pool(false, &["us-east-1a", "us-east-1b"]);
         let c = claim(&p, "us-east-1a", Some("ami-1"));
         let nc = nodeclass(&["ami-1"]);
-        assert_eq!(drifted(&c, &p, Some(&nc)), None);
-        assert_eq!(drifted(&c, &pool(true, &["us-east-1a", "us-east-1b"]), Some(&nc)), Some(Cause::NodePool), "a new taint");
+        assert_eq!(drifted(&c, &p, Some(&nc), None), None);
+        assert_eq!(drifted(&c, &pool(true, &["us-east-1a", "us-east-1b"]), Some(&nc), None), Some(Cause::NodePool), "a new taint");
         let narrowed = pool(false, &["us-east-1b"]);
         let c2 = claim(&narrowed, "us-east-1a", Some("ami-1"));
-        assert_eq!(drifted(&c2, &narrowed, Some(&nc)), Some(Cause::Requirements { key: "topology.kubernetes.io/zone".into(), value: "us-east-1a".into() }));
+        assert_eq!(drifted(&c2, &narrowed, Some(&nc), None), Some(Cause::Requirements { key: "topology.kubernetes.io/zone".into(), value: "us-east-1a".into() }));
         let nc2 = nodeclass(&["ami-2"]);
         assert!(c.status.as_ref().and_then(|s| s.image_id.as_deref()) == Some("ami-1"), "{:?}", c.status);
         assert!(nc2.status.as_ref().and_then(|s| s.amis.as_ref()).is_some_and(|a| a.len() == 1), "{:?}", nc2.status);
-        assert_eq!(drifted(&c, &p, Some(&nc2)), Some(Cause::Image { image: "ami-1".into() }));
-        assert_eq!(drifted(&c, &p, Some(&nodeclass(&[]))), None, "no resolved images known: no AMI drift");
+        assert_eq!(drifted(&c, &p, Some(&nc2), None), Some(Cause::Image { image: "ami-1".into() }));
+        assert_eq!(drifted(&c, &p, Some(&nodeclass(&[])), None), None, "no resolved images known: no AMI drift");
     }
 
     #[test]
@@ -218,7 +309,7 @@ mod tests {
             let a = c.metadata.annotations.as_mut().unwrap();
             a.insert(NODEPOOL_HASH.into(), "123".into());
             a.insert(NODEPOOL_HASH_VERSION.into(), version.into());
-            drifted(&c, &p, None)
+            drifted(&c, &p, None, None)
         };
         assert_eq!(annotate("v3"), None, "Karpenter's hash is not stowage's");
         assert_eq!(annotate(HASH_VERSION), Some(Cause::NodePool));

@@ -260,9 +260,12 @@ fn disruption_budgets_bound_the_nodes_removed_and_reasons_select_budgets() {
     // A budget for other reasons does not limit consolidation of underutilised nodes.
     let other = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "0", "reasons": ["Drifted"]}])), none3(), none3()));
     assert_eq!(consolidated(decide(&other)).remove.len(), 3);
-    // 10% of 3 nodes rounds up to one (Karpenter's default budget).
-    let default = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([])), none3(), none3()));
+    // No budgets field: Karpenter's default 10%, of 3 nodes rounded up to one.
+    let default = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", Value::Null), none3(), none3()));
     assert_eq!(consolidated(decide(&default)).remove.len(), 1);
+    // `budgets: []`: no budget at all, so no limit (Karpenter defaults only an absent field).
+    let unlimited = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([])), none3(), none3()));
+    assert_eq!(consolidated(decide(&unlimited)).remove.len(), 3);
 }
 
 #[test]

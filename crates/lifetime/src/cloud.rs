@@ -122,6 +122,8 @@ impl CloudProvider for FakeCloud {
                 nodeclaim: Some(req.nodeclaim.clone()),
                 launched_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64),
                 image_id: None,
+                subnet_id: None,
+                security_group_ids: None,
             };
             inner.instances.insert(req.nodeclaim.clone(), inst.clone());
             inst

@@ -47,6 +47,12 @@ pub struct Instance {
     /// The capacity reservation it was launched into.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reservation: Option<String>,
+    /// The subnet and security groups it was launched with (its EC2NodeClass's resolved ones at
+    /// launch, [`Cloud::set_network`]), if the NodeClass's status names any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subnet_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security_group_ids: Option<Vec<String>>,
 }
 
 impl Instance {
@@ -188,6 +194,8 @@ impl Cloud {
                 terminated_at: None,
                 adopted: false,
                 reservation: o.reservation.as_ref().map(|r| r.id.clone()),
+                subnet_id: None,
+                security_group_ids: None,
             };
             s.instances.push(inst.clone());
             return Ok(inst);
@@ -224,6 +232,8 @@ impl Cloud {
             terminated_at: None,
             adopted: true,
             reservation: None,
+            subnet_id: None,
+            security_group_ids: None,
         });
     }
 
@@ -267,6 +277,16 @@ impl Cloud {
             nodeclaim: (!i.adopted).then(|| i.node.clone()),
             launched_at: (i.running_at.0.saturating_sub(self.boot_time(&i.node).as_millis() as u64) / 1000) as i64,
             image_id: None,
+            subnet_id: i.subnet_id.clone(),
+            security_group_ids: i.security_group_ids.clone(),
+        }
+    }
+
+    /// Records the subnet and security groups the live instance behind `node` runs with.
+    pub fn set_network(&self, node: &str, subnet_id: Option<String>, security_group_ids: Option<Vec<String>>) {
+        for i in self.state().instances.iter_mut().filter(|i| i.node == node && i.terminated_at.is_none()) {
+            i.subnet_id = subnet_id.clone();
+            i.security_group_ids = security_group_ids.clone();
         }
     }
 }

@@ -38,6 +38,17 @@ pub struct Consolidation {
     /// Drifted NodeClaims whose pods found no place, and when (tried again after [`DRIFT_RETRY`], at
     /// the next time the cluster comes to rest).
     drift_failed: BTreeMap<String, SimTime>,
+    /// A disruption budget that blocked let go: a round is due at the next observation even if the
+    /// cluster did not change.
+    woken: bool,
+}
+
+/// What a drift pass reads of the simulated cloud and calendar.
+pub struct DriftFacts<'a> {
+    /// The cloud's description of its instances (`CloudProvider::list`).
+    pub instances: &'a [stowage_decide::cloud::Instance],
+    /// Now in Unix seconds, if the scenario has a `start`.
+    pub calendar: Option<i64>,
 }
 
 /// How long a drifted NodeClaim whose replacement failed waits (the controller's value).
@@ -47,7 +58,7 @@ impl Consolidation {
     /// Records the nodes' pods at rest; `enabled` is the scenario's consolidation switch. A drifted
     /// NodeClaim makes a round due at once whatever the switch (drift is not consolidation; as in
     /// Karpenter, it always runs).
-    pub fn observe(&mut self, cluster: &Cluster, objects: &Objects, enabled: bool, now: SimTime) {
+    pub fn observe(&mut self, cluster: &Cluster, objects: &Objects, facts: &DriftFacts, enabled: bool, now: SimTime) {
         self.shared.observe(cluster, now);
         self.drift_failed.retain(|_, t| now.since(*t) < DRIFT_RETRY);
         if self.in_progress.is_some() {
@@ -55,14 +66,21 @@ impl Consolidation {
             return;
         }
         let consolidation = if enabled { self.shared.next_due(cluster, objects) } else { None };
-        let drift = self.drifted(cluster, objects).map(|_| now);
-        self.next = consolidation.into_iter().chain(drift).min();
+        let woken = (enabled && self.woken).then_some(now);
+        let drift = self.drifted(cluster, objects, facts, &BTreeSet::new()).map(|_| now);
+        self.next = consolidation.into_iter().chain(woken).chain(drift).min();
     }
 
-    /// The drifted NodeClaim a round replaces (`stowage_decide::drift::candidate`; the simulated clock
-    /// has no calendar, so scheduled budgets always apply).
-    pub fn drifted(&self, cluster: &Cluster, objects: &Objects) -> Option<drift::Drifted> {
-        drift::candidate(cluster, objects, None, &|n| self.drift_failed.contains_key(n))
+    /// A budget that blocked disruptions of a pool let go: the next observation makes a round due.
+    pub fn wake(&mut self) {
+        self.woken = true;
+    }
+
+    /// The drifted NodeClaim a drift pass replaces (`stowage_decide::drift::candidate`), the
+    /// NodeClaims in `disrupting` (removed this round) counted against their pools' budgets.
+    pub fn drifted(&self, cluster: &Cluster, objects: &Objects, facts: &DriftFacts, disrupting: &BTreeSet<String>) -> Option<drift::Drifted> {
+        let skip = |n: &str| self.drift_failed.contains_key(n);
+        drift::candidate(cluster, objects, &drift::Round { instances: facts.instances, now: facts.calendar, disrupting, skip: &skip })
     }
 
     /// A drifted NodeClaim's pods found no place: not tried again for [`DRIFT_RETRY`].
@@ -81,6 +99,7 @@ impl Consolidation {
 
     pub fn shared(&mut self) -> &mut shared::Consolidation<SimTime> {
         self.next = None;
+        self.woken = false;
         &mut self.shared
     }
 

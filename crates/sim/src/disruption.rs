@@ -5,8 +5,12 @@
 //!   (`Never` disables it). Karpenter does this under both consolidation policies; consolidation of
 //!   underutilised nodes (moving pods) is `super::consolidation`'s. The decision is the controller's own
 //!   (`stowage_decide::disruption`); this module turns the simulated cluster into its candidates.
-//!   Disruption budgets bound how many nodes are being disrupted at once; the simulator removes a node
-//!   the instant it is due, so a budget never binds here and every pool gets `100%`.
+//!   The pool's disruption budgets for reason `Empty` apply as in the controller
+//!   (`stowage_decide::disruption::pool_policy_at`, at the scenario's calendar time when it has a
+//!   `start`, else every scheduled budget applies). The simulator removes a node the instant it is
+//!   due, so a count or a percentage above zero never binds for long (the next node goes at the same
+//!   instant, in the next pass); a budget that allows none keeps the empty nodes until it lets go
+//!   (the engine wakes when its window ends, `stowage_decide::disruption::next_budget_change`).
 //! - **Expiration**: a node launched by the simulation is removed at its launch time plus the pool's
 //!   `expireAfter` (fixed when it is launched; the engine keeps it with the NodeClaim); its pods are
 //!   evicted and their controllers recreate them.
@@ -20,6 +24,7 @@ use std::time::Duration;
 use super::time::{SimTime, short};
 use stowage_core::domain::Cluster;
 use stowage_decide::disruption::{Candidate, Cause, PoolPolicy};
+use stowage_input::Objects;
 
 #[derive(Clone, Debug, Default)]
 pub struct Disruption {
@@ -34,7 +39,7 @@ pub struct Disruption {
 impl Disruption {
     /// Records which managed nodes are empty at `now`. `nominated` are nodes pending pods are
     /// nominated to; `enabled` is the scenario's consolidation switch.
-    pub fn observe(&mut self, cluster: &Cluster, nominated: &BTreeSet<String>, enabled: bool, now: SimTime) {
+    pub fn observe(&mut self, cluster: &Cluster, objects: &Objects, nominated: &BTreeSet<String>, enabled: bool, now: SimTime, calendar: Option<i64>) {
         let mut workload: BTreeMap<&str, usize> = BTreeMap::new();
         for p in &cluster.pods {
             if let Some(n) = p.node_name.as_deref()
@@ -49,7 +54,9 @@ impl Disruption {
         for n in cluster.nodes.iter().filter(|n| !n.in_flight) {
             let Some(pool) = n.nodepool.as_deref().and_then(|p| cluster.nodepool(p)) else { continue };
             let after = pool.consolidate_after.filter(|_| enabled).map(Duration::from_secs);
-            pools.insert(pool.name.clone(), PoolPolicy { consolidate_after: after, budgets: vec!["100%".into()] });
+            let obj = objects.nodepools.iter().map(|o| &o.obj).find(|o| o.metadata.name.as_deref() == Some(pool.name.as_str()));
+            let budgets = stowage_decide::disruption::reason_budgets(obj, stowage_decide::disruption::REASON_EMPTY, calendar);
+            pools.insert(pool.name.clone(), PoolPolicy { consolidate_after: after, budgets });
             candidates.push(Candidate {
                 nodeclaim: n.name.clone(),
                 nodepool: pool.name.clone(),
@@ -65,7 +72,17 @@ impl Disruption {
         candidates.sort_by(|a, b| a.nodeclaim.cmp(&b.nodeclaim));
         // Starts and resets the emptiness timers; what is due now is removed when the engine fires.
         self.shared.decide(&candidates, &pools, now);
-        self.next = self.shared.next_due(&pools, &candidates);
+        // A pool whose budget allows no removal now has nothing due until the budget lets go (the
+        // engine wakes then); the simulator removes nodes at once, so no other budget holds one back.
+        let open: Vec<Candidate<SimTime>> = candidates
+            .iter()
+            .filter(|c| {
+                let total = candidates.iter().filter(|x| x.nodepool == c.nodepool).count();
+                pools.get(&c.nodepool).is_some_and(|p| stowage_decide::disruption::allowed_disruptions(&p.budgets, total) > 0)
+            })
+            .cloned()
+            .collect();
+        self.next = self.shared.next_due(&pools, &open);
         self.candidates = candidates;
         self.pools = pools;
     }

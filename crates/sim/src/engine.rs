@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::{Node, PodStatus};
 
 use super::binder;
 use super::cloud::{self, Cloud, INSUFFICIENT_CAPACITY};
-use super::consolidation::{Consolidation, InProgress};
+use super::consolidation::{Consolidation, DriftFacts, InProgress};
 use super::controllers::{self, remove_named, suffix};
 use super::disruption::Disruption;
 use super::events::{Event, EventKind, PlanVerdict};
@@ -142,6 +142,9 @@ pub(super) struct Engine<'a> {
     checks: Vec<Check>,
     invalid_plans: Vec<u32>,
     settle_timeouts: Vec<usize>,
+    /// When a disruption budget that allows nothing now lets go (`budget_wake`), as of the last time
+    /// the world came to rest.
+    blocked_until: Option<SimTime>,
 }
 
 impl<'a> Engine<'a> {
@@ -172,7 +175,41 @@ impl<'a> Engine<'a> {
             checks: Vec::new(),
             invalid_plans: Vec::new(),
             settle_timeouts: Vec::new(),
+            blocked_until: None,
         }
+    }
+
+    /// Now on the scenario's calendar (Unix seconds), if it has a `start`.
+    fn calendar(&self) -> Option<i64> {
+        self.sc.settings.start.map(|s| s + (self.now.0 / 1000) as i64)
+    }
+
+    /// The cloud's description of its live instances, as the controller's garbage collection lists
+    /// them (the facts of security-group and subnet drift).
+    fn listed(&self) -> Vec<stowage_decide::cloud::Instance> {
+        cloud::ready(CloudProvider::list(&self.cloud)).and_then(Result::ok).unwrap_or_default()
+    }
+
+    /// The earliest time a budget that allows a pool with nodes no disruption (for some reason) now
+    /// stops applying or changes (`stowage_decide::disruption::next_budget_change`); the simulator
+    /// wakes then, since nothing else would make a round due. Needs the scenario's calendar.
+    fn budget_wake(&self, cluster: &Cluster) -> Option<SimTime> {
+        use stowage_decide::disruption::{REASON_EMPTY, allowed_disruptions, next_budget_change, reason_budgets};
+        let cal = self.calendar()?;
+        let reasons = [REASON_EMPTY, stowage_decide::drift::REASON, stowage_decide::consolidation::REASON];
+        self.world
+            .objects
+            .nodepools
+            .iter()
+            .map(|o| &o.obj)
+            .filter_map(|p| {
+                let name = p.metadata.name.as_deref()?;
+                let total = cluster.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(name) && !n.in_flight).count();
+                let blocked = total > 0 && reasons.iter().any(|r| allowed_disruptions(&reason_budgets(Some(p), r, Some(cal)), total) == 0);
+                blocked.then(|| next_budget_change(p, cal)).flatten()
+            })
+            .min()
+            .map(|t| self.now.plus(Duration::from_secs(t.saturating_sub(cal).max(0) as u64)))
     }
 
     fn log(&mut self, kind: EventKind) {
@@ -328,7 +365,7 @@ impl<'a> Engine<'a> {
             let until = lifecycle::decide(&c.observed(name, self.now), self.now, &timeouts).until;
             [(!c.running_logged).then_some(c.running_at), (!c.registered).then_some(c.registers_at), until]
         });
-        [self.batcher.deadline(), self.disruption.next_due(), self.consolidation.next_due(), self.refused.next_expiry()].into_iter().flatten().chain(claims.flatten()).min()
+        [self.batcher.deadline(), self.disruption.next_due(), self.consolidation.next_due(), self.refused.next_expiry(), self.blocked_until].into_iter().flatten().chain(claims.flatten()).min()
     }
 
     fn next_expiry(&self) -> Option<SimTime> {
@@ -338,6 +375,13 @@ impl<'a> Engine<'a> {
     /// Handles everything due at `now`.
     fn fire(&mut self) -> Result<(), SimError> {
         let now = self.now;
+        if self.blocked_until.is_some_and(|t| t <= now) {
+            // A budget let go: what it held back is judged again (emptiness at the next observation,
+            // which reads the budgets at the new time; consolidation in a round).
+            self.blocked_until = None;
+            self.consolidation.wake();
+            self.world.touch();
+        }
         for (node, reason) in self.disruption.due(now) {
             self.remove_node(&node, reason);
         }
@@ -388,7 +432,9 @@ impl<'a> Engine<'a> {
         if self.batcher.deadline().is_some_and(|t| t <= now) {
             self.provision()?;
         }
-        if self.consolidation.is_due(now) {
+        // Empty nodes due now go first (their removal changes what consolidation sees, as the
+        // controller's round waits for a round without emptiness actions).
+        if self.consolidation.is_due(now) && self.disruption.next_due().is_none_or(|t| t > now) {
             self.consolidate()?;
         }
         Ok(())
@@ -412,8 +458,12 @@ impl<'a> Engine<'a> {
             if self.binder_generation == Some(generation) {
                 let mut nominated: BTreeSet<String> = self.nominated.values().cloned().collect();
                 nominated.extend(self.consolidation.protected());
-                self.disruption.observe(&cluster, &nominated, self.sc.settings.consolidation, self.now);
-                self.consolidation.observe(&cluster, &self.world.objects, self.sc.settings.consolidation, self.now);
+                let calendar = self.calendar();
+                self.disruption.observe(&cluster, &self.world.objects, &nominated, self.sc.settings.consolidation, self.now, calendar);
+                let instances = self.listed();
+                let facts = DriftFacts { instances: &instances, calendar };
+                self.consolidation.observe(&cluster, &self.world.objects, &facts, self.sc.settings.consolidation, self.now);
+                self.blocked_until = self.budget_wake(&cluster);
                 return Ok(());
             }
             self.binder_generation = Some(generation);
@@ -480,8 +530,24 @@ impl<'a> Engine<'a> {
         let cluster = self.build()?;
         let catalog = self.cloud.reservations_now(self.refused.view(&self.sc.settings.catalog, self.now));
         // Drift first, as in the controller (and Karpenter); it runs whatever the consolidation switch.
-        if let Some(d) = self.consolidation.drifted(&cluster, &self.world.objects) {
-            return self.replace_drifted(&cluster, &catalog, d);
+        // Pass after pass (as Karpenter's loop): the empty drifted nodes go together, up to their
+        // pools' budgets; a non-empty one is replaced through consolidation's path.
+        let (instances, calendar) = (self.listed(), self.calendar());
+        let mut removed = BTreeSet::new();
+        loop {
+            let facts = DriftFacts { instances: &instances, calendar };
+            let Some(d) = self.consolidation.drifted(&cluster, &self.world.objects, &facts, &removed) else { break };
+            if !d.empty {
+                if removed.is_empty() {
+                    return self.replace_drifted(&cluster, &catalog, d);
+                }
+                break;
+            }
+            removed.insert(d.claim.clone());
+            self.replace_drifted(&cluster, &catalog, d)?;
+        }
+        if !removed.is_empty() {
+            return Ok(());
         }
         if !self.sc.settings.consolidation {
             return Ok(());
@@ -497,7 +563,8 @@ impl<'a> Engine<'a> {
             batch: &batch,
         };
         let input = stowage_decide::consolidation::Input { base, settings: &settings };
-        let outcome = self.consolidation.shared().decide(&input, &mut *self.planner, self.now);
+        let calendar = self.calendar();
+        let outcome = self.consolidation.shared().decide_at(&input, &mut *self.planner, self.now, calendar);
         let d = match outcome {
             Ok(stowage_decide::consolidation::Outcome::Consolidate(d)) => d,
             Ok(_) => return Ok(()),
@@ -757,6 +824,12 @@ impl<'a> Engine<'a> {
         });
         self.world.objects.nodeclaims.push(Obj { source: sim_source("provisioner"), obj: claim });
         let pool = cluster.nodepool(&c.nodepool).and_then(|p| p.expire_after);
+        // The instance runs in a subnet of its zone and with the security groups its EC2NodeClass
+        // resolves now (the EC2 provider launches into those), when the NodeClass's status names them.
+        let status = self.world.objects.nodeclasses.iter().map(|o| &o.obj).find(|o| o.metadata.name.as_deref() == Some(req.nodeclass.as_str())).and_then(|o| o.status.clone());
+        let subnet = status.as_ref().and_then(|s| s.subnets.as_ref()).and_then(|s| s.iter().find(|x| x.zone == inst.zone)).map(|x| x.id.clone());
+        let groups = status.as_ref().and_then(|s| s.security_groups.as_ref()).filter(|g| !g.is_empty()).map(|g| g.iter().map(|x| x.id.clone()).collect());
+        self.cloud.set_network(&name, subnet, groups);
         let Some(sim_inst) = self.cloud.instance(&name) else { return Err(self.error(format!("the cloud lost the instance of {name}"))) };
         let registers_at = sim_inst.running_at.plus(self.sc.settings.registration_delay);
         let expires_at = pool.map(|s| self.now.plus(Duration::from_secs(s)));

@@ -185,6 +185,8 @@ struct SettingsFile {
     consolidation: Option<bool>,
     #[serde(default)]
     fail_offerings: Vec<FailOffering>,
+    /// The calendar time the scenario starts at (RFC 3339), for disruption budget schedules.
+    start: Option<String>,
 }
 
 /// Launches the cloud refuses with InsufficientInstanceCapacity. Unset fields match anything.
@@ -452,6 +454,10 @@ pub struct Settings {
     pub unavailable_offering_ttl: Duration,
     pub consolidation: bool,
     pub fail_offerings: Vec<FailOffering>,
+    /// The calendar time of simulated time zero, in Unix seconds (`start`): disruption budgets with a
+    /// `schedule` apply within their windows. `None`: the simulated clock has no calendar and a
+    /// scheduled budget always applies (the stricter reading).
+    pub start: Option<i64>,
 }
 
 #[derive(Clone, Debug)]
@@ -692,6 +698,15 @@ fn settings(path: &Path, dir: &Path, s: SettingsFile, files: &dyn Files) -> Resu
         }
     };
     let d = |v: Option<Dur>, default: u64| v.map(|x| x.0).unwrap_or(Duration::from_millis(default));
+    let start = match s.start.as_deref() {
+        None => None,
+        Some(t) => Some(
+            t.trim()
+                .parse::<k8s_openapi::jiff::Timestamp>()
+                .map_err(|e| ScenarioError::new(path, Some("settings.start".into()), format!("invalid time {t:?}: {e} (use RFC 3339, e.g. 2027-01-15T08:00:00Z)")))?
+                .as_second(),
+        ),
+    };
     let out = Settings {
         solver: s.solver.unwrap_or(Solver::Milp),
         solver_from_file: s.solver.is_some(),
@@ -707,6 +722,7 @@ fn settings(path: &Path, dir: &Path, s: SettingsFile, files: &dyn Files) -> Resu
         unavailable_offering_ttl: d(s.unavailable_offering_ttl, 180_000),
         consolidation: s.consolidation.unwrap_or(true),
         fail_offerings: s.fail_offerings,
+        start,
     };
     if out.batch_idle.is_zero() || out.batch_max < out.batch_idle {
         return Err(ScenarioError::new(path, Some("settings.batchIdle".into()), "batchIdle must be positive and at most batchMax"));
@@ -790,6 +806,7 @@ mod tests {
             ("steps:\n- settle: {max: 100d}\n", "steps[0].settle.max", "90 days"),
             ("steps:\n- scale: {kind: Deployment, name: a, replicas: 1000000}\n", "steps[0].scale.replicas", "limit of 150000"),
             ("settings: {unavailableOfferingTTL: 1ms}\nsteps: [{advance: 1s}]\n", "settings.unavailableOfferingTTL", "at least 1s"),
+            ("settings: {start: friday}\nsteps: [{advance: 1s}]\n", "settings.start", "RFC 3339"),
             ("steps:\n- advance: 90d\n- advance: 90d\n- settle: {max: 90d}\n- advance: 90d\n- advance: 7d\n", "steps[4].advance", "366 days"),
             (
                 "manifests:\n- {apiVersion: apps/v1, kind: Deployment, metadata: {name: big}, spec: {replicas: 2000000000, selector: {matchLabels: {a: b}}, template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: i}]}}}}\nsteps: [{advance: 1s}]\n",
@@ -808,6 +825,15 @@ mod tests {
             assert!(e.to_string().contains(part), "{e}");
         }
         assert!(parse_str(&format!("{head}steps:\n- advance: 90d\n")).is_ok(), "90 days is the limit, accepted");
+    }
+
+    /// `start` puts the simulated clock on the calendar (budget schedules); without it there is none.
+    #[test]
+    fn the_start_is_a_calendar_time() {
+        let head = "schema: stowage.dev/scenario/v1\nname: x\n";
+        let sc = parse_str(&format!("{head}settings: {{start: \"2027-01-15T08:00:00Z\"}}\nsteps: [{{advance: 1s}}]\n")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sc.settings.start, Some(1_800_000_000 - 1_800_000_000 % 86_400 + 8 * 3600));
+        assert_eq!(parse_str(&format!("{head}steps: [{{advance: 1s}}]\n")).unwrap().settings.start, None);
     }
 
     /// docs/formats.md spells the TTL `unavailableOfferingTTL`; the spelling accepted before stays an alias.

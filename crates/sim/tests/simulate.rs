@@ -507,3 +507,96 @@ fn do_not_disrupt_pods_prevent_consolidation_in_the_simulation() {
         assert!(!r.timeline.iter().any(|e| matches!(e.kind, EventKind::Consolidation { .. })), "{}", text(&r));
     }
 }
+
+/// budget-1 (issue 17): a budget of zero nodes with a weekday schedule (09:00-17:00 UTC) holds every
+/// node through the window, the empty ones too, and the cluster consolidates when it closes; with
+/// both planners, every plan checked. Without the scenario's calendar (`start`) the scheduled budget
+/// always applies, so nothing ever goes.
+#[test]
+fn budget_1_blocks_disruption_during_business_hours_only() {
+    let sc = from_disk("budget-1-business-hours");
+    // 17:00 UTC is 9 h after the scenario's start at 08:00.
+    let window_end = 9 * 3600 * 1000;
+    for solver in SOLVERS {
+        let r = run(&sc, solver);
+        assert_passed(&r);
+        let removed: Vec<u64> = r.timeline.iter().filter(|e| matches!(e.kind, EventKind::NodeRemoved { .. })).map(|e| e.at.0).collect();
+        assert!(!removed.is_empty() && removed.iter().all(|&t| t >= window_end), "a node went inside the window: {removed:?}\n{}", text(&r));
+        let decided: Vec<u64> = r.timeline.iter().filter(|e| matches!(e.kind, EventKind::Consolidation { .. })).map(|e| e.at.0).collect();
+        assert_eq!(decided, vec![window_end], "one consolidation, as the window closes\n{}", text(&r));
+    }
+    let mut no_calendar = sc.clone();
+    no_calendar.settings.start = None;
+    let r = run(&no_calendar, Solver::Greedy);
+    assert!(!r.timeline.iter().any(|e| matches!(e.kind, EventKind::NodeRemoved { .. } | EventKind::Consolidation { .. })), "{}", text(&r));
+    assert!(!r.passed, "the last step's expectations need the window to close");
+}
+
+/// Security-group and subnet drift in the simulation (issue 17): instances launch into the subnet and
+/// with the security groups the EC2NodeClass's status names; applying the EC2NodeClass with another
+/// resolved subnet drifts both nodes (`SubnetDrift`, the AWS provider's reason) and they are replaced
+/// into the new subnet; then a changed security group drifts them again (`SecurityGroupDrift`).
+#[test]
+fn subnet_and_security_group_changes_drift_the_nodes() {
+    let nodeclass = |subnet: &str, group: &str| {
+        format!(
+            r#"{{apiVersion: karpenter.k8s.aws/v1, kind: EC2NodeClass, metadata: {{name: default}},
+    spec: {{role: r, amiSelectorTerms: [{{alias: al2023@latest}}], subnetSelectorTerms: [{{tags: {{k: v}}}}], securityGroupSelectorTerms: [{{tags: {{k: v}}}}]}},
+    status: {{subnets: [{{id: {subnet}, zone: us-east-1a}}], securityGroups: [{{id: {group}}}]}}}}"#
+        )
+    };
+    let text_sc = format!(
+        r#"
+schema: stowage.dev/scenario/v1
+name: network-drift
+settings: {{launchJitter: 0s, consolidation: false}}
+manifests:
+  - {}
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {{name: general}}
+    spec:
+      disruption: {{budgets: [{{nodes: "100%"}}]}}
+      template:
+        spec:
+          nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+          requirements:
+            - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+            - {{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}}
+            - {{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a]}}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {{name: web, namespace: default}}
+    spec:
+      replicas: 2
+      selector: {{matchLabels: {{app: web}}}}
+      template:
+        metadata: {{labels: {{app: web}}}}
+        spec: {{containers: [{{name: c, image: x, resources: {{requests: {{cpu: 1500m}}}}}}]}}
+steps:
+  - settle: {{}}
+  - expect: {{pendingPods: 0, runningPods: 2, nodes: [{{count: 2}}]}}
+  - apply: [{}]
+  - settle: {{}}
+  - expect: {{pendingPods: 0, runningPods: 2, nodes: [{{count: 2, new: true}}]}}
+  - apply: [{}]
+  - settle: {{}}
+  - expect: {{pendingPods: 0, runningPods: 2, nodes: [{{count: 2, new: true}}]}}
+"#,
+        nodeclass("subnet-old", "sg-1"),
+        nodeclass("subnet-new", "sg-1"),
+        nodeclass("subnet-new", "sg-2")
+    );
+    let sc = scenario::parse(Path::new("scenarios/x/scenario.yaml"), &text_sc, &stowage_sim::Embedded).unwrap_or_else(|e| panic!("{e}"));
+    let r = run(&sc, Solver::Greedy);
+    assert_passed(&r);
+    let causes: Vec<&str> = r
+        .timeline
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Drift { cause, .. } => cause.split(':').next(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(causes, vec!["SubnetDrift", "SubnetDrift", "SecurityGroupDrift", "SecurityGroupDrift"], "{}", text(&r));
+}

@@ -1,0 +1,183 @@
+//! Table tests for `stowage_decide::drift`: the causes Karpenter and its AWS provider name (AMI,
+//! security groups, subnet, as EC2 describes the instance), and several drifted nodes replaced at
+//! once within the pool's `Drifted` budget, pass after pass, on real YAML through `stowage_input`.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde_json::{Value, json};
+use stowage_decide::cloud::Instance;
+use stowage_decide::drift::{self, Cause, Round};
+use stowage_decide::provision::quantities;
+use stowage_input::Workload;
+
+const NAMES: [&str; 4] = ["a", "b", "c", "d"];
+
+/// The EC2NodeClass `default`, resolved to image ami-1, subnets subnet-a (us-east-1a) and subnet-b,
+/// security groups sg-1 and sg-2.
+fn nodeclass() -> Value {
+    json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}], "subnetSelectorTerms": [{"tags": {"k": "v"}}], "securityGroupSelectorTerms": [{"tags": {"k": "v"}}]},
+        "status": {"amis": [{"id": "ami-1", "requirements": []}],
+                   "subnets": [{"id": "subnet-a", "zone": "us-east-1a"}, {"id": "subnet-b", "zone": "us-east-1b"}],
+                   "securityGroups": [{"id": "sg-1"}, {"id": "sg-2"}]}})
+}
+
+fn pool(budgets: Value) -> Value {
+    json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "np"},
+        "spec": {"disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "1m", "budgets": budgets},
+                 "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                     "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}}}})
+}
+
+fn node(name: &str) -> Value {
+    let t = stowage_input::catalog::default_catalog().get("m5.large").unwrap();
+    json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+            "node.kubernetes.io/instance-type": "m5.large", "karpenter.sh/capacity-type": "on-demand", "karpenter.sh/nodepool": "np",
+            "karpenter.sh/registered": "true", "karpenter.sh/initialized": "true", "topology.kubernetes.io/zone": "us-east-1a"}},
+        "spec": {"providerID": format!("aws:///us-east-1a/i-{name}")},
+        "status": {"allocatable": quantities(&t.allocatable()), "capacity": quantities(&t.capacity), "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+/// The NodeClaim of node `name`, running ami-1; `drifted_since` is its `Drifted` condition's time.
+fn claim(name: &str, drifted_since: Option<&str>) -> Value {
+    let conditions = match drifted_since {
+        Some(t) => json!([{"type": "Drifted", "status": "True", "reason": "SubnetDrift", "lastTransitionTime": t}]),
+        None => json!([]),
+    };
+    json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "np", "karpenter.sh/capacity-type": "on-demand"}},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
+        "status": {"nodeName": name, "providerID": format!("aws:///us-east-1a/i-{name}"), "imageID": "ami-1", "conditions": conditions}})
+}
+
+fn pod(name: &str, node: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-uid", "controller": true}]},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
+        "status": {"phase": "Running"}})
+}
+
+fn load(items: Vec<Value>) -> Workload {
+    let text = serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items})).unwrap();
+    stowage_input::load_texts([(Path::new("test.yaml"), text.as_str())]).unwrap()
+}
+
+fn instance(name: &str, subnet: Option<&str>, groups: Option<&[&str]>) -> Instance {
+    Instance {
+        id: format!("i-{name}"),
+        provider_id: format!("aws:///us-east-1a/i-{name}"),
+        instance_type: "m5.large".into(),
+        zone: "us-east-1a".into(),
+        capacity_type: "on-demand".into(),
+        state: "running".into(),
+        nodepool: Some("np".into()),
+        nodeclaim: Some(name.into()),
+        launched_at: 1_800_000_000,
+        image_id: Some("ami-1".into()),
+        subnet_id: subnet.map(str::to_string),
+        security_group_ids: groups.map(|g| g.iter().map(|s| s.to_string()).collect()),
+    }
+}
+
+/// Nodes a..d of pool `np` under `budgets`; pods on a and b (c and d are empty).
+fn cluster(budgets: Value, claims: Vec<Value>) -> Workload {
+    let mut items = vec![nodeclass(), pool(budgets)];
+    items.extend(NAMES.iter().map(|n| node(n)));
+    items.extend(claims);
+    items.extend([pod("web-a", "a"), pod("web-b", "b")]);
+    load(items)
+}
+
+fn pass(w: &Workload, instances: &[Instance], disrupting: &BTreeSet<String>) -> Option<drift::Drifted> {
+    drift::candidate(&w.cluster, &w.objects, &Round { instances, now: None, disrupting, skip: &|_| false })
+}
+
+#[test]
+fn security_group_and_subnet_drift_as_the_aws_provider_judges_them() {
+    let w = cluster(json!([{"nodes": "100%"}]), vec![claim("a", None)]);
+    let c = &w.objects.nodeclaims.iter().find(|c| c.obj.metadata.name.as_deref() == Some("a")).unwrap().obj;
+    let p = &w.objects.nodepools[0].obj;
+    let nc = &w.objects.nodeclasses[0].obj;
+    let both: &[&str] = &["sg-2", "sg-1"];
+    // (instance facts, the reason Karpenter's AWS provider gives, or none)
+    let table: Vec<(Instance, Option<&str>)> = vec![
+        (instance("a", Some("subnet-a"), Some(both)), None),
+        (instance("a", Some("subnet-b"), Some(both)), None),
+        (instance("a", Some("subnet-old"), Some(both)), Some("SubnetDrift")),
+        (instance("a", Some("subnet-a"), Some(&["sg-1"])), Some("SecurityGroupDrift")),
+        (instance("a", Some("subnet-a"), Some(&["sg-1", "sg-2", "sg-3"])), Some("SecurityGroupDrift")),
+        (instance("a", Some("subnet-a"), Some(&[])), Some("SecurityGroupDrift")),
+        (instance("a", Some("subnet-old"), Some(&["sg-9"])), Some("SecurityGroupDrift")),
+        (instance("a", None, None), None),
+    ];
+    for (i, want) in &table {
+        assert_eq!(drift::drifted(c, p, Some(nc), Some(i)).map(|c| c.reason()), *want, "{i:?}");
+    }
+    assert_eq!(drift::drifted(c, p, Some(nc), None), None, "no description of the instance: only the NodeClaim's own causes");
+    // The image is judged before the instance: AMIDrift, Karpenter's AWS provider's name.
+    let mut new_ami = nc.clone();
+    new_ami.status.as_mut().unwrap().amis.as_mut().unwrap()[0].id = "ami-2".into();
+    assert_eq!(drift::drifted(c, p, Some(&new_ami), Some(&table[2].0)), Some(Cause::Image { image: "ami-1".into() }));
+    assert_eq!(Cause::Image { image: "ami-1".into() }.reason(), "AMIDrift");
+    // A NodeClass that resolves no subnets or no security groups (yet) drifts nothing by them.
+    let mut unresolved = nc.clone();
+    let s = unresolved.status.as_mut().unwrap();
+    s.subnets = Some(Vec::new());
+    s.security_groups = None;
+    assert_eq!(drift::drifted(c, p, Some(&unresolved), Some(&table[6].0)), None);
+    assert_eq!(drift::drifted(c, p, Some(nc), Some(&table[3].0)).map(|c| c.to_string()), Some("SecurityGroupDrift: security groups [sg-1] are not the EC2NodeClass's".into()));
+}
+
+#[test]
+fn several_drifted_nodes_go_pass_after_pass_up_to_the_budget() {
+    let moved: Vec<Instance> = NAMES.iter().map(|n| instance(n, Some("subnet-old"), Some(&["sg-1", "sg-2"]))).collect();
+    let claims = || NAMES.iter().map(|n| claim(n, None)).collect::<Vec<_>>();
+    // Run passes as the controller's round does: each choice joins the disrupting set.
+    let roll = |w: &Workload| {
+        let mut disrupting = BTreeSet::new();
+        let mut order = Vec::new();
+        while let Some(d) = pass(w, &moved, &disrupting) {
+            assert_eq!(d.cause.reason(), "SubnetDrift");
+            assert_eq!(d.empty, d.claim == "c" || d.claim == "d", "{d:?}");
+            order.push(d.claim.clone());
+            disrupting.insert(d.claim);
+        }
+        order
+    };
+    // (budgets, the NodeClaims chosen, in order): empty ones first, then by name.
+    let table: [(Value, Vec<&str>); 5] = [
+        (json!([{"nodes": "2"}]), vec!["c", "d"]),
+        (json!([{"nodes": "50%"}]), vec!["c", "d"]),
+        (json!([{"nodes": "1", "reasons": ["Drifted"]}, {"nodes": "0", "reasons": ["Empty"]}]), vec!["c"]),
+        (json!([]), vec!["c", "d", "a", "b"]),
+        (json!([{"nodes": "0", "reasons": ["Drifted"]}]), vec![]),
+    ];
+    for (budgets, want) in table {
+        assert_eq!(roll(&cluster(budgets.clone(), claims())), want, "{budgets}");
+    }
+    // No budgets field: Karpenter's 10% of 4 nodes, rounded up: one at a time.
+    assert_eq!(roll(&cluster(Value::Null, claims())), vec!["c"]);
+    // Without the instances' description nothing drifts here (the NodeClaims match their pool and image).
+    assert_eq!(pass(&cluster(json!([]), claims()), &[], &BTreeSet::new()), None);
+}
+
+#[test]
+fn the_longest_drifted_goes_first_and_deleting_nodes_use_the_budget() {
+    let moved: Vec<Instance> = NAMES.iter().map(|n| instance(n, Some("subnet-old"), Some(&["sg-1", "sg-2"]))).collect();
+    // Among non-empty ones, the earlier Drifted condition first (b before a).
+    let w = cluster(json!([]), vec![claim("a", Some("2027-01-15T10:00:00Z")), claim("b", Some("2027-01-15T09:00:00Z"))]);
+    assert_eq!(pass(&w, &moved, &BTreeSet::new()).map(|d| d.claim), Some("b".into()));
+    assert_eq!(pass(&w, &moved, &BTreeSet::from(["b".to_string()])).map(|d| d.claim), Some("a".into()));
+    // A NodeClaim being deleted counts against the budget of 2: one more may go.
+    let mut deleting = claim("a", None);
+    deleting["metadata"]["deletionTimestamp"] = json!("2027-01-15T10:00:00Z");
+    deleting["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
+    let w = cluster(json!([{"nodes": "2"}]), vec![deleting, claim("b", None), claim("c", None), claim("d", None)]);
+    let first = pass(&w, &moved, &BTreeSet::new()).expect("one may go");
+    assert_eq!(first.claim, "c");
+    assert_eq!(pass(&w, &moved, &BTreeSet::from([first.claim])), None, "a deleting and c disrupting: the budget of 2 is used");
+}
