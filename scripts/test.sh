@@ -20,6 +20,12 @@ peers/karpenter/crds.sh >/dev/null
 peers/nodeadm/check.sh >/dev/null
 cargo fmt --all --check
 cargo build --workspace --all-targets --quiet
+# The e2e tests run the whole controller on their tokio runtime's workers, whose stacks (std's default,
+# 2 MiB, when the runtime sets none) an unoptimised build's large futures may overflow: one e2e run
+# aborted with "stack overflow" (2026-12-02) and another ended without a result, and both passed when
+# repeated. 16 MiB for every thread the tests start (the binary's runtime sets its own:
+# src/cli/controller.rs).
+export RUST_MIN_STACK=${RUST_MIN_STACK:-16777216}
 cargo test --workspace --quiet --no-fail-fast
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The binary without the controller and the benchmark (what scripts/demo.sh builds) must build on its own.
