@@ -99,6 +99,7 @@ fn every_scenario_file_loads() {
         vec!["scenarios/drift-1-nodepool-change/nodepool.yaml", "scenarios/drift-1-nodepool-change/deployment.yaml", NODECLASS],
         vec!["scenarios/drift-1-nodepool-change/nodepool-v2.yaml", "scenarios/drift-1-nodepool-change/deployment.yaml", NODECLASS],
         vec!["scenarios/interruption-1-spot-warning", NODECLASS],
+        vec!["scenarios/budget-1-business-hours", NODECLASS],
     ];
     let mut covered = BTreeSet::new();
     for g in &groups {
