@@ -1053,6 +1053,8 @@ async fn capacity_reservations_are_selected_offered_and_launched_into() {
     assert!(!reserved(&c, "cr-0bbb").available, "an expiring capacity block takes no launch");
     assert!(reserved(&c, "cr-0ddd").available);
     assert!(c.types.iter().flat_map(|t| &t.offerings).all(|o| o.reservation_id() != Some("cr-0ccc")), "not selected");
+    let ids = ["cr-0aaa".to_string(), "cr-0bbb".to_string(), "cr-0ccc".to_string()];
+    assert_eq!(aws.expiring_reservations(&ids).await.unwrap(), vec!["cr-0bbb".to_string()], "only the capacity block near its end");
 
     // A launch into cr-0aaa: its launch template targets the reservation, one instance is taken.
     let into_a = OfferingRef { capacity_type: "reserved".into(), reservation: a.reservation.clone(), price: a.price, ..offering("on-demand", "m5.large", "us-east-1a") };

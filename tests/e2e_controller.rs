@@ -653,6 +653,70 @@ async fn reserved_capacity_is_used_before_on_demand_and_never_beyond_the_reserva
     w.stop(c, false).await;
 }
 
+/// A capacity block that ends (Karpenter's `capacityreservation.expiration`): a pod runs on a node in a
+/// capacity block; when the block comes within 40 minutes of its end, the controller deletes its
+/// NodeClaim (event `CapacityReservationExpiring`), the node drains, and the pod runs again on an
+/// on-demand node, the expiring block being no longer offered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expiring_capacity_block_is_drained_before_it_ends() {
+    let w = World::start("ctl-capacity-block").await;
+    let at = |secs: u64| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + secs;
+        aws_sdk_ec2::primitives::DateTime::from_secs(t as i64).fmt(aws_sdk_ec2::primitives::DateTimeFormat::DateTime).unwrap()
+    };
+    let block =
+        |count: u32, end: String| json!([{"id": "cr-0b10c", "instanceType": "m5.large", "zone": "us-east-1b", "count": count, "tags": {"team": "ml"}, "type": "capacity-block", "endDate": end}]);
+    w.moto.seed_capacity_reservations(block(1, at(3 * 3600))).await.unwrap();
+    w.apply(&["tests/fixtures/karpenter-reserved.yaml"]).await;
+    let c = w.controller().await;
+    create_deployment(&w, plain_deployment("train", 1, "1500m")).await;
+    w.wait_running("app=train", 1).await;
+    let nodes = w.wait_nodes(1).await;
+    assert_eq!(label(&nodes[0], CAPACITY_TYPE), "reserved");
+    assert_eq!(label(&nodes[0], "karpenter.k8s.aws/capacity-reservation-type"), "capacity-block");
+    let claim = w.nodeclaims().await.into_iter().find(|c| c.metadata.labels.as_ref().and_then(|l| l.get("karpenter.k8s.aws/capacity-reservation-id")).map(String::as_str) == Some("cr-0b10c"));
+    let claim = claim.expect("the NodeClaim in the block").metadata.name.unwrap();
+    // The launch template of a capacity block: reservations only, the block as target, its market type.
+    let lts = w.moto.ec2().describe_launch_templates().send().await.unwrap();
+    let mut blocks = 0;
+    for lt in lts.launch_templates().iter().filter(|l| l.launch_template_name().is_some_and(|n| n.starts_with("stowage/"))) {
+        let v = w.moto.ec2().describe_launch_template_versions().launch_template_id(lt.launch_template_id().unwrap()).send().await.unwrap();
+        let data = v.launch_template_versions()[0].launch_template_data().unwrap();
+        let spec = data.capacity_reservation_specification().unwrap();
+        if spec.capacity_reservation_target().and_then(|t| t.capacity_reservation_id()) == Some("cr-0b10c") {
+            assert_eq!(spec.capacity_reservation_preference().map(|p| p.as_str()), Some("capacity-reservations-only"));
+            assert_eq!(data.instance_market_options().and_then(|m| m.market_type()).map(|m| m.as_str()), Some("capacity-block"));
+            blocks += 1;
+        }
+    }
+    assert_eq!(blocks, 1, "one launch template targets the block");
+
+    // Time passes: the block now ends in 10 minutes.
+    w.moto.seed_capacity_reservations(block(0, at(600))).await.unwrap();
+    let r = poll_until("the pod on an on-demand node, the block's NodeClaim gone", Duration::from_secs(120), POLL, || async {
+        let claims = w.nodeclaims().await;
+        let gone = !claims.iter().any(|c| c.metadata.name.as_deref() == Some(claim.as_str()));
+        let pods = w.pods("app=train").await;
+        let nodes = w.nodes().await;
+        let on_demand = pods
+            .iter()
+            .filter_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()))
+            .any(|n| nodes.iter().any(|x| x.metadata.name.as_deref() == Some(n.as_str()) && label(x, CAPACITY_TYPE) == "on-demand"));
+        Ok(if gone && on_demand { Probe::Done(()) } else { Probe::Waiting(format!("claim gone {gone}, pod on on-demand {on_demand}")) })
+    })
+    .await;
+    if let Err(e) = r {
+        w.fail("draining the expiring capacity block", e).await;
+    }
+    let evs = Api::<k8s_openapi::api::events::v1::Event>::all(w.client.clone()).list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        evs.iter().any(|e| e.reason.as_deref() == Some("CapacityReservationExpiring") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(claim.as_str())),
+        "the expiration event on the NodeClaim"
+    );
+    w.assert_no_leak().await;
+    w.stop(c, false).await;
+}
+
 /// A Deployment of `n` pods of `cpu` each, no placement constraint.
 fn plain_deployment(name: &str, n: u32, cpu: &str) -> serde_json::Value {
     json!({

@@ -47,7 +47,8 @@ moto's own app (the same `DomainDispatcherApplication` `moto_server` serves) and
         number) targets a seeded reservation (`CapacityReservationSpecification.CapacityReservationTarget`)
         is removed and answered with a `ReservationCapacityExceeded` error when the reservation is full,
         or not for the override's type and zone (`InvalidParameterCombination`); otherwise the instance
-        moto launches takes one of its instances. Launches per reservation are in `/stowage/state`
+        moto launches takes one of its instances (a `capacity-block` or `reserved-capacity` fleet is
+        handed to moto as on-demand, the only kinds moto launches). Launches per reservation are in `/stowage/state`
         `reservationLaunches`; a reservation's state is `reservations`.
     POST /stowage/reset     clears every rule and counter (and the seeded prices and reservations; not
                             the SSM parameters).
@@ -447,6 +448,12 @@ class Middleware:
         if errors:
             with self.state.lock:
                 self.state.ice_errors += len(errors)
+        if reservation_of and req.capacity_type in ("capacity-block", "reserved-capacity"):
+            # moto launches only on-demand and spot fleets; EC2 launches these into the reservation the
+            # launch template targets, which is what the reservation bookkeeping below emulates.
+            key = "TargetCapacitySpecification.DefaultTargetCapacityType"
+            req.other = [(k, "on-demand" if k == key else v) for k, v in req.other]
+            pairs = [(k, "on-demand" if k == key else v) for k, v in pairs]
         if not errors and req.strategy not in PRIORITIZED and not reservation_of:
             return self.forward(environ, start_response, urlencode(pairs).encode())
         if not kept:

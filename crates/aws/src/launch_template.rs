@@ -17,7 +17,8 @@
 //! `Monitoring.Enabled` (`spec.detailedMonitoring`); `SecurityGroupIds`, or with
 //! `spec.associatePublicIPAddress` one `NetworkInterfaces[0]` (device 0, the groups, the flag);
 //! `CapacityReservationSpecification` preference `none` (open ODCRs are not consumed, as in Karpenter), or for a
-//! reserved launch `CapacityReservationTarget.CapacityReservationId` = the reservation;
+//! reserved launch preference `capacity-reservations-only` with `CapacityReservationTarget.CapacityReservationId` =
+//! the reservation, and `InstanceMarketOptions.MarketType` `capacity-block` for a capacity block (Karpenter's);
 //! `TagSpecifications` network-interface = the launch tags.
 //!
 //! The provider remembers names it created or saw for [`TEMPLATE_CACHE_TTL`]; CreateFleet answering
@@ -30,9 +31,9 @@ use std::time::Duration;
 
 use aws_sdk_ec2::types::{
     CapacityReservationPreference, CapacityReservationTarget, LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateEbsBlockDeviceRequest,
-    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest, LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
-    LaunchTemplateInstanceMetadataProtocolIpv6, LaunchTemplateInstanceMetadataTagsState, LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplateTagSpecificationRequest,
-    LaunchTemplatesMonitoringRequest, RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
+    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest, LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataEndpointState,
+    LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplateInstanceMetadataProtocolIpv6, LaunchTemplateInstanceMetadataTagsState, LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
+    LaunchTemplateTagSpecificationRequest, LaunchTemplatesMonitoringRequest, MarketType, RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
 };
 use serde::Serialize;
 
@@ -82,6 +83,9 @@ pub(crate) struct TemplateSpec {
     /// The capacity reservation a reserved launch targets; None: preference `none`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity_reservation_id: Option<String>,
+    /// The targeted reservation is a capacity block (market type `capacity-block`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub capacity_block: bool,
 }
 
 /// FNV-1a over the bytes with two different offset bases: 128 bits, stable across Rust and stowage
@@ -117,12 +121,16 @@ impl TemplateSpec {
                     .build(),
             )
             .capacity_reservation_specification(match &self.capacity_reservation_id {
-                Some(id) => {
-                    LaunchTemplateCapacityReservationSpecificationRequest::builder().capacity_reservation_target(CapacityReservationTarget::builder().capacity_reservation_id(id).build()).build()
-                }
+                Some(id) => LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                    .capacity_reservation_preference(CapacityReservationPreference::CapacityReservationsOnly)
+                    .capacity_reservation_target(CapacityReservationTarget::builder().capacity_reservation_id(id).build())
+                    .build(),
                 None => LaunchTemplateCapacityReservationSpecificationRequest::builder().capacity_reservation_preference(CapacityReservationPreference::None).build(),
             })
             .tag_specifications(LaunchTemplateTagSpecificationRequest::builder().resource_type(ResourceType::NetworkInterface).set_tags(Some(tags(&self.tags))).build());
+        if self.capacity_block {
+            d = d.instance_market_options(LaunchTemplateInstanceMarketOptionsRequest::builder().market_type(MarketType::CapacityBlock).build());
+        }
         if let Some(p) = &self.instance_profile {
             d = d.iam_instance_profile(LaunchTemplateIamInstanceProfileSpecificationRequest::builder().name(p).build());
         }
@@ -262,6 +270,7 @@ mod tests {
             detailed_monitoring: false,
             tags: BTreeMap::new(),
             capacity_reservation_id: None,
+            capacity_block: false,
         };
         let a = spec.name();
         assert!(a.starts_with("stowage/") && a.len() == "stowage/".len() + 32, "{a}");

@@ -568,6 +568,7 @@ impl AwsProvider {
             detailed_monitoring: nc.spec.detailed_monitoring.unwrap_or(false),
             tags: self.launch_tags(nc, req),
             capacity_reservation_id: None,
+            capacity_block: false,
         })
     }
 
@@ -676,6 +677,7 @@ impl AwsProvider {
             let max_pods = facts.as_ref().map(|f| stowage_core::catalog::aws::max_pods(f, &r.sizing.ami_family, &r.sizing.kubelet)).unwrap_or(110);
             let mut spec = self.template_spec(nc, r, &image.id, max_pods, req, ct)?;
             spec.capacity_reservation_id = o.reservation.as_ref().map(|x| x.id.clone());
+            spec.capacity_block = o.reservation.as_ref().is_some_and(|x| x.kind == "capacity-block");
             let name = spec.name();
             templates.entry(name.clone()).or_insert(spec);
             overrides.push(Override { offering: o.clone(), subnet_id: subnet.id.clone(), template: name, priority: rank as f64 });
@@ -809,6 +811,12 @@ impl CloudProvider for AwsProvider {
 
     fn forget_nodeclass(&self, name: &str) {
         lock(&self.nodeclasses).remove(name);
+    }
+
+    async fn expiring_reservations(&self, ids: &[String]) -> Result<Vec<String>, CloudError> {
+        let terms: Vec<_> = ids.iter().map(|id| stowage_input::api::ec2nodeclass::CapacityReservationSelectorTerm { id: Some(id.clone()), ..Default::default() }).collect();
+        let found = capacity_reservations::describe(&self.ec2, &terms).await?;
+        Ok(found.into_iter().filter(|r| r.expiring).map(|r| r.id).collect())
     }
 
     async fn collect_nodeclass_resources(&self, nodeclasses: &[EC2NodeClass]) -> Result<Vec<String>, CloudError> {

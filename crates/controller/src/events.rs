@@ -46,6 +46,8 @@ pub(crate) enum Reason {
     InstanceStopping,
     InstanceTerminating,
     TerminatingOnInterruption,
+    /// The NodeClaim's capacity block ends within 40 minutes: it is deleted before EC2 reclaims it.
+    CapacityReservationExpiring,
 }
 
 impl Reason {
@@ -72,6 +74,7 @@ impl Reason {
             Reason::InstanceStopping => "InstanceStopping",
             Reason::InstanceTerminating => "InstanceTerminating",
             Reason::TerminatingOnInterruption => "TerminatingOnInterruption",
+            Reason::CapacityReservationExpiring => "CapacityReservationExpiring",
         }
     }
 
@@ -90,7 +93,8 @@ impl Reason {
             | Reason::InstanceUnhealthy
             | Reason::InstanceStopping
             | Reason::InstanceTerminating
-            | Reason::TerminatingOnInterruption => EventType::Warning,
+            | Reason::TerminatingOnInterruption
+            | Reason::CapacityReservationExpiring => EventType::Warning,
             _ => EventType::Normal,
         }
     }
@@ -104,7 +108,7 @@ impl Reason {
             Reason::ReconcileFailed => "Reconciling",
             Reason::UnsupportedField => "Validating",
             Reason::SpotInterrupted | Reason::SpotRebalanceRecommendation | Reason::InstanceUnhealthy | Reason::InstanceStopping | Reason::InstanceTerminating => "Interruption",
-            Reason::TerminatingOnInterruption => "Terminating",
+            Reason::TerminatingOnInterruption | Reason::CapacityReservationExpiring => "Terminating",
         }
     }
 }

@@ -57,6 +57,7 @@ mod pod_metrics;
 pub mod provisioner;
 pub mod record;
 pub mod registration;
+mod reservations;
 pub mod state;
 pub mod termination;
 
@@ -866,6 +867,7 @@ async fn nodeclass_loop<P: CloudProvider + 'static>(ctx: Arc<Ctx<P>>, stop: watc
         if lock(&ctx.state).synced() {
             nodeclass::reconcile_all(&ctx).await;
             nodepool::report_unsupported(&ctx).await;
+            reservations::expire(&ctx).await;
         }
         true
     })

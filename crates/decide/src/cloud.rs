@@ -137,6 +137,13 @@ pub trait CloudProvider: Send + Sync {
         let _ = nodeclasses;
         async { Ok(Vec::new()) }
     }
+    /// Of these capacity reservations (ids), the ones whose instances are about to be reclaimed (AWS:
+    /// capacity blocks within 40 minutes of their end; `crate::reservations`). The default (a cloud
+    /// without reservations) names none.
+    fn expiring_reservations(&self, ids: &[String]) -> impl Future<Output = Result<Vec<String>, CloudError>> + Send {
+        let _ = ids;
+        async { Ok(Vec::new()) }
+    }
 }
 
 /// One message read from an interruption queue.

@@ -21,3 +21,4 @@ pub mod launch;
 pub mod lifecycle;
 pub mod offerings;
 pub mod provision;
+pub mod reservations;
