@@ -58,6 +58,7 @@ pub(crate) fn to_instance(i: &aws_sdk_ec2::types::Instance) -> Option<Instance> 
         // A VPC instance is always in at least one group: an empty list is a description that lacks
         // them (moto's, for an instance a launch template put in groups), not a fact, so unknown.
         security_group_ids: Some(i.security_groups().iter().filter_map(|g| g.group_id().map(str::to_string)).collect::<Vec<_>>()).filter(|g| !g.is_empty()),
+        capacity_reservation_id: i.capacity_reservation_id().map(str::to_string),
     })
 }
 

@@ -736,6 +736,8 @@ fn launch_capacity_type(req: &LaunchRequest) -> Result<String, CloudError> {
 
 fn launched_instance(l: fleet::Launched, req: &LaunchRequest, image_id: Option<String>) -> Instance {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let reservation =
+        req.offerings.iter().find(|o| o.instance_type == l.instance_type && o.zone == l.zone && o.capacity_type == l.capacity_type).and_then(|o| o.reservation.as_ref()).map(|r| r.id.clone());
     Instance {
         provider_id: instances::provider_id(&l.zone, &l.id),
         id: l.id,
@@ -750,6 +752,7 @@ fn launched_instance(l: fleet::Launched, req: &LaunchRequest, image_id: Option<S
         // CreateFleet's answer does not say; the instance's description (`list`) does.
         subnet_id: None,
         security_group_ids: None,
+        capacity_reservation_id: reservation,
     }
 }
 

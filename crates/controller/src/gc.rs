@@ -98,6 +98,7 @@ mod tests {
             image_id: None,
             subnet_id: None,
             security_group_ids: None,
+            capacity_reservation_id: None,
         }
     }
 

@@ -73,6 +73,9 @@ pub struct Instance {
     /// The security groups attached to it (drift compares them with the NodeClass's resolved
     /// security groups), if known.
     pub security_group_ids: Option<Vec<String>>,
+    /// The capacity reservation it runs in, if any and if known (drift compares it with the NodeClass's
+    /// selected reservations).
+    pub capacity_reservation_id: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]

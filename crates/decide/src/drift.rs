@@ -23,14 +23,19 @@
 //!   EC2NodeClass's resolved subnets (`status.subnets`), while both are known and the latter
 //!   non-empty.
 //!
+//! - `CapacityReservationDrift`: the instance runs in a capacity reservation
+//!   ([`crate::cloud::Instance::capacity_reservation_id`], as the cloud describes it now: an instance
+//!   whose reservation ended is no longer in one) that the EC2NodeClass no longer selects
+//!   (`status.capacityReservations`, once the status is written).
+//!
 //! ```text
 //! sg_drift(i, nc)     = ids(nc.status.securityGroups) ≠ ∅ ∧ set(i.securityGroups) ≠ ids(nc.status.securityGroups)
 //! subnet_drift(i, nc) = ids(nc.status.subnets) ≠ ∅ ∧ i.subnet ∉ ids(nc.status.subnets)
+//! cr_drift(i, nc)     = i.reservation ≠ ∅ ∧ nc.status ≠ ∅ ∧ i.reservation ∉ ids(nc.status.capacityReservations)
 //! ```
 //!
-//! Karpenter's AWS provider also has `NodeClassDrift` (the EC2NodeClass's static hash),
-//! `CapacityReservationDrift` and `PlacementGroupDrift`, and its core `InstanceTypeNotFound`; stowage
-//! does not judge those.
+//! Karpenter's AWS provider also has `NodeClassDrift` (the EC2NodeClass's static hash) and
+//! `PlacementGroupDrift`, and its core `InstanceTypeNotFound`; stowage does not judge those.
 //!
 //! **Several at once.** Karpenter's drift method takes one candidate per pass (drift commands have one
 //! candidate), empty candidates first, then the longest drifted, and its disruption loop passes again
@@ -65,6 +70,7 @@ pub enum Cause {
     Image { image: String },
     SecurityGroups { attached: Vec<String> },
     Subnet { subnet: String },
+    CapacityReservation { id: String },
 }
 
 impl Cause {
@@ -76,6 +82,7 @@ impl Cause {
             Cause::Image { .. } => "AMIDrift",
             Cause::SecurityGroups { .. } => "SecurityGroupDrift",
             Cause::Subnet { .. } => "SubnetDrift",
+            Cause::CapacityReservation { .. } => "CapacityReservationDrift",
         }
     }
 }
@@ -88,6 +95,7 @@ impl std::fmt::Display for Cause {
             Cause::Image { image } => write!(f, "AMIDrift: image {image} is no longer one the EC2NodeClass resolves"),
             Cause::SecurityGroups { attached } => write!(f, "SecurityGroupDrift: security groups [{}] are not the EC2NodeClass's", attached.join(", ")),
             Cause::Subnet { subnet } => write!(f, "SubnetDrift: subnet {subnet} is no longer one the EC2NodeClass resolves"),
+            Cause::CapacityReservation { id } => write!(f, "CapacityReservationDrift: capacity reservation {id} is no longer one the EC2NodeClass selects"),
         }
     }
 }
@@ -250,6 +258,11 @@ pub fn drifted(claim: &NodeClaim, pool: &NodePool, nodeclass: Option<&EC2NodeCla
         && !subnets.contains(subnet.as_str())
     {
         return Some(Cause::Subnet { subnet: subnet.clone() });
+    }
+    if let (Some(id), Some(status)) = (instance.capacity_reservation_id.as_ref(), status)
+        && !status.capacity_reservations.iter().flatten().any(|r| &r.id == id)
+    {
+        return Some(Cause::CapacityReservation { id: id.clone() });
     }
     None
 }

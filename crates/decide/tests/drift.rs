@@ -1,5 +1,5 @@
 //! Table tests for `stowage_decide::drift`: the causes Karpenter and its AWS provider name (AMI,
-//! security groups, subnet, as EC2 describes the instance), and several drifted nodes replaced at
+//! security groups, subnet, capacity reservation, as EC2 describes the instance), and several drifted nodes replaced at
 //! once within the pool's `Drifted` budget, pass after pass, on real YAML through `stowage_input`.
 
 use std::collections::BTreeSet;
@@ -80,6 +80,7 @@ fn instance(name: &str, subnet: Option<&str>, groups: Option<&[&str]>) -> Instan
         image_id: Some("ami-1".into()),
         subnet_id: subnet.map(str::to_string),
         security_group_ids: groups.map(|g| g.iter().map(|s| s.to_string()).collect()),
+        capacity_reservation_id: None,
     }
 }
 
@@ -130,6 +131,30 @@ fn security_group_and_subnet_drift_as_the_aws_provider_judges_them() {
     s.security_groups = None;
     assert_eq!(drift::drifted(c, p, Some(&unresolved), Some(&table[6].0)), None);
     assert_eq!(drift::drifted(c, p, Some(nc), Some(&table[3].0)).map(|c| c.to_string()), Some("SecurityGroupDrift: security groups [sg-1] are not the EC2NodeClass's".into()));
+}
+
+#[test]
+fn an_instance_in_a_reservation_the_nodeclass_no_longer_selects_drifts() {
+    let w = cluster(json!([{"nodes": "100%"}]), vec![claim("a", None)]);
+    let c = &w.objects.nodeclaims.iter().find(|c| c.obj.metadata.name.as_deref() == Some("a")).unwrap().obj;
+    let p = &w.objects.nodepools[0].obj;
+    let mut nc = w.objects.nodeclasses[0].obj.clone();
+    let both: &[&str] = &["sg-1", "sg-2"];
+    let in_reservation = |id: Option<&str>| Instance { capacity_reservation_id: id.map(str::to_string), ..instance("a", Some("subnet-a"), Some(both)) };
+    // The NodeClass's status selects no reservation (its terms were removed): an instance in one drifts.
+    assert_eq!(drift::drifted(c, p, Some(&nc), Some(&in_reservation(Some("cr-1")))), Some(Cause::CapacityReservation { id: "cr-1".into() }));
+    assert_eq!(Cause::CapacityReservation { id: "cr-1".into() }.reason(), "CapacityReservationDrift");
+    assert_eq!(drift::drifted(c, p, Some(&nc), Some(&in_reservation(None))), None, "on-demand: nothing to judge (an ended reservation leaves the instance on-demand)");
+    let selected: Vec<stowage_input::api::ec2nodeclass::CapacityReservationStatus> = serde_json::from_value(json!([
+        {"id": "cr-1", "availabilityZone": "us-east-1a", "instanceType": "m5.large", "instanceMatchCriteria": "targeted", "ownerID": "123456789012"}
+    ]))
+    .unwrap();
+    nc.status.as_mut().unwrap().capacity_reservations = Some(selected);
+    assert_eq!(drift::drifted(c, p, Some(&nc), Some(&in_reservation(Some("cr-1")))), None, "still selected");
+    assert_eq!(drift::drifted(c, p, Some(&nc), Some(&in_reservation(Some("cr-2")))).map(|c| c.reason()), Some("CapacityReservationDrift"));
+    // Before the NodeClass has a status, nothing is judged.
+    nc.status = None;
+    assert_eq!(drift::drifted(c, p, Some(&nc), Some(&in_reservation(Some("cr-2")))), None);
 }
 
 #[test]

@@ -124,6 +124,7 @@ impl CloudProvider for FakeCloud {
                 image_id: None,
                 subnet_id: None,
                 security_group_ids: None,
+                capacity_reservation_id: None,
             };
             inner.instances.insert(req.nodeclaim.clone(), inst.clone());
             inst

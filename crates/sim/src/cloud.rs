@@ -279,6 +279,7 @@ impl Cloud {
             image_id: None,
             subnet_id: i.subnet_id.clone(),
             security_group_ids: i.security_group_ids.clone(),
+            capacity_reservation_id: i.reservation.clone(),
         }
     }
 
