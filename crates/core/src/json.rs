@@ -62,11 +62,16 @@ impl<'de> Visitor<'de> for StrictVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Strict, A::Error> {
         let mut m = Map::new();
         while let Some(k) = map.next_key::<String>()? {
-            if m.contains_key(&k) {
-                return Err(de::Error::custom(format!("duplicate key {k:?} (a key may appear once in an object)")));
+            // One lookup per key: the entry is vacant or the key is a duplicate.
+            match m.entry(k) {
+                serde_json::map::Entry::Occupied(e) => {
+                    return Err(de::Error::custom(format!("duplicate key {:?} (a key may appear once in an object)", e.key())));
+                }
+                serde_json::map::Entry::Vacant(e) => {
+                    let Strict(v) = map.next_value()?;
+                    e.insert(v);
+                }
             }
-            let Strict(v) = map.next_value()?;
-            m.insert(k, v);
         }
         Ok(Strict(Value::Object(m)))
     }
