@@ -186,10 +186,11 @@ def seed_ssm_parameters(parameters):
     return len(parameters)
 
 
-def signing_region(environ):
+def signing_region(environ, default="us-east-1"):
+    """The region of the request's SigV4 credential scope (`default` when it has none)."""
     auth = environ.get("HTTP_AUTHORIZATION", "")
     scope = auth.split("Credential=", 1)[1].split(",", 1)[0].split("/") if "Credential=" in auth else []
-    return scope[2] if len(scope) > 2 else "us-east-1"
+    return scope[2] if len(scope) > 2 else default
 
 
 def lt_reservation(lt_spec, region):
@@ -529,12 +530,10 @@ class Middleware:
     def get_products(self, environ, start_response):
         length = int(environ.get("CONTENT_LENGTH") or 0)
         req = json.loads(environ["wsgi.input"].read(length) or b"{}")
-        auth = environ.get("HTTP_AUTHORIZATION", "")
-        scope = auth.split("Credential=", 1)[1].split(",", 1)[0].split("/") if "Credential=" in auth else []
         action = "GetProducts"
         with self.state.lock:
             st = self.state
-            st.pricing_regions.append(scope[2] if len(scope) > 2 else "")
+            st.pricing_regions.append(signing_region(environ, default=""))
             injected = st.admit(action, environ, any_action_rules=True, faults=True)
             if injected is not None:
                 return json_error(start_response, *injected)

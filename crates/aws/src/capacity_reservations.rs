@@ -32,6 +32,7 @@ use aws_sdk_ec2::types::{CapacityReservation as Ec2Reservation, CapacityReservat
 
 use super::Ec2;
 use super::errors::AwsError;
+use super::filters::{filter, tag_filters};
 use stowage_core::domain::catalog::{Catalog, Offering, RESERVED, Reservation};
 use stowage_input::api::ec2nodeclass::{CapacityReservationSelectorTerm, CapacityReservationStatus};
 
@@ -79,14 +80,6 @@ impl CapacityReservation {
     }
 }
 
-fn filter(name: &str, values: impl IntoIterator<Item = impl Into<String>>) -> Filter {
-    let mut f = Filter::builder().name(name);
-    for v in values {
-        f = f.values(v);
-    }
-    f.build()
-}
-
 /// One `DescribeCapacityReservations` query: ids, or filters (`state=active` always).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Query {
@@ -108,9 +101,7 @@ pub(crate) fn queries(terms: &[CapacityReservationSelectorTerm]) -> Vec<Query> {
             if let Some(o) = &t.owner_id {
                 fs.push(filter("owner-id", [o.as_str()]));
             }
-            for (k, v) in &tags {
-                fs.push(if v == "*" { filter("tag-key", [k.as_str()]) } else { filter(&format!("tag:{k}"), [v.as_str()]) });
-            }
+            fs.extend(tag_filters(&tags));
             if let Some(m) = &t.instance_match_criteria {
                 fs.push(filter("instance-match-criteria", [m.as_str()]));
             }

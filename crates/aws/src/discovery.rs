@@ -41,6 +41,7 @@ use aws_sdk_ec2::types::Filter;
 use super::Ec2;
 use super::amifamily::{self, Family, Variant};
 use super::errors::AwsError;
+use super::filters::{filter, tag_filters};
 use super::ssm::Ssm;
 use stowage_core::domain::nodepool::NodeClass;
 use stowage_input::api::EC2NodeClass;
@@ -154,18 +155,6 @@ pub struct AliasOptions {
     pub kubernetes_version: Option<String>,
     /// Fall back to plain Amazon Linux 2023 images (emulators only).
     pub plain_al2023_fallback: bool,
-}
-
-fn filter(name: &str, values: impl IntoIterator<Item = impl Into<String>>) -> Filter {
-    let mut f = Filter::builder().name(name);
-    for v in values {
-        f = f.values(v);
-    }
-    f.build()
-}
-
-fn tag_filters(tags: &BTreeMap<String, String>) -> Vec<Filter> {
-    tags.iter().map(|(k, v)| if v == "*" { filter("tag-key", [k.as_str()]) } else { filter(&format!("tag:{k}"), [v.as_str()]) }).collect()
 }
 
 /// The filter sets of subnet / security group terms: one per tag term, one for all id-only terms.

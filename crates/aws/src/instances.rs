@@ -10,6 +10,7 @@
 use aws_sdk_ec2::types::{Filter, InstanceLifecycleType, Tag};
 
 use super::errors::{AwsError, Class};
+use super::filters::filter;
 use super::{Ec2, TAG_EKS_CLUSTER, TAG_NODECLAIM, TAG_NODECLASS, TAG_NODEPOOL};
 use stowage_decide::cloud::{CloudError, Instance};
 
@@ -33,10 +34,6 @@ pub fn instance_id(provider_id: &str) -> Result<String, CloudError> {
 
 pub fn provider_id(zone: &str, id: &str) -> String {
     format!("aws:///{zone}/{id}")
-}
-
-fn filter(name: &str, values: &[&str]) -> Filter {
-    Filter::builder().name(name).set_values(Some(values.iter().map(|v| v.to_string()).collect())).build()
 }
 
 pub(crate) fn to_instance(i: &aws_sdk_ec2::types::Instance) -> Option<Instance> {
@@ -79,14 +76,13 @@ async fn describe(ec2: &Ec2, filters: Vec<Filter>) -> Result<Vec<Instance>, AwsE
 }
 
 pub async fn list(ec2: &Ec2, cluster: &str) -> Result<Vec<Instance>, AwsError> {
-    describe(ec2, vec![filter("tag-key", &[TAG_NODEPOOL]), filter("tag-key", &[TAG_NODECLASS]), filter(&format!("tag:{TAG_EKS_CLUSTER}"), &[cluster]), filter("instance-state-name", &LISTED_STATES)])
-        .await
+    describe(ec2, vec![filter("tag-key", [TAG_NODEPOOL]), filter("tag-key", [TAG_NODECLASS]), filter(&format!("tag:{TAG_EKS_CLUSTER}"), [cluster]), filter("instance-state-name", LISTED_STATES)]).await
 }
 
 /// The names of the instance profiles the cluster's listed instances are launched with (from
 /// `IamInstanceProfile.Arn`, `arn:aws:iam::<account>:instance-profile[/<path>]/<name>`).
 pub(crate) async fn attached_profiles(ec2: &Ec2, cluster: &str) -> Result<Vec<String>, AwsError> {
-    let filters = vec![filter(&format!("tag:{TAG_EKS_CLUSTER}"), &[cluster]), filter("instance-state-name", &LISTED_STATES)];
+    let filters = vec![filter(&format!("tag:{TAG_EKS_CLUSTER}"), [cluster]), filter("instance-state-name", LISTED_STATES)];
     let mut out = Vec::new();
     let mut token: Option<String> = None;
     loop {
@@ -103,7 +99,7 @@ pub(crate) async fn attached_profiles(ec2: &Ec2, cluster: &str) -> Result<Vec<St
 
 /// The live instance launched for this NodeClaim, if any (the oldest if a past bug made several).
 pub(crate) async fn find_by_nodeclaim(ec2: &Ec2, cluster: &str, nodeclaim: &str) -> Result<Option<Instance>, AwsError> {
-    let found = describe(ec2, vec![filter(&format!("tag:{TAG_NODECLAIM}"), &[nodeclaim]), filter(&format!("tag:{TAG_EKS_CLUSTER}"), &[cluster]), filter("instance-state-name", &LIVE_STATES)]).await?;
+    let found = describe(ec2, vec![filter(&format!("tag:{TAG_NODECLAIM}"), [nodeclaim]), filter(&format!("tag:{TAG_EKS_CLUSTER}"), [cluster]), filter("instance-state-name", LIVE_STATES)]).await?;
     if found.len() > 1 {
         tracing::warn!(nodeclaim, instances = ?found.iter().map(|i| &i.id).collect::<Vec<_>>(), "several live instances carry this NodeClaim's tag");
     }

@@ -97,6 +97,7 @@ pub mod capacity_reservations;
 pub mod cluster;
 pub mod discovery;
 pub mod errors;
+pub mod filters;
 pub mod fleet;
 pub mod ice;
 pub mod instance_profile;
