@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Taint as KubeTaint;
 
 use super::cloud::{Instance, LaunchRequest, OfferingRef};
-use stowage_core::domain::catalog::{Catalog, Reservation};
+use stowage_core::domain::catalog::Catalog;
 use stowage_core::domain::labels::{Labels, NodeOp, keys};
 use stowage_core::domain::taints::{Effect, Taint};
 use stowage_core::semantics::node_affinity;
@@ -82,7 +82,7 @@ pub fn offerings_for(claim: &NodeClaim, catalog: &Catalog) -> Result<Vec<Offerin
             if let Some(r) = &catalog.region {
                 labels.insert(keys::REGION.into(), r.clone());
             }
-            labels.extend(reservation_labels(o.reservation.as_ref()));
+            labels.extend(o.reservation.iter().flat_map(|r| r.labels()));
             // Keys neither the type nor the offering sets (custom labels) are judged on the NodeClaim's
             // labels only when it has them; a requirement on an absent custom key is the node's to satisfy
             // through its labels, which the NodeClaim carries.
@@ -95,17 +95,6 @@ pub fn offerings_for(claim: &NodeClaim, catalog: &Catalog) -> Result<Vec<Offerin
     }
     out.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)).then_with(|| a.3.price.total_cmp(&b.3.price)).then_with(|| a.3.instance_type.cmp(&b.3.instance_type)));
     Ok(out.into_iter().map(|x| x.3).collect())
-}
-
-/// The labels of a node launched into capacity reservation `r` (none for on-demand and spot).
-pub fn reservation_labels(r: Option<&Reservation>) -> Labels {
-    let mut l = Labels::new();
-    if let Some(r) = r {
-        l.insert(keys::CAPACITY_RESERVATION_ID.into(), r.id.clone());
-        l.insert(keys::CAPACITY_RESERVATION_TYPE.into(), r.kind.clone());
-        l.insert(keys::CAPACITY_RESERVATION_INTERRUPTIBLE.into(), r.interruptible.to_string());
-    }
-    l
 }
 
 /// Kubernetes taints as the domain's (unknown effects dropped).

@@ -259,14 +259,7 @@ pub fn unlaunched_reservations(catalog: &Catalog, nodeclaims: &[stowage_input::o
         return None;
     }
     let mut out = catalog.clone();
-    for o in out.types.iter_mut().flat_map(|t| t.offerings.iter_mut()) {
-        if let Some(r) = o.reservation.as_mut()
-            && let Some(n) = planned.get(r.id.as_str())
-        {
-            r.count = r.count.saturating_sub(*n);
-            o.available &= r.count > 0;
-        }
-    }
+    out.take_reservations(|id| planned.get(id).copied().unwrap_or(0));
     Some(out)
 }
 

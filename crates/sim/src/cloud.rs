@@ -160,12 +160,7 @@ impl Cloud {
     /// left), as EC2's available instance count would read.
     pub fn reservations_now(&self, mut catalog: Catalog) -> Catalog {
         let s = self.state();
-        for o in catalog.types.iter_mut().flat_map(|t| t.offerings.iter_mut()) {
-            if let Some(r) = o.reservation.as_mut() {
-                r.count = r.count.saturating_sub(Self::in_reservation(&s, &r.id));
-                o.available &= r.count > 0;
-            }
-        }
+        catalog.take_reservations(|id| Self::in_reservation(&s, id));
         catalog
     }
 

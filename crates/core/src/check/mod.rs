@@ -316,7 +316,7 @@ fn new_nodes<'a>(cluster: &'a Cluster, catalog: &Catalog, plan: &Plan, out: &mut
         let o = offering(n, it, out);
         if let Some(r) = o.and_then(|o| o.reservation.as_ref()) {
             let used = reserved.entry(r.id.clone()).or_insert(0);
-            if let Err(full) = reservations::check(&[reservations::Cap { id: r.id.clone(), count: r.count }], &[*used], Some(0)) {
+            if let Err(full) = (reservations::Cap { id: r.id.clone(), count: r.count }).one_more(*used) {
                 out.push(v(None, Some(name), "InstanceType", full.to_string()));
             }
             *used += 1;

@@ -33,6 +33,20 @@ pub struct Reservation {
     pub count: u32,
 }
 
+impl Reservation {
+    /// The labels of a node launched into it (Karpenter's `karpenter.k8s.aws/capacity-reservation-*`).
+    pub fn labels(&self) -> Labels {
+        use super::labels::keys;
+        [
+            (keys::CAPACITY_RESERVATION_ID.to_string(), self.id.clone()),
+            (keys::CAPACITY_RESERVATION_TYPE.to_string(), self.kind.clone()),
+            (keys::CAPACITY_RESERVATION_INTERRUPTIBLE.to_string(), self.interruptible.to_string()),
+        ]
+        .into_iter()
+        .collect()
+    }
+}
+
 impl Offering {
     pub fn reservation_id(&self) -> Option<&str> {
         self.reservation.as_ref().map(|r| r.id.as_str())
@@ -98,6 +112,17 @@ pub struct Catalog {
 impl Catalog {
     pub fn get(&self, name: &str) -> Option<&InstanceType> {
         self.types.iter().find(|t| t.name == name)
+    }
+
+    /// Lowers each reservation's count by `taken(id)` instances; a reservation left without any makes its
+    /// offering unavailable.
+    pub fn take_reservations(&mut self, taken: impl Fn(&str) -> u32) {
+        for o in self.types.iter_mut().flat_map(|t| t.offerings.iter_mut()) {
+            if let Some(r) = o.reservation.as_mut() {
+                r.count = r.count.saturating_sub(taken(&r.id));
+                o.available &= r.count > 0;
+            }
+        }
     }
 
     pub fn has_synthetic_prices(&self) -> bool {

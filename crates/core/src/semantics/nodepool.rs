@@ -65,9 +65,7 @@ pub fn base_labels(pool: &NodePool, itype: &InstanceType, zone: &str, capacity_t
 pub fn offering_labels(pool: &NodePool, itype: &InstanceType, o: &Offering, region: Option<&str>) -> Labels {
     let mut l = base_labels(pool, itype, &o.zone, &o.capacity_type, region);
     if let Some(r) = &o.reservation {
-        l.insert(keys::CAPACITY_RESERVATION_ID.into(), r.id.clone());
-        l.insert(keys::CAPACITY_RESERVATION_TYPE.into(), r.kind.clone());
-        l.insert(keys::CAPACITY_RESERVATION_INTERRUPTIBLE.into(), r.interruptible.to_string());
+        l.extend(r.labels());
     }
     l
 }

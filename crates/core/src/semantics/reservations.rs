@@ -48,8 +48,15 @@ pub fn caps(views: &[Arc<Catalog>]) -> Vec<Cap> {
 /// Checks one more new node in reservation `r` given `used` new nodes per reservation.
 pub fn check(caps: &[Cap], used: &[u32], r: Option<usize>) -> Result<(), Full> {
     match r {
-        Some(r) if used.get(r).copied().unwrap_or(0) >= caps[r].count => Err(Full { id: caps[r].id.clone(), count: caps[r].count }),
-        _ => Ok(()),
+        Some(r) => caps[r].one_more(used.get(r).copied().unwrap_or(0)),
+        None => Ok(()),
+    }
+}
+
+impl Cap {
+    /// Checks one more new node in this reservation given `used` new nodes in it.
+    pub fn one_more(&self, used: u32) -> Result<(), Full> {
+        if used >= self.count { Err(Full { id: self.id.clone(), count: self.count }) } else { Ok(()) }
     }
 }
 
