@@ -37,6 +37,18 @@ cp "$core/pkg/apis/crds/karpenter.sh_nodepools.yaml" "$core/pkg/apis/crds/karpen
    "$aws/pkg/apis/crds/karpenter.k8s.aws_ec2nodeclasses.yaml" "$out.tmp.$$/karpenter/"
 cp "$nodeadm/crds/node.eks.aws_nodeconfigs.yaml" "$out.tmp.$$/nodeadm/"
 chmod -R u+w "$out.tmp.$$"
-rm -rf "$out" && mv "$out.tmp.$$" "$out"
+# Test binaries read $out without this lock while another test runs this script: once the folder holds
+# these very files, it is left alone (replacing it would leave a moment with no folder at all, which
+# failed an e2e test on 2026-12-03 with "reading .../karpenter.sh_nodepools.yaml: No such file").
+same=1
+for f in karpenter/karpenter.sh_nodepools.yaml karpenter/karpenter.sh_nodeclaims.yaml \
+         karpenter/karpenter.k8s.aws_ec2nodeclasses.yaml nodeadm/node.eks.aws_nodeconfigs.yaml; do
+  cmp -s "$out.tmp.$$/$f" "$out/$f" || same=0
+done
+if [[ $same == 1 ]]; then
+  rm -rf "$out.tmp.$$"
+else
+  rm -rf "$out" && mv "$out.tmp.$$" "$out"
+fi
 echo "$script: Karpenter $version and nodeadm $NODEADM_VERSION CRDs in $out" >&2
 echo "$out"
