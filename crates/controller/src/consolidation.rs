@@ -189,7 +189,7 @@ pub(crate) async fn round<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut
         return ok;
     }
     if let Some(d) = drifted {
-        return match replace_drifted(ctx, &d, now, snapshot, view).await {
+        return match replace_drifted(ctx, c, &d, now, snapshot, view).await {
             Ok(acted) => {
                 if !acted {
                     c.drift_failed.insert(d.claim.clone(), now);
@@ -203,7 +203,10 @@ pub(crate) async fn round<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut
         };
     }
     match decide(ctx, c, now, snapshot, view).await {
-        Ok(Some(d)) => ok & act(ctx, &d, now, UNDERUTILIZED).await,
+        Ok(Some(d)) => {
+            c.shared.moved(&d, now);
+            ok & act(ctx, &d, now, UNDERUTILIZED).await
+        }
         Ok(None) => ok,
         Err(e) => {
             tracing::warn!(error = %e, "consolidation round failed");
@@ -247,8 +250,8 @@ async fn decide<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut Consolida
                 tracing::debug!("consolidation: the cluster is not at rest");
                 None
             }
-            Outcome::Nothing { candidates, evaluations, cost, lower_bound } => {
-                tracing::debug!(candidates, evaluations, cost, lower_bound, "consolidation: no candidate set pays for its disruption");
+            Outcome::Nothing { candidates, evaluations, cost, lower_bound, node_set } => {
+                tracing::debug!(candidates, evaluations, cost, lower_bound, ?node_set, "consolidation: no candidate set pays for its disruption");
                 None
             }
             Outcome::Consolidate(d) => {
@@ -301,7 +304,7 @@ async fn snapshot<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>) -> Result<(Snap
 
 /// Replaces (or, when empty, deletes) a drifted NodeClaim after writing its `Drifted` condition;
 /// whether it acted. The displaced pods are planned by `stowage_decide::consolidation::replace`.
-async fn replace_drifted<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &Drifted, now: Timestamp, snapshot: Snapshot, view: Catalog) -> Result<bool, RoundError> {
+async fn replace_drifted<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut Consolidator, d: &Drifted, now: Timestamp, snapshot: Snapshot, view: Catalog) -> Result<bool, RoundError> {
     mark_drifted(ctx, d).await;
     let why = format!("drifted: {}", d.cause);
     if d.empty {
@@ -325,6 +328,7 @@ async fn replace_drifted<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &Drif
     match outcome {
         Some((decision, true)) => {
             tracing::info!(nodeclaim = %d.claim, cause = %d.cause, "replacing a drifted NodeClaim");
+            c.shared.moved(&decision, now);
             Ok(act(ctx, &decision, now, DRIFTED).await)
         }
         Some((_, false)) => {

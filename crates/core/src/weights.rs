@@ -36,6 +36,28 @@ fn default_prefer_no_schedule() -> f64 {
     0.001
 }
 
+/// What consolidation charges for moving pods, in $/h (`stowage_decide::consolidation`, its module
+/// doc's Objective). Weights files written before it existed get the defaults, which equal
+/// models/weights/default.yaml's (a test keeps them equal).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConsolidationCosts {
+    /// Per unit of a moved pod's eviction cost (Karpenter's: 1 for an ordinary pod).
+    pub pod_move_cost: f64,
+    /// A move is made only when its saving beats its disruption cost by this margin.
+    pub min_saving: f64,
+    /// A pod whose controller had a pod moved `age` seconds ago costs
+    /// `1 + recentMoveFactor × max(0, 1 − age / recentMoveWindowSeconds)` times as much to move.
+    pub recent_move_factor: f64,
+    pub recent_move_window_seconds: f64,
+}
+
+impl Default for ConsolidationCosts {
+    fn default() -> Self {
+        ConsolidationCosts { pod_move_cost: 0.002, min_saving: 0.005, recent_move_factor: 1.0, recent_move_window_seconds: 3600.0 }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Weights {
@@ -65,6 +87,9 @@ pub struct Weights {
     /// (`semantics::spread_defaults`). Applied when the workload is built; plans record it.
     #[serde(default)]
     pub topology_spread_defaults: SpreadDefaults,
+    /// What consolidating underutilised nodes charges for moving pods; not a term of a batch's plan.
+    #[serde(default)]
+    pub consolidation: ConsolidationCosts,
     /// Where the weights came from, for reports.
     #[serde(skip)]
     pub source: String,
@@ -132,6 +157,10 @@ impl Weights {
             ("soft.scheduleAnywaySpread", w.soft.schedule_anyway_spread),
             ("soft.preferNoSchedule", w.soft.prefer_no_schedule),
             ("tieBreak", w.tie_break),
+            ("consolidation.podMoveCost", w.consolidation.pod_move_cost),
+            ("consolidation.minSaving", w.consolidation.min_saving),
+            ("consolidation.recentMoveFactor", w.consolidation.recent_move_factor),
+            ("consolidation.recentMoveWindowSeconds", w.consolidation.recent_move_window_seconds),
         ];
         for (name, v) in fields {
             if !v.is_finite() || v < 0.0 {
@@ -178,6 +207,23 @@ mod tests {
         let w = Weights::default();
         assert_eq!(w.price, 1.0);
         assert!(w.unschedulable_pod > 1000.0);
+    }
+
+    #[test]
+    fn consolidation_costs_default_to_the_shipped_file_and_are_validated() {
+        assert_eq!(Weights::default().consolidation, ConsolidationCosts::default());
+        let start = DEFAULT_YAML.find("\nconsolidation:").expect("the shipped file has the section");
+        let end = start + DEFAULT_YAML[start..].find("\n\n").expect("a blank line ends the section");
+        let without = format!("{}{}", &DEFAULT_YAML[..start], &DEFAULT_YAML[end..]);
+        assert!(!without.contains("podMoveCost"));
+        let w = Weights::parse("old.yaml", &without).unwrap();
+        assert_eq!(w.consolidation, ConsolidationCosts::default(), "a file written before the section gets the defaults");
+        let negative = DEFAULT_YAML.replace("  podMoveCost: 0.002", "  podMoveCost: -1");
+        let e = Weights::parse("w.yaml", &negative).unwrap_err().to_string();
+        assert!(e.contains("w.yaml") && e.contains("consolidation.podMoveCost"), "{e}");
+        let unknown = DEFAULT_YAML.replace("  minSaving: 0.005", "  minSaving: 0.005\n  minSavings: 1");
+        let e = Weights::parse("w.yaml", &unknown).unwrap_err().to_string();
+        assert!(e.contains("minSavings"), "{e}");
     }
 
     #[test]

@@ -24,32 +24,53 @@
 //! feasible when the plan leaves no displaced pod unschedulable.
 //!
 //! **Objective.** For a feasible S: `saving(S) = Σ cost(removed) − Σ cost(replacements)` ($/h, each
-//! node's cost is the weights' `node_cost` of its offering's price), and
-//! `disruption(S) = podMoveCost × Σ evictionCost(p)` over the pods S displaces, where `evictionCost` is
-//! Karpenter's: `1 + pod-deletion-cost / 2^27 + priority / 2^25`, clamped to `[0, 10]` (Karpenter
-//! clamps to `[-10, 10]`; the lower clamp at 0 keeps the lower bound below valid). S is acted on only if
+//! node's cost is the weights' `node_cost` of its offering's price), and, with the weights'
+//! `consolidation` costs (`podMoveCost`, `minSaving`, `recentMoveFactor`, `recentMoveWindowSeconds`;
+//! models/weights/default.yaml), `disruption(S) = podMoveCost × Σ evictionCost(p) × (1 + recentMoveFactor × recent(p))` over the
+//! pods S displaces, where `evictionCost` is Karpenter's: `1 + pod-deletion-cost / 2^27 + priority /
+//! 2^25`, clamped to `[0, 10]` (Karpenter clamps to `[-10, 10]`; the lower clamp at 0 keeps the lower
+//! bound below valid), and `recent(p) = max(0, 1 − age / recentMoveWindowSeconds)` with `age` the time since
+//! stowage last moved a pod of p's controller ([`Consolidation::moved`]; 0 if never): a workload
+//! just moved costs up to twice as much to move again (defaults 1.0 and 1 h), so consolidation does
+//! not keep shuffling the same Deployment. Karpenter has no such term. S is acted on only if
 //! `saving(S) − disruption(S) ≥ minSaving` (the stated margin, $/h), and, when S touches a `Balanced`
 //! pool, only if every Balanced pool it touches approves it ([`crate::balanced`]: the share of the
 //! pool's price S saves against the share of the pool's disruption it causes, Karpenter's `BalancedK`
 //! threshold). A candidate of a Balanced pool whose outright deletion would not pass is not tried.
 //!
-//! **Search (the choice, and its limits).** Not a MILP over keep binaries: the MILP's families model
-//! new nodes as configurations priced per pattern and existing nodes as fixed capacity, and a keep
-//! binary per existing node whose pods stay only if it is kept does not fit that structure without a
-//! new family owning the pods already bound. Instead a greedy augmentation with the planner as oracle:
-//! candidates are ranked by their estimated saving (`cost × (1 − utilisation) − disruption`, utilisation
-//! the larger of cpu and memory requested over allocatable), then S grows one candidate at a time;
-//! `S ∪ {c}` replaces S when it is feasible, within budgets and PDBs, and nets more. The first
-//! evaluations are therefore Karpenter's single-node deletes and replaces, and later ones its
-//! multi-node consolidation, but in saving order instead of a fixed order and without the binary
-//! search's prefix restriction. At most `maxEvaluations` plans are made. Limits: greedy, so a pair
-//! that pays only together when neither pays alone is missed; the objective of each evaluation is the
-//! planner's (MILP within its budget, or greedy), not a proven optimum. To show how far from the best
-//! any consolidation could be, each decision reports a **lower bound** on the hourly cost of the
-//! cluster after any consolidation of the candidates ([`lower_bound`]): the non-candidate nodes'
-//! cost plus, per resource (cpu, memory, pods), the candidates' pods' requests not fitting the free
-//! room of non-candidate nodes times the cheapest cost per unit of that resource over the catalog and
-//! the candidates. Every solution keeps or launches at least that capacity, so the bound holds.
+//! **Search: one program over every candidate, then augmentation.** First the **node-set program**
+//! (`stowage_core::solve::milp::node_set`, its formula there): one MILP with a keep binary per
+//! candidate node, where a kept node keeps its pods and the pods of removed nodes go to the free room
+//! of kept nodes or to new nodes pooled per configuration group, minimising the cost of the nodes that
+//! remain plus `podMoveCost × evictionCost` of every pod that moves, under the disruption budgets
+//! (a row per pool) and the PodDisruptionBudgets (a row per PDB), started from the cluster as it is,
+//! within `nodeSetBudget` (default 500 ms). It chooses among all candidates at once, so a pair that
+//! pays only together, or a hundred nodes that empty into each other, is one proposal. It leaves out
+//! what couples nodes (spread, affinity, NodePool limits, spot-to-spot, `Balanced`) and packs new
+//! nodes in aggregate, so its set S is a *proposal*: S is planned and judged like any other set
+//! (below), and kept only if the real plan places every displaced pod and nets the margin.
+//!
+//! Then a greedy augmentation with the planner as oracle, from the proposal's S when it was kept (else
+//! from nothing): candidates are ranked by their estimated saving (`cost × (1 − utilisation) −
+//! disruption`, utilisation the larger of cpu and memory requested over allocatable), then S grows one
+//! candidate at a time; `S ∪ {c}` replaces S when it is feasible, within budgets and PDBs, and nets
+//! more. Without a proposal the first evaluations are therefore Karpenter's single-node deletes and
+//! replaces, and later ones its multi-node consolidation, in saving order instead of a fixed order
+//! and without the binary search's prefix restriction. At most `maxEvaluations` plans are made, the
+//! proposal's included. The objective of each evaluation is the planner's (MILP within its budget, or
+//! greedy), not a proven optimum.
+//!
+//! **Bounds.** To show how far from the best any consolidation could be, each decision reports a
+//! **lower bound** on the hourly cost of the cluster after any consolidation of the candidates
+//! ([`lower_bound`]): the non-candidate nodes' cost plus, per resource (cpu, memory, pods), the
+//! candidates' pods' requests not fitting the free room of non-candidate nodes times the cheapest cost
+//! per unit of that resource over the catalog and the candidates. Every solution keeps or launches at
+//! least that capacity, so the bound holds. The node-set program adds its own dual bound
+//! ([`NodeSetReport`]) on cost plus disruption, over the consolidations where kept nodes keep their
+//! pods (which every decision here is), and the search uses it twice: when the bound is above the
+//! cluster's cost minus `minSaving`, no set can pay and nothing is planned at all; when the
+//! proposal's planned cost plus disruption is within `minSaving` of the bound, no other set could
+//! net more than the margin and the augmentation is skipped.
 //!
 //! **Rules.**
 //! - `WhenEmpty` pools never consolidate non-empty nodes (emptiness is [`crate::disruption`]'s, under
@@ -77,8 +98,8 @@
 //!   [`Decision::replacements`], waits until each one's Node is Ready, and only then deletes the
 //!   removed nodes' NodeClaims; if a launch fails, it removes nothing.
 //!
-//! Not here yet (issue 17): a disruption cost for how recently a pod moved, interruption. The
-//! re-validation after a wait and the reason events are the controller's (its `consolidation`).
+//! The re-validation after a wait and the reason events are the controller's (its `consolidation`).
+//! The memory of recent moves, like `consolidateAfter`'s, restarts with the controller.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -93,10 +114,13 @@ use super::provision::{self, Planner, PodRef, ProvisionError};
 use stowage_core::domain::catalog::{Catalog, SPOT};
 use stowage_core::domain::labels::keys;
 use stowage_core::domain::nodepool::ConsolidationPolicy;
+use stowage_core::domain::pod::PodId;
 use stowage_core::domain::pod::{Pod, PodPhase};
 use stowage_core::domain::resources::Resources;
 use stowage_core::domain::{Cluster, Node};
-use stowage_core::weights::Weights;
+use stowage_core::solve::milp::Options;
+use stowage_core::solve::milp::node_set::{self, NodeSetInput, Removable};
+use stowage_core::weights::{ConsolidationCosts, Weights};
 use stowage_input::Objects;
 use stowage_input::api::NodePool as NodePoolObj;
 use stowage_input::ids::stable_hash;
@@ -109,22 +133,21 @@ pub const MIN_SPOT_TO_SPOT_TYPES: usize = 15;
 /// The disruption reason budgets name for this decision.
 pub const REASON: &str = "Underutilized";
 
-/// How consolidation weighs disruption against saving.
+/// How consolidation searches. What it charges for moving pods is the weights' (`consolidation`:
+/// `podMoveCost`, `minSaving`, `recentMoveFactor`, `recentMoveWindowSeconds`; module doc, Objective).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
-    /// $/h charged per unit of a displaced pod's eviction cost (module doc).
-    pub pod_move_cost: f64,
-    /// The margin: the saving must beat the disruption cost by at least this much ($/h).
-    pub min_saving: f64,
     /// Karpenter's `SpotToSpotConsolidation` feature gate.
     pub spot_to_spot: bool,
     /// Most candidate sets planned per decision.
     pub max_evaluations: usize,
+    /// Time for the node-set program (module doc, Search); zero skips it.
+    pub node_set_budget: Duration,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { pod_move_cost: 0.002, min_saving: 0.005, spot_to_spot: false, max_evaluations: 16 }
+        Settings { spot_to_spot: false, max_evaluations: 16, node_set_budget: Duration::from_millis(500) }
     }
 }
 
@@ -171,6 +194,22 @@ pub struct Decision {
     pub evaluations: usize,
     /// The score of each `Balanced` pool the decision touches ([`crate::balanced`]; all approved).
     pub balanced: BTreeMap<String, Score>,
+    /// What the node-set program proposed, when it ran (module doc, Search).
+    pub node_set: Option<NodeSetReport>,
+}
+
+/// The node-set program's answer, in the decision's terms: the cluster's whole cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeSetReport {
+    /// Nodes it removed.
+    pub remove: usize,
+    /// Its objective: $/h of the nodes after its consolidation plus its disruption cost, and a proven
+    /// lower bound on that over the consolidations it describes (kept nodes keep their pods).
+    pub objective: f64,
+    pub lower_bound: Option<f64>,
+    pub ms: f64,
+    /// Why the program gave no answer (the search went on without it).
+    pub error: Option<String>,
 }
 
 impl Decision {
@@ -179,8 +218,13 @@ impl Decision {
         let nodes: Vec<&str> = self.remove.iter().map(|r| r.node.as_str()).collect();
         let moved: usize = self.remove.iter().map(|r| r.pods.len()).sum();
         let scores: Vec<String> = self.balanced.iter().map(|(p, s)| format!("; Balanced pool {p}: score {:.3} >= {:.3}", s.value(), Score::threshold())).collect();
+        let program = match &self.node_set {
+            Some(NodeSetReport { error: None, remove, lower_bound: Some(b), .. }) => format!("; node-set program: remove {remove}, cost + disruption >= ${b:.4}/h"),
+            Some(NodeSetReport { error: None, remove, lower_bound: None, .. }) => format!("; node-set program: remove {remove}"),
+            _ => String::new(),
+        };
         format!(
-            "underutilized: remove {} ({} pods moved, {} replacement{}), saving ${:.4}/h against a disruption cost of ${:.4}/h; cost ${:.4}/h -> ${:.4}/h, lower bound ${:.4}/h{}",
+            "underutilized: remove {} ({} pods moved, {} replacement{}), saving ${:.4}/h against a disruption cost of ${:.4}/h; cost ${:.4}/h -> ${:.4}/h, lower bound ${:.4}/h{}{}",
             nodes.join(", "),
             moved,
             self.replacements.claims.len(),
@@ -190,6 +234,7 @@ impl Decision {
             self.cost_before,
             self.cost_after,
             self.lower_bound,
+            program,
             scores.concat()
         )
     }
@@ -215,6 +260,7 @@ pub enum Outcome {
         evaluations: usize,
         cost: f64,
         lower_bound: f64,
+        node_set: Option<NodeSetReport>,
     },
     Consolidate(Box<Decision>),
 }
@@ -242,12 +288,19 @@ pub struct Consolidation<T> {
     /// The cluster's fingerprint and due nodes of the last round: a round that found nothing is not
     /// repeated until something changes or another node becomes due.
     tried: Option<(u64, BTreeSet<String>)>,
+    /// Controller (namespace/kind/name) → when stowage last moved one of its pods.
+    moved: BTreeMap<String, T>,
 }
 
 impl<T> Default for Consolidation<T> {
     fn default() -> Self {
-        Consolidation { since: BTreeMap::new(), tried: None }
+        Consolidation { since: BTreeMap::new(), tried: None, moved: BTreeMap::new() }
     }
+}
+
+/// The controller a pod's move is remembered by (its pods are replaced under new names and uids).
+fn controller_key(p: &Pod) -> Option<String> {
+    p.owner.as_ref().map(|o| format!("{}/{}/{}", p.namespace, o.kind, o.name))
 }
 
 /// Karpenter's eviction cost of a pod, clamped to `[0, 10]` (module doc).
@@ -308,6 +361,34 @@ impl<T: Moment> Consolidation<T> {
         self.since = seen;
     }
 
+    /// Records that the pods `d` displaces are being moved at `now` (call when a decision, or a drift
+    /// replacement, starts): their controllers' next pods cost more to move for a while (module doc).
+    pub fn moved(&mut self, d: &Decision, now: T) {
+        for r in &d.remove {
+            for p in &r.pods {
+                if let Some(key) = d.planned_on.pods.iter().find(|q| q.uid == p.uid).and_then(controller_key) {
+                    self.moved.insert(key, now);
+                }
+            }
+        }
+    }
+
+    /// Per pod index: how recent its controller's last move is, 1 (now) falling to 0 at the window's end.
+    fn recency(&mut self, cluster: &Cluster, costs: &ConsolidationCosts, now: T) -> BTreeMap<usize, f64> {
+        let window = costs.recent_move_window_seconds;
+        self.moved.retain(|_, t| now.since(*t).as_secs_f64() < window);
+        let mut out = BTreeMap::new();
+        if window <= 0.0 || self.moved.is_empty() {
+            return out;
+        }
+        for (i, p) in cluster.pods.iter().enumerate() {
+            if let Some(t) = controller_key(p).and_then(|k| self.moved.get(&k)) {
+                out.insert(i, 1.0 - now.since(*t).as_secs_f64() / window);
+            }
+        }
+        out
+    }
+
     /// Nodes whose pods have been unchanged for their pool's `consolidateAfter` at `now`, with the
     /// pools that consolidate underutilised nodes.
     fn due(&self, cluster: &Cluster, objects: &Objects, now: T) -> BTreeSet<String> {
@@ -357,19 +438,21 @@ impl<T: Moment> Consolidation<T> {
             return Ok(Outcome::NotSettled);
         }
         let balanced = balanced_totals(input);
-        let mut cands = candidates(input, &due);
+        let recency = self.recency(cluster, &input.base.weights.consolidation, now);
+        let mut cands = candidates(input, &due, &recency);
         cands.retain(|c| balanced::passes_as_delete(&c.source(), &|p| balanced.contains_key(p), &balanced));
         let cost = current_cost(input);
         let lower_bound = lower_bound(input, &cands);
-        let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: false, now: calendar, balanced };
+        let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: false, now: calendar, balanced, node_set: None };
         let best = search.run()?;
-        let evaluations = search.evaluations;
+        let (evaluations, node_set) = (search.evaluations, search.node_set);
         Ok(match best {
             Some(mut d) => {
                 d.evaluations = evaluations;
+                d.node_set = node_set;
                 Outcome::Consolidate(Box::new(d))
             }
-            None => Outcome::Nothing { candidates: cands.len(), evaluations, cost, lower_bound },
+            None => Outcome::Nothing { candidates: cands.len(), evaluations, cost, lower_bound, node_set },
         })
     }
 }
@@ -385,10 +468,10 @@ pub fn replace(input: &Input, planner: &mut dyn Planner, node: &str) -> Result<O
         return Ok(None);
     }
     let due = BTreeSet::from([node.to_string()]);
-    let cands = candidates(input, &due);
+    let cands = candidates(input, &due, &BTreeMap::new());
     let Some(c) = cands.first() else { return Ok(None) };
     let (cost, lower_bound) = (current_cost(input), lower_bound(input, &cands));
-    let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: true, now: None, balanced: BTreeMap::new() };
+    let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: true, now: None, balanced: BTreeMap::new(), node_set: None };
     let d = search.evaluate(&[c])?;
     Ok(d.map(|mut d| {
         d.evaluations = 1;
@@ -426,7 +509,7 @@ pub fn underutilized_budgets(pool: Option<&NodePoolObj>, now: Option<i64>) -> Ve
 }
 
 /// The candidate nodes among `due`, ranked (module doc).
-fn candidates(input: &Input, due: &BTreeSet<String>) -> Vec<Cand> {
+fn candidates(input: &Input, due: &BTreeSet<String>, recency: &BTreeMap<usize, f64>) -> Vec<Cand> {
     let (cluster, objects) = (input.base.cluster, input.base.objects);
     let pods = pod_objects(objects);
     let mut out = Vec::new();
@@ -452,7 +535,8 @@ fn candidates(input: &Input, due: &BTreeSet<String>) -> Vec<Cand> {
         let Some((price, ct)) = node_price(input.base.catalog, n) else { continue };
         let cost = node_cost(input.base.weights, price, &ct);
         let evictions: Vec<f64> = on.iter().map(|(_, p)| eviction_cost(p, obj(p))).collect();
-        let disruption = input.settings.pod_move_cost * evictions.iter().sum::<f64>();
+        let costs = &input.base.weights.consolidation;
+        let disruption = costs.pod_move_cost * on.iter().zip(&evictions).map(|((i, _), e)| e * (1.0 + costs.recent_move_factor * recency.get(i).copied().unwrap_or(0.0))).sum::<f64>();
         let reschedule = balanced::node_disruption(evictions);
         let mut used = Resources::default();
         for (_, p) in &on {
@@ -591,6 +675,10 @@ fn pdb_allowances(cluster: &Cluster, pdbs: &[&PodDisruptionBudget]) -> Vec<(i64,
     out
 }
 
+/// Slack on the node-set program's bound before it rules every set out ($/h): HiGHS's bound carries
+/// its feasibility tolerance.
+const BOUND_TOLERANCE: f64 = 1e-6;
+
 /// The greedy augmentation (module doc).
 struct Search<'i, 'a, 'p> {
     input: &'i Input<'a>,
@@ -605,9 +693,11 @@ struct Search<'i, 'a, 'p> {
     now: Option<i64>,
     /// The `Balanced` pools and their totals (none for a forced replacement).
     balanced: BTreeMap<String, PoolTotals>,
+    /// What the node-set program said, once it ran.
+    node_set: Option<NodeSetReport>,
 }
 
-impl Search<'_, '_, '_> {
+impl<'i> Search<'i, '_, '_> {
     fn run(&mut self) -> Result<Option<Decision>, ConsolidationError> {
         let cluster = self.input.base.cluster;
         let pdbs: Vec<&PodDisruptionBudget> = self.input.base.objects.pdbs.iter().map(|o| &o.obj).collect();
@@ -622,9 +712,34 @@ impl Search<'_, '_, '_> {
         }
         let mut chosen: Vec<&Cand> = Vec::new();
         let mut best: Option<(f64, Decision)> = None;
+        let margin = self.input.base.weights.consolidation.min_saving;
+        let proposal = self.node_set(&room, &allowances);
+        let bound = self.node_set.as_ref().and_then(|r| r.lower_bound);
+        // No set nets the margin: every consolidation costs at least the bound (module doc, Bounds).
+        if bound.is_some_and(|b| b > self.cost - margin + BOUND_TOLERANCE) {
+            return Ok(None);
+        }
+        if let Some(set) = proposal
+            && within_budgets(&set, &room)
+            && within_pdbs(&set, &allowances)
+            && let Some(d) = self.evaluate(&set)?
+        {
+            let net = d.saving - d.disruption_cost;
+            if net >= margin {
+                // Proven within the margin of the best any set could do: nothing to add.
+                if bound.is_some_and(|b| d.cost_after + d.disruption_cost <= b + margin) {
+                    return Ok(Some(d));
+                }
+                chosen = set;
+                best = Some((net, d));
+            }
+        }
         for c in self.cands {
             if self.evaluations >= self.input.settings.max_evaluations {
                 break;
+            }
+            if chosen.iter().any(|x| std::ptr::eq(*x, c)) {
+                continue;
             }
             let mut set = chosen.clone();
             set.push(c);
@@ -633,12 +748,50 @@ impl Search<'_, '_, '_> {
             }
             let Some(d) = self.evaluate(&set)? else { continue };
             let net = d.saving - d.disruption_cost;
-            if net >= self.input.settings.min_saving && best.as_ref().is_none_or(|(b, _)| net > *b) {
+            if net >= self.input.base.weights.consolidation.min_saving && best.as_ref().is_none_or(|(b, _)| net > *b) {
                 chosen = set;
                 best = Some((net, d));
             }
         }
         Ok(best.map(|(_, d)| d))
+    }
+
+    /// The node-set program's proposal (module doc, Search): every candidate at once, under the
+    /// budgets and PDBs; `None` when it removes nothing, is skipped, or fails (the augmentation then
+    /// searches alone: a failed proposal costs time, never a decision).
+    fn node_set(&mut self, room: &BTreeMap<&str, usize>, allowances: &[(i64, BTreeSet<usize>)]) -> Option<Vec<&'i Cand>> {
+        let budget = self.input.settings.node_set_budget;
+        if budget.is_zero() || self.cands.is_empty() {
+            return None;
+        }
+        let cluster = self.input.base.cluster;
+        let mut emptied = cluster.clone();
+        let mut homes: Vec<Option<usize>> = vec![None; cluster.pods.len()];
+        for (ci, c) in self.cands.iter().enumerate() {
+            for &i in &c.pods {
+                emptied.pods[i].node_name = None;
+                emptied.pods[i].phase = PodPhase::Pending;
+                homes[i] = Some(ci);
+            }
+        }
+        let removable: Vec<Removable> = self.cands.iter().map(|c| Removable { node: c.node, cost: c.cost, disruption: c.disruption }).collect();
+        let budgets: Vec<(Vec<usize>, usize)> = room.iter().map(|(pool, &most)| (self.cands.iter().enumerate().filter(|(_, c)| c.pool == *pool).map(|(i, _)| i).collect(), most)).collect();
+        let pdbs: Vec<(Vec<PodId>, usize)> =
+            allowances.iter().map(|(allowed, pods)| (pods.iter().filter(|&&i| homes[i].is_some()).map(|&i| PodId(i as u32)).collect(), (*allowed).max(0) as usize)).collect();
+        let input = NodeSetInput { cluster: &emptied, catalog: self.input.base.catalog, weights: self.input.base.weights, removable: &removable, homes: &homes, budgets: &budgets, pdbs: &pdbs };
+        let options = Options { threads: self.planner.highs_threads(), seed: 0 };
+        let started = std::time::Instant::now();
+        match node_set::propose(&input, options, budget) {
+            Ok(r) => {
+                let fixed: f64 = self.cost - removable.iter().map(|r| r.cost).sum::<f64>();
+                self.node_set = Some(NodeSetReport { remove: r.remove.len(), objective: r.objective + fixed, lower_bound: r.lower_bound.map(|b| b + fixed), ms: r.ms, error: None });
+                (!r.remove.is_empty()).then(|| r.remove.iter().map(|&i| &self.cands[i]).collect())
+            }
+            Err(e) => {
+                self.node_set = Some(NodeSetReport { remove: 0, objective: self.cost, lower_bound: None, ms: started.elapsed().as_secs_f64() * 1000.0, error: Some(e.to_string()) });
+                None
+            }
+        }
     }
 
     /// Plans the displaced pods of `set`; `None` if one has no place or a rule forbids the result.
@@ -692,6 +845,7 @@ impl Search<'_, '_, '_> {
             lower_bound: self.lower_bound,
             evaluations: 0,
             balanced: scores,
+            node_set: None,
         }))
     }
 

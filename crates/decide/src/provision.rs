@@ -85,6 +85,12 @@ pub enum PlanError {
 pub trait Planner {
     /// Plans one batch: every pending pod of `cluster` appears in the plan, placed or unschedulable.
     fn plan(&mut self, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, PlanError>;
+
+    /// HiGHS threads for other programs solved beside this planner's (HiGHS's thread pool is one per
+    /// process, fixed by its first solve).
+    fn highs_threads(&self) -> u32 {
+        1
+    }
 }
 
 impl<F> Planner for F
@@ -99,6 +105,10 @@ where
 impl Planner for stowage_core::solve::Planner {
     fn plan(&mut self, cluster: &Cluster, catalog: &Catalog, weights: &Weights) -> Result<Plan, PlanError> {
         Ok(stowage_core::solve::plan_cluster(cluster, catalog, weights, *self)?)
+    }
+
+    fn highs_threads(&self) -> u32 {
+        self.threads.max(1)
     }
 }
 

@@ -89,10 +89,20 @@ fn greedy() -> Planner {
 
 /// Observes at 0 and decides at `at` seconds.
 fn decide_with(w: &Workload, settings: &Settings, planner: Planner, at: u64) -> Outcome {
+    decide_weighted(w, settings, &Weights::default(), planner, at)
+}
+
+/// The default weights with consolidation's `podMoveCost` at `cost`.
+fn move_cost(cost: f64) -> Weights {
+    let mut w = Weights::default();
+    w.consolidation.pod_move_cost = cost;
+    w
+}
+
+fn decide_weighted(w: &Workload, settings: &Settings, weights: &Weights, planner: Planner, at: u64) -> Outcome {
     let mut c: Consolidation<Duration> = Consolidation::default();
     c.observe(&w.cluster, Duration::ZERO);
-    let weights = Weights::default();
-    let input = Input { base: provision::Input { cluster: &w.cluster, objects: &w.objects, catalog: catalog(), weights: &weights, max_instance_types: 20, batch: "consolidation-1" }, settings };
+    let input = Input { base: provision::Input { cluster: &w.cluster, objects: &w.objects, catalog: catalog(), weights, max_instance_types: 20, batch: "consolidation-1" }, settings };
     let mut p = planner;
     c.decide(&input, &mut p, Duration::from_secs(at)).unwrap()
 }
@@ -109,7 +119,7 @@ fn consolidated(o: Outcome) -> Decision {
     let moved: usize = d.remove.iter().map(|r| r.pods.len()).sum();
     assert_eq!(d.replacements.plan.placements.len(), moved, "every displaced pod is placed");
     assert!(d.replacements.unschedulable.is_empty());
-    assert!(d.saving - d.disruption_cost >= Settings::default().min_saving - 1e-12);
+    assert!(d.saving - d.disruption_cost >= Weights::default().consolidation.min_saving - 1e-12);
     assert!(d.cost_after + 1e-9 >= d.lower_bound, "cost after {} is below the lower bound {}", d.cost_after, d.lower_bound);
     assert!(d.cost_after < d.cost_before);
     *d
@@ -128,7 +138,17 @@ fn underutilised_nodes_are_replaced_by_one_cheaper_node() {
     let claim = &d.replacements.claims[0];
     assert_eq!(claim.instance_type, "m5.large", "the cheapest m5 that holds 1.5 cpu");
     assert_eq!(claim.pods.len(), 3);
-    assert!(d.evaluations >= 3, "single-node, then multi-node candidate sets were planned");
+    assert_eq!(d.evaluations, 1, "the node-set program's proposal was the decision, and nothing added to it paid");
+    let program = d.node_set.as_ref().expect("the node-set program ran");
+    assert_eq!((program.remove, program.error.as_deref()), (3, None));
+    let bound = program.lower_bound.expect("a proven bound");
+    assert!(bound <= d.cost_after + d.disruption_cost + 1e-9, "the program's bound {bound} is above the decision's cost and disruption");
+    // Without the program, the augmentation finds the same set, one candidate at a time.
+    let alone = Settings { node_set_budget: Duration::ZERO, ..Settings::default() };
+    let by_augmentation = consolidated(decide_with(&w, &alone, greedy(), 0));
+    assert_eq!(removed(&by_augmentation), vec!["a", "b", "c"]);
+    assert!(by_augmentation.evaluations >= 3, "single-node, then multi-node candidate sets were planned");
+    assert!(by_augmentation.node_set.is_none());
     // 1.5 cpu at the cheapest cost per allocatable millicore of the NodePool's m5 on-demand offerings
     // (about $0.048/h per core): the pool's offerings, not the whole catalog's (spot, Graviton: ten
     // times less), bound the replacement.
@@ -137,6 +157,79 @@ fn underutilised_nodes_are_replaced_by_one_cheaper_node() {
     let milp = consolidated(decide_with(&w, &Settings::default(), Planner { solver: Solver::Milp, ..Planner::default() }, 0));
     assert_eq!(removed(&milp), vec!["a", "b", "c"]);
     assert_eq!(milp.replacements.claims.iter().map(|c| c.instance_type.as_str()).collect::<Vec<_>>(), vec!["m5.large"]);
+}
+
+/// `n` m5.xlarge nodes (3.92 allocatable cpu) with one 500m pod each.
+fn half_empty(n: usize) -> Workload {
+    let mut items = vec![nodeclass(), m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}]))];
+    for i in 0..n {
+        items.push(node(&format!("n{i}"), "m5.xlarge", "on-demand", json!({})));
+        items.push(pod(&format!("web-{i}"), &format!("n{i}"), "500m", true, json!({})));
+    }
+    load(items)
+}
+
+#[test]
+fn the_node_set_program_chooses_the_whole_set_in_one_evaluation() {
+    // Six pods of 500m: the cheapest cluster keeps one m5.xlarge and moves five pods onto it (a new
+    // node for all six would be an m5.xlarge too, and move one pod more).
+    let w = half_empty(6);
+    let one = Settings { max_evaluations: 1, ..Settings::default() };
+    let d = consolidated(decide_with(&w, &one, greedy(), 0));
+    assert_eq!(d.remove.len(), 5, "removed {:?}", removed(&d));
+    assert!(d.replacements.claims.is_empty(), "the pods fit the kept node");
+    assert_eq!(d.evaluations, 1);
+    let program = d.node_set.as_ref().expect("the node-set program ran");
+    assert_eq!((program.remove, program.error.as_deref()), (5, None));
+    let bound = program.lower_bound.expect("a proven bound");
+    assert!((bound - (d.cost_after + d.disruption_cost)).abs() < 1e-6, "the program proves its plan optimal: bound {bound}, cost {} + disruption {}", d.cost_after, d.disruption_cost);
+    // The same limit without the program: one evaluation, one node.
+    let alone = Settings { max_evaluations: 1, node_set_budget: Duration::ZERO, ..Settings::default() };
+    assert_eq!(consolidated(decide_with(&w, &alone, greedy(), 0)).remove.len(), 1);
+    // Through the MILP planner as the oracle, the same set.
+    assert_eq!(consolidated(decide_with(&w, &one, Planner { solver: Solver::Milp, ..Planner::default() }, 0)).remove.len(), 5);
+}
+
+#[test]
+fn the_node_set_program_keeps_to_the_budget_and_the_pdb() {
+    // A budget of two nodes: the program removes two, and moves their pods to kept nodes.
+    let mut items = vec![nodeclass(), m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "2"}]))];
+    for i in 0..6 {
+        items.push(node(&format!("n{i}"), "m5.xlarge", "on-demand", json!({})));
+        items.push(pod(&format!("web-{i}"), &format!("n{i}"), "500m", true, json!({})));
+    }
+    let d = consolidated(decide(&load(items.clone())));
+    assert_eq!(d.remove.len(), 2);
+    assert_eq!(d.node_set.as_ref().map(|p| p.remove), Some(2));
+    // A PDB that lets one pod of `web` go at a time: one node.
+    items.push(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}}));
+    let d = consolidated(decide(&load(items)));
+    assert_eq!(d.remove.len(), 1);
+    assert_eq!(d.node_set.as_ref().map(|p| p.remove), Some(1));
+}
+
+#[test]
+fn a_workload_moved_recently_costs_more_to_move_again() {
+    // Three m5.xlarge ($0.192/h) with a 500m pod each, moving a pod costs $0.10/h: the best is to keep
+    // one node and move two pods onto it (saves $0.384/h for $0.20/h; all three onto an m5.large saves
+    // $0.48/h for $0.30/h). Just after web was moved every pod costs about twice as much and nothing
+    // pays; halfway through the hour 1.5 times; after the hour, as before.
+    let w = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), none3(), none3()));
+    let (settings, weights) = (Settings::default(), move_cost(0.1));
+    let input = Input { base: provision::Input { cluster: &w.cluster, objects: &w.objects, catalog: catalog(), weights: &weights, max_instance_types: 20, batch: "c" }, settings: &settings };
+    let mut memory: Consolidation<Duration> = Consolidation::default();
+    memory.observe(&w.cluster, Duration::ZERO);
+    let mut planner = greedy();
+    let first = consolidated(memory.decide(&input, &mut planner, Duration::ZERO).unwrap());
+    assert_eq!(first.remove.len(), 2);
+    assert!((first.disruption_cost - 0.2).abs() < 1e-9, "{}", first.disruption_cost);
+    memory.moved(&first, Duration::ZERO);
+    assert!(matches!(memory.decide(&input, &mut planner, Duration::from_secs(60)).unwrap(), Outcome::Nothing { .. }), "web was just moved: no move pays");
+    let later = consolidated(memory.decide(&input, &mut planner, Duration::from_secs(1800)).unwrap());
+    assert!((later.disruption_cost - 0.3).abs() < 1e-9, "two pods at 1.5 × $0.10/h: {}", later.disruption_cost);
+    let forgotten = consolidated(memory.decide(&input, &mut planner, Duration::from_secs(3600)).unwrap());
+    assert!((forgotten.disruption_cost - 0.2).abs() < 1e-9, "{}", forgotten.disruption_cost);
 }
 
 #[test]
@@ -324,14 +417,19 @@ fn pending_pods_mean_the_cluster_is_not_settled() {
 #[test]
 fn the_saving_must_beat_the_disruption_cost_by_the_margin() {
     let w = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), none3(), none3()));
-    let dear = Settings { pod_move_cost: 1.0, ..Settings::default() };
-    assert!(matches!(decide_with(&w, &dear, greedy(), 0), Outcome::Nothing { .. }), "moving a pod costs more than any node saves");
+    assert!(matches!(decide_weighted(&w, &Settings::default(), &move_cost(1.0), greedy(), 0), Outcome::Nothing { .. }), "moving a pod costs more than any node saves");
     // A high pod-deletion-cost makes one pod dear to move; its node stays.
     let dear_pod = json!({"controller.kubernetes.io/pod-deletion-cost": "2147483647"});
-    let settings = Settings { pod_move_cost: 0.02, ..Settings::default() };
-    let w = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), none3(), [dear_pod, json!({}), json!({})]));
-    let d = consolidated(decide_with(&w, &settings, greedy(), 0));
+    let w2 = load(three_half_empty(m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])), none3(), [dear_pod, json!({}), json!({})]));
+    let d = consolidated(decide_weighted(&w2, &Settings::default(), &move_cost(0.02), greedy(), 0));
     assert_eq!(removed(&d), vec!["b", "c"]);
+    // The margin: the best move nets $0.48 − 3 × $0.002 = $0.474/h, so a minSaving of $0.50/h keeps
+    // everything, one of $0.40/h does not.
+    let mut margin = Weights::default();
+    margin.consolidation.min_saving = 0.5;
+    assert!(matches!(decide_weighted(&w, &Settings::default(), &margin, greedy(), 0), Outcome::Nothing { .. }));
+    margin.consolidation.min_saving = 0.4;
+    consolidated(decide_weighted(&w, &Settings::default(), &margin, greedy(), 0));
 }
 
 /// One m5.2xlarge spot node holding a single small pod, in a spot-only pool.

@@ -105,7 +105,8 @@ impl Consolidation {
 
     /// Starts carrying out `d`, whose replacements were launched as `launched` (node names); `cause`
     /// names it in the removed nodes' reason (`underutilized`, or a drift cause).
-    pub fn start(&mut self, d: &Decision, launched: BTreeSet<String>, cause: &str) {
+    pub fn start(&mut self, d: &Decision, launched: BTreeSet<String>, cause: &str, now: SimTime) {
+        self.shared.moved(d, now);
         let reason =
             if launched.is_empty() { format!("{cause}, its pods fit on other nodes") } else { format!("{cause}, replacement(s) {} Ready", launched.iter().cloned().collect::<Vec<_>>().join(", ")) };
         self.in_progress = Some(InProgress { remove: d.remove.iter().map(|r| r.node.clone()).collect(), replacements: launched.clone(), waiting: launched, reason });

@@ -603,7 +603,7 @@ impl<'a> Engine<'a> {
             self.log(EventKind::ConsolidationAbandoned { remove, reason: "a replacement could not be launched".into() });
             return Ok(());
         }
-        self.consolidation.start(&d, launched.into_values().flatten().collect(), "consolidation: underutilized");
+        self.consolidation.start(&d, launched.into_values().flatten().collect(), "consolidation: underutilized", self.now);
         if d.replacements.claims.is_empty()
             && let Some(done) = self.consolidation.in_progress.take()
         {
@@ -661,7 +661,7 @@ impl<'a> Engine<'a> {
             self.log(EventKind::ConsolidationAbandoned { remove: vec![d.node], reason: "a replacement could not be launched".into() });
             return Ok(());
         }
-        self.consolidation.start(&decision, launched.into_values().flatten().collect(), &cause);
+        self.consolidation.start(&decision, launched.into_values().flatten().collect(), &cause, self.now);
         if decision.replacements.claims.is_empty()
             && let Some(done) = self.consolidation.in_progress.take()
         {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use highs::{ColProblem, HighsModelStatus, Model, Row, Sense};
 
 use super::master::Master;
+use super::model::Model as Rows;
 
 /// How a HiGHS run ended, as stowage acts on it. HiGHS's statuses map here in [`MipStatus::of`] and
 /// nowhere else; several of HiGHS's error statuses fold into [`MipStatus::Error`], because the caller
@@ -93,13 +94,13 @@ pub(crate) struct Solved {
     pub has_solution: bool,
 }
 
-fn base(m: &Master, integer: bool, from: usize, rows_out: &mut Vec<Row>) -> ColProblem {
+fn base(m: &Rows, integer: bool, from: usize, rows_out: &mut Vec<Row>) -> ColProblem {
     let mut pb = ColProblem::default();
     rows_out.clear();
-    for r in m.model.rows() {
+    for r in m.rows() {
         rows_out.push(pb.add_row(r.lo..=r.hi));
     }
-    for c in &m.model.cols()[..from] {
+    for c in &m.cols()[..from] {
         let e: Vec<(Row, f64)> = c.entries.iter().map(|&(r, v)| (rows_out[r.ix()], v)).collect();
         pb.add_column_with_integrality(c.cost, c.lo..=c.hi, e, integer && c.integer);
     }
@@ -139,7 +140,7 @@ pub(crate) struct Lp {
 impl Lp {
     pub fn new(m: &Master, options: Options) -> Self {
         let mut rows = Vec::new();
-        let pb = base(m, false, m.model.n_cols(), &mut rows);
+        let pb = base(&m.model, false, m.model.n_cols(), &mut rows);
         let model = pb.optimise(Sense::Minimise);
         Lp { model: Some(model), rows, cols: m.model.n_cols(), options }
     }
@@ -163,7 +164,7 @@ impl Lp {
 /// Solves a master's LP relaxation once (every column continuous).
 pub(crate) fn solve_lp(m: &Master, options: Options, time_limit: Duration) -> Result<Solved, SolveError> {
     let mut rows = Vec::new();
-    let pb = base(m, false, m.model.n_cols(), &mut rows);
+    let pb = base(&m.model, false, m.model.n_cols(), &mut rows);
     let mut model = pb.optimise(Sense::Minimise);
     configure(&mut model, &options, time_limit);
     let solved = model.try_solve().map_err(failed("LP relaxation"))?;
@@ -172,19 +173,24 @@ pub(crate) fn solve_lp(m: &Master, options: Options, time_limit: Duration) -> Re
 
 /// The integer master over the generated columns, started from `start` (a full column vector).
 pub(crate) fn solve_mip(m: &Master, options: Options, time_limit: Duration, rel_gap: f64, start: Option<&[f64]>) -> Result<Solved, SolveError> {
+    solve_model_mip(&m.model, "integer program", options, time_limit, rel_gap, start)
+}
+
+/// Any model's integer program (`model` names it in errors), started from `start` (a full column vector).
+pub(crate) fn solve_model_mip(m: &Rows, model_name: &'static str, options: Options, time_limit: Duration, rel_gap: f64, start: Option<&[f64]>) -> Result<Solved, SolveError> {
     let mut rows = Vec::new();
-    let pb = base(m, true, m.model.n_cols(), &mut rows);
+    let pb = base(m, true, m.n_cols(), &mut rows);
     let mut model = pb.optimise(Sense::Minimise);
     configure(&mut model, &options, time_limit);
     model.set_option("mip_rel_gap", rel_gap);
     // Feasibility matters most under a short budget.
     model.set_option("mip_heuristic_effort", 0.2);
     if let Some(s) = start
-        && s.len() == m.model.n_cols()
+        && s.len() == m.n_cols()
     {
         // A rejected start is not fatal: HiGHS searches without it.
         let _ = model.try_set_solution(Some(s), None, None, None);
     }
-    let solved = model.try_solve().map_err(failed("integer program"))?;
+    let solved = model.try_solve().map_err(failed(model_name))?;
     Ok(extract(&solved, true))
 }

@@ -25,6 +25,7 @@ pub mod highs_lp;
 pub mod ids;
 pub mod master;
 pub mod model;
+pub mod node_set;
 pub mod pricing;
 pub mod structure;
 
