@@ -283,7 +283,7 @@ fn provisioned_nodeclaims_are_stamped_with_their_nodeclass_hash() {
     let w = load(items);
     let catalog = stowage_input::catalog::default_catalog();
     let weights = stowage_core::weights::Weights::default();
-    let input = stowage_decide::provision::Input { cluster: &w.cluster, objects: &w.objects, catalog: &catalog, weights: &weights, max_instance_types: 20, batch: "b" };
+    let input = stowage_decide::provision::Input { cluster: &w.cluster, objects: &w.objects, catalog, weights: &weights, max_instance_types: 20, batch: "b" };
     let mut planner = stowage_core::solve::Planner { solver: stowage_core::solve::Solver::Greedy, ..Default::default() };
     let d = stowage_decide::provision::decide(&input, &mut planner).unwrap();
     assert!(!d.claims.is_empty());
@@ -383,5 +383,5 @@ fn a_pass_judges_the_instance_type_an_hour_after_creation() {
     assert_eq!(at(Some(t0 + 3599), Some(&gone)), None, "younger than an hour");
     assert_eq!(at(None, Some(&gone)), None, "no clock");
     assert_eq!(at(Some(t0 + 3601), None), None, "no catalog");
-    assert_eq!(at(Some(t0 + 3601), Some(&stowage_input::catalog::default_catalog())), None, "still offered");
+    assert_eq!(at(Some(t0 + 3601), Some(stowage_input::catalog::default_catalog())), None, "still offered");
 }

@@ -667,14 +667,12 @@ steps:
         assert_passed(&r);
         let found = drifts(&r);
         assert_eq!(found.len(), 3, "one decision per node\n{}", text(&r));
-        let mut removed_before = 0;
-        for &i in &found {
+        for (removed_before, &i) in found.iter().enumerate() {
             let EventKind::Drift { cause, check, .. } = &r.timeline[i].kind else { unreachable!() };
             assert!(cause.starts_with("NodeClassDrift"), "{cause}\n{}", text(&r));
             assert!(check.as_ref().is_some_and(|c| c.valid), "{}", text(&r));
             let removed = r.timeline[..i].iter().filter(|e| matches!(e.kind, EventKind::NodeRemoved { .. })).count();
             assert_eq!(removed, removed_before, "budget 1: each decision follows the previous node's removal\n{}", text(&r));
-            removed_before += 1;
         }
         let r = run(&scenario("0", ", consolidations: 0, launches: 0"), solver);
         assert_passed(&r);
