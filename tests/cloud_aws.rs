@@ -207,13 +207,13 @@ async fn listed_instances_carry_their_network_and_a_changed_group_drifts() {
         "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
         "status": {"providerID": inst.provider_id, "imageID": inst.image_id}}))
     .unwrap();
-    assert_eq!(stowage_decide::drift::drifted(&claim, &pool, Some(&nc), Some(&before)), None, "launched as the NodeClass resolves: not drifted");
+    assert_eq!(stowage_decide::drift::drifted(&claim, &pool, Some(&nc), Some(&before), None), None, "launched as the NodeClass resolves: not drifted");
 
     let other = moto.ec2().create_security_group().group_name("other").description("not the NodeClass's").vpc_id(&net.vpc_id).send().await.unwrap().group_id.unwrap();
     put_in(other.clone()).await;
     let after = listed(aws.list().await.unwrap());
     assert_eq!(after.security_group_ids, Some(vec![other.clone()]));
-    let cause = stowage_decide::drift::drifted(&claim, &pool, Some(&nc), Some(&after));
+    let cause = stowage_decide::drift::drifted(&claim, &pool, Some(&nc), Some(&after), None);
     assert_eq!(cause.as_ref().map(|c| c.reason()), Some("SecurityGroupDrift"), "{cause:?}");
     moto.stop().await.unwrap();
 }

@@ -173,7 +173,7 @@ pub(crate) async fn round<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut
         let found = {
             let failed = &c.drift_failed;
             let skip = |name: &str| failed.contains_key(name);
-            drift::candidate(&snapshot.cluster, &snapshot.objects, &drift::Round { instances: &instances, now: Some(now.as_second()), disrupting: &disrupting, skip: &skip })
+            drift::candidate(&snapshot.cluster, &snapshot.objects, &drift::Round { instances: &instances, now: Some(now.as_second()), disrupting: &disrupting, skip: &skip, catalog: Some(&view) })
         };
         let Some(d) = found else { break };
         if !d.empty {

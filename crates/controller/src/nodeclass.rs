@@ -10,6 +10,13 @@
 //! `placementGroupSelector`, `networkInterfaces`, ...) is still used; its status gets
 //! `UnsupportedFields=True` naming them ([`with_unsupported`]), with a Warning event `UnsupportedField`
 //! and a log line when that set changes; the condition goes when none is left.
+//!
+//! As leader, each round also keeps every EC2NodeClass's own `karpenter.k8s.aws/ec2nodeclass-hash`
+//! and `-hash-version` annotations current (`stowage_decide::drift::nodeclass_hash`, stowage's hash
+//! version), as Karpenter's `nodeclass.hash` controller does: the value stamped on the NodeClaims
+//! launched with it, whose difference is `NodeClassDrift`.
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
@@ -20,6 +27,7 @@ use super::conditions::{CONDITION_READY, CONDITION_VALIDATION_SUCCEEDED, set_con
 use super::events::Reason;
 use super::{Ctx, kube_status};
 use stowage_decide::cloud::{CloudError, CloudProvider};
+use stowage_decide::drift;
 use stowage_input::api::EC2NodeClass;
 use stowage_input::api::ec2nodeclass::EC2NodeClassStatus;
 
@@ -87,6 +95,26 @@ fn differs(a: Option<&EC2NodeClassStatus>, b: &EC2NodeClassStatus) -> bool {
     a.map(strip) != Some(strip(b))
 }
 
+/// The hash annotations `nc` should carry, if it does not carry them yet (module doc).
+pub(crate) fn stale_hash(nc: &EC2NodeClass) -> Option<BTreeMap<String, String>> {
+    let mut want = BTreeMap::new();
+    drift::stamp_nodeclass(nc, &mut want);
+    let have = nc.metadata.annotations.as_ref();
+    want.iter().any(|(k, v)| have.and_then(|a| a.get(k)) != Some(v)).then_some(want)
+}
+
+/// Writes `annotations` on the EC2NodeClass `name` (a merge patch of its metadata).
+async fn write_hash<P: CloudProvider>(ctx: &Ctx<P>, api: &Api<EC2NodeClass>, name: &str, annotations: &BTreeMap<String, String>) {
+    match api.patch(name, &PatchParams::default(), &Patch::Merge(&json!({ "metadata": { "annotations": annotations } }))).await {
+        Ok(c) => super::lock(&ctx.state).apply(c),
+        Err(e) if kube_status(&e) == Some(404) => {}
+        Err(e) => {
+            ctx.metrics.error(super::metrics::Stage::Cloud);
+            tracing::warn!(nodeclass = %name, error = %e, "writing the EC2NodeClass hash annotations failed");
+        }
+    }
+}
+
 /// Resolves every NodeClass and, as leader, writes the statuses that changed. Throttling and API errors of the
 /// cloud leave the status as it is (the provider keeps the last good resolution).
 pub(crate) async fn reconcile_all<P: CloudProvider>(ctx: &Ctx<P>) {
@@ -94,6 +122,11 @@ pub(crate) async fn reconcile_all<P: CloudProvider>(ctx: &Ctx<P>) {
     let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
     for nc in classes {
         let name = nc.metadata.name.clone().unwrap_or_default();
+        if ctx.is_leader()
+            && let Some(annotations) = stale_hash(&nc)
+        {
+            write_hash(ctx, &api, &name, &annotations).await;
+        }
         let problems = invalid(&nc);
         if !problems.is_empty() {
             let (status, reported) = with_unsupported(invalid_status(nc.status.as_ref(), &problems, ctx.clock.now()), &nc, ctx.clock.now());
@@ -216,6 +249,21 @@ mod tests {
         let (fixed, reported) = with_unsupported(status_for(nc.status.as_ref(), Ok(EC2NodeClassStatus::default()), t), &nc, t);
         assert!(cond(&fixed, "UnsupportedFields").is_none() && reported.is_none());
         assert!(differs(nc.status.as_ref(), &fixed), "written");
+    }
+
+    #[test]
+    fn the_hash_annotations_are_written_until_they_are_current() {
+        let mut nc = EC2NodeClass::new("x", Default::default());
+        let want = stale_hash(&nc).expect("none yet");
+        assert_eq!(want.get(drift::EC2NODECLASS_HASH_VERSION).map(String::as_str), Some(drift::HASH_VERSION));
+        assert_eq!(want.get(drift::EC2NODECLASS_HASH), Some(&drift::nodeclass_hash(&nc)));
+        // Karpenter's own annotations (its hash version) are replaced by stowage's.
+        nc.metadata.annotations = Some([(drift::EC2NODECLASS_HASH.to_string(), "123".to_string()), (drift::EC2NODECLASS_HASH_VERSION.to_string(), "v5".to_string())].into());
+        assert_eq!(stale_hash(&nc), Some(want.clone()));
+        nc.metadata.annotations.as_mut().unwrap().extend(want);
+        assert_eq!(stale_hash(&nc), None, "current: no write");
+        nc.spec.user_data = Some("#!/bin/sh\n".into());
+        assert!(stale_hash(&nc).is_some_and(|w| w.get(drift::EC2NODECLASS_HASH) != nc.metadata.annotations.as_ref().unwrap().get(drift::EC2NODECLASS_HASH)), "a changed userData changes the hash");
     }
 
     #[test]

@@ -298,7 +298,8 @@ pub fn decide(input: &Input, planner: &mut dyn Planner) -> Result<Decision, Prov
             None => input.catalog.clone(),
         });
         let pool_obj = input.objects.nodepools.iter().map(|o| &o.obj).find(|o| o.metadata.name.as_deref() == Some(pool.name.as_str()));
-        let node = NodeSpec { cluster, relevant: &relevant, view, pool_obj, max_types: input.max_instance_types, batch: input.batch };
+        let nodeclass_obj = input.objects.nodeclasses.iter().map(|o| &o.obj).find(|o| o.metadata.name.as_deref() == Some(pool.node_class.as_str()));
+        let node = NodeSpec { cluster, relevant: &relevant, view, pool_obj, nodeclass_obj, max_types: input.max_instance_types, batch: input.batch };
         claims.push(node.claim(n, &pods)?);
     }
     let new_index: BTreeMap<&str, usize> = plan.new_nodes.iter().enumerate().map(|(k, n)| (n.name.as_str(), k)).collect();
@@ -336,6 +337,8 @@ struct NodeSpec<'a> {
     /// The catalog as the NodePool's node class sees it.
     view: &'a Catalog,
     pool_obj: Option<&'a api::NodePool>,
+    /// The EC2NodeClass it launches with (its hash is stamped on the NodeClaim).
+    nodeclass_obj: Option<&'a api::EC2NodeClass>,
     max_types: usize,
     batch: &'a str,
 }
@@ -468,6 +471,9 @@ impl NodeSpec<'_> {
         annotations.insert(NOMINATED_PODS_ANNOTATION.into(), pods.iter().map(|p| p.uid.as_str()).collect::<Vec<_>>().join(","));
         if let Some(o) = self.pool_obj {
             crate::drift::stamp(o, &mut annotations);
+        }
+        if let Some(nc) = self.nodeclass_obj {
+            crate::drift::stamp_nodeclass(nc, &mut annotations);
         }
         NodeClaim {
             metadata: ObjectMeta {

@@ -80,7 +80,9 @@ impl Consolidation {
     /// NodeClaims in `disrupting` (removed this round) counted against their pools' budgets.
     pub fn drifted(&self, cluster: &Cluster, objects: &Objects, facts: &DriftFacts, disrupting: &BTreeSet<String>) -> Option<drift::Drifted> {
         let skip = |n: &str| self.drift_failed.contains_key(n);
-        drift::candidate(cluster, objects, &drift::Round { instances: facts.instances, now: facts.calendar, disrupting, skip: &skip })
+        // No catalog: the scenario's never changes, so no instance type stops being offered
+        // (`InstanceTypeNotFound` is not judged here).
+        drift::candidate(cluster, objects, &drift::Round { instances: facts.instances, now: facts.calendar, disrupting, skip: &skip, catalog: None })
     }
 
     /// A drifted NodeClaim's pods found no place: not tried again for [`DRIFT_RETRY`].

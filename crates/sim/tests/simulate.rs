@@ -600,3 +600,82 @@ steps:
         .collect();
     assert_eq!(causes, vec!["SubnetDrift", "SubnetDrift", "SecurityGroupDrift", "SecurityGroupDrift"], "{}", text(&r));
 }
+
+/// NodeClassDrift in the simulation (issue 17): the NodeClaims are stamped with their EC2NodeClass's
+/// hash at launch; applying the EC2NodeClass with another `userData` drifts all three nodes, which
+/// roll within the pool's `Drifted` budget of one node (each decision after the previous node went,
+/// each replacement plan checked), and the replacements carry the new hash: a later change of a
+/// selector term alone (the resolved status unchanged) drifts nothing. With a `Drifted` budget of
+/// zero, nothing rolls.
+#[test]
+fn a_changed_nodeclass_field_rolls_the_pool_within_its_drifted_budget() {
+    let nodeclass = |user_data: &str, subnet_tag: &str| {
+        format!(
+            r#"{{apiVersion: karpenter.k8s.aws/v1, kind: EC2NodeClass, metadata: {{name: default}},
+    spec: {{role: r, userData: "{user_data}", amiSelectorTerms: [{{alias: al2023@latest}}], subnetSelectorTerms: [{{tags: {{k: {subnet_tag}}}}}], securityGroupSelectorTerms: [{{tags: {{k: v}}}}]}},
+    status: {{subnets: [{{id: subnet-a, zone: us-east-1a}}], securityGroups: [{{id: sg-1}}]}}}}"#
+        )
+    };
+    let scenario = |budget: &str, after: &str| {
+        let text_sc = format!(
+            r#"
+schema: stowage.dev/scenario/v1
+name: nodeclass-drift
+settings: {{launchJitter: 0s, consolidation: false}}
+manifests:
+  - {}
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata: {{name: general}}
+    spec:
+      disruption: {{budgets: [{{nodes: "{budget}", reasons: [Drifted]}}]}}
+      template:
+        spec:
+          nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+          requirements:
+            - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+            - {{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}}
+            - {{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a]}}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {{name: web, namespace: default}}
+    spec:
+      replicas: 3
+      selector: {{matchLabels: {{app: web}}}}
+      template:
+        metadata: {{labels: {{app: web}}}}
+        spec: {{containers: [{{name: c, image: x, resources: {{requests: {{cpu: 1500m}}}}}}]}}
+steps:
+  - settle: {{}}
+  - expect: {{pendingPods: 0, runningPods: 3, nodes: [{{count: 3}}]}}
+  - apply: [{}]
+  - settle: {{}}
+  - expect: {{pendingPods: 0, runningPods: 3, nodes: [{{count: 3}}]{after}}}
+  - apply: [{}]
+  - settle: {{}}
+  - expect: {{pendingPods: 0, runningPods: 3, nodes: [{{count: 3}}], consolidations: 0, launches: 0}}
+"#,
+            nodeclass("#!/bin/sh", "v"),
+            nodeclass("#!/bin/sh\\necho v2", "v"),
+            nodeclass("#!/bin/sh\\necho v2", "w"),
+        );
+        scenario::parse(Path::new("scenarios/x/scenario.yaml"), &text_sc, &stowage_sim::Embedded).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let drifts = |r: &Report| -> Vec<usize> { r.timeline.iter().enumerate().filter(|(_, e)| matches!(e.kind, EventKind::Drift { .. })).map(|(i, _)| i).collect() };
+    for solver in SOLVERS {
+        let r = run(&scenario("1", ", consolidations: 3, launches: 3"), solver);
+        assert_passed(&r);
+        let found = drifts(&r);
+        assert_eq!(found.len(), 3, "one decision per node\n{}", text(&r));
+        for (removed_before, &i) in found.iter().enumerate() {
+            let EventKind::Drift { cause, check, .. } = &r.timeline[i].kind else { unreachable!() };
+            assert!(cause.starts_with("NodeClassDrift"), "{cause}\n{}", text(&r));
+            assert!(check.as_ref().is_some_and(|c| c.valid), "{}", text(&r));
+            let removed = r.timeline[..i].iter().filter(|e| matches!(e.kind, EventKind::NodeRemoved { .. })).count();
+            assert_eq!(removed, removed_before, "budget 1: each decision follows the previous node's removal\n{}", text(&r));
+        }
+        let r = run(&scenario("0", ", consolidations: 0, launches: 0"), solver);
+        assert_passed(&r);
+        assert!(drifts(&r).is_empty(), "a Drifted budget of 0\n{}", text(&r));
+    }
+}
