@@ -23,11 +23,9 @@ fn main() {
         }
     }
     let history = match get("--history").as_deref() {
-        Some("openb") | None => History::Openb {
-            trace: stowage_bench::repo_root().join("benches/workloads/openb/openb_pod_list_default.csv.gz"),
-            start: num("--start", 12_000_000),
-            span: num("--span-hours", 24) * 3600,
-        },
+        Some("openb") | None => {
+            History::Openb { trace: stowage_bench::repo_root().join("benches/workloads/openb/openb_pod_list_default.csv.gz"), start: num("--start", 12_000_000), span: num("--span-hours", 24) * 3600 }
+        }
         Some("diurnal") => History::Diurnal { hours: num("--hours", 48) as u32, seed: num("--seed", 1) },
         Some(other) => fail(&format!("--history {other:?}: openb or diurnal")),
     };

@@ -203,10 +203,9 @@ impl Planner for Timed<'_> {
         let r = self.inner.plan(cluster, catalog, weights);
         let end = Instant::now();
         let (status, phases) = match &r {
-            Ok(p) => (
-                serde_json::to_value(p.solver.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
-                p.solver.phases.iter().map(|ph| (ph.name.clone(), ph.time_ms)).collect(),
-            ),
+            Ok(p) => {
+                (serde_json::to_value(p.solver.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(), p.solver.phases.iter().map(|ph| (ph.name.clone(), ph.time_ms)).collect())
+            }
             Err(e) => (format!("error: {e}"), Vec::new()),
         };
         let ev = Evaluation { started_ms: ms(start - self.t0), planner_ms: ms(end - start), pending_pods: cluster.pending().len(), status, phases };
@@ -256,7 +255,8 @@ pub struct Measured {
 impl Measured {
     /// The phase that took the most time.
     pub fn dominant(&self) -> String {
-        let mut parts: Vec<(String, f64)> = vec![("before the first evaluation (candidates, ranking, lower bound)".into(), self.before_first_ms), ("between evaluations (replay, rules)".into(), self.between_ms)];
+        let mut parts: Vec<(String, f64)> =
+            vec![("before the first evaluation (candidates, ranking, lower bound)".into(), self.before_first_ms), ("between evaluations (replay, rules)".into(), self.between_ms)];
         parts.extend(self.phases.iter().map(|(n, t)| (format!("planner: {n}"), *t)));
         parts.into_iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|(n, t)| format!("{n} ({t:.0} ms)")).unwrap_or_default()
     }

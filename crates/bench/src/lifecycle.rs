@@ -221,7 +221,8 @@ fn diurnal_demand(hours: u32, seed: u64) -> Demand {
         let peak = rng.random_range(6..40u32);
         let mut spec = json!({"containers": crate::mixed::container(&format!("{cpu}m"), &format!("{}Mi", cpu as u64 * gib as u64 * 1024 / 1000))});
         if i % 4 == 1 {
-            spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": name}}}]);
+            spec["topologySpreadConstraints"] =
+                json!([{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": name}}}]);
         }
         if i % 3 == 0 {
             base.push(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": name}}}}));
@@ -422,6 +423,9 @@ pub fn summarise(run: &str, r: &stowage_sim::Report, wall: Duration) -> Row {
     row
 }
 
+/// The bound per interval: (start in hours, $/h; `None` where the MILP proved none).
+pub type BoundCurve = Vec<(f64, Option<f64>)>;
+
 /// Price-only weights under kube-scheduler's hostname rule: the bound is on the bill.
 fn price_only() -> Weights {
     let d = Weights::default();
@@ -432,7 +436,7 @@ fn price_only() -> Weights {
 
 /// The bound's curve (interval start in hours, $/h; `None` where the MILP proved none) and its
 /// integral in USD (module doc).
-pub fn bound(cfg: &Config) -> Result<(Vec<(f64, Option<f64>)>, f64), String> {
+pub fn bound(cfg: &Config) -> Result<(BoundCurve, f64), String> {
     let d = Demand::of(&cfg.history)?;
     let pools = d.manifests("WhenEmpty", cfg.consolidate_after);
     let weights = price_only();
