@@ -17,7 +17,7 @@ const ARROWS: &[(&str, &[&str])] = &[
     ("stowage-aws", &["stowage-core", "stowage-input", "stowage-decide"]),
     ("stowage-controller", &["stowage-core", "stowage-input", "stowage-decide"]),
     ("stowage-sim", &["stowage-core", "stowage-input", "stowage-decide"]),
-    ("stowage-bench", &["stowage-core", "stowage-input"]),
+    ("stowage-bench", &["stowage-core", "stowage-input", "stowage-decide", "stowage-sim"]),
     ("stowage-e2e", &["stowage-core", "stowage-input"]),
     ("stowage-lifetime", &["stowage-core", "stowage-input", "stowage-decide", "stowage-controller", "stowage-bench", "stowage-e2e"]),
     ("stowage", &["stowage-core", "stowage-input", "stowage-decide", "stowage-aws", "stowage-controller", "stowage-sim", "stowage-bench"]),

@@ -6,6 +6,9 @@
 //! * [`peer`]: running the Karpenter peer (peers/karpenter) on a batch.
 //! * [`replay`]: an event-driven replay of a pod trace (arrivals and departures, batches, removal of
 //!   empty nodes) that reports what the cluster cost.
+//! * [`consolidation`]: a seeded cluster at rest and one timed consolidation decision over it.
+//! * [`lifecycle`]: a trace or a day curve through the simulator's engine with consolidation on and
+//!   off, against the integral of the lower bound of the demand.
 //! * [`openb`]: the Alibaba openb trace (a real production pod list) as stowage workloads.
 //! * [`mixed`]: the deterministic mixed-constraint workloads.
 //! * [`report`] and [`plot`]: outputs.
@@ -14,9 +17,11 @@
 //! MILP solve uses the same HiGHS `threads` value, because HiGHS's thread pool is process-global.
 
 pub mod cluster;
+pub mod consolidation;
 pub mod corpus;
 pub mod daemonsets;
 pub mod error;
+pub mod lifecycle;
 pub mod mixed;
 pub mod openb;
 pub mod peer;
