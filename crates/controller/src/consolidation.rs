@@ -159,6 +159,9 @@ pub(crate) async fn round<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, c: &mut
             return false;
         }
     };
+    // Karpenter's NodePool series follow the pools' nodes every round, not only when a batch plans:
+    // a node launched by the last batch is counted even when no pod is pending afterwards.
+    ctx.metrics.nodepools(&snapshot.cluster);
     // Drift before consolidation, as Karpenter orders them. One drift pass after another, as
     // Karpenter's loop passes again at once after starting a command: every NodeClaim a decision in
     // progress replaces, or this round deleted, counts against its pool's `Drifted` budget, so the
