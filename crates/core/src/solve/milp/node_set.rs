@@ -41,12 +41,13 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 
 use super::highs_lp::{self, MipStatus, Options, SolveError};
-use super::ids::Target;
+use super::ids::{Col, Row, Target};
 use super::model::{ColKind, INF, Model};
 use super::structure::Structure;
 use crate::domain::Cluster;
 use crate::domain::catalog::{Catalog, SPOT};
 use crate::domain::pod::PodId;
+use crate::semantics::filter::FilterState;
 use crate::solve::problem::{Problem, ProblemError};
 use crate::weights::Weights;
 
@@ -109,40 +110,7 @@ pub fn propose(input: &NodeSetInput, options: Options, time_limit: Duration) -> 
     let nc = p.classes.len();
     let nn = input.removable.len();
 
-    // home_{c,n}
-    let mut home: Vec<FxHashMap<usize, u32>> = vec![FxHashMap::default(); nc];
-    for &pod in &p.batch {
-        let n = input.homes.get(pod.0 as usize).copied().flatten().ok_or(NodeSetError::Homeless)?;
-        *home[p.class_of[&pod]].entry(n).or_default() += 1;
-    }
-
-    // Targets: the structure's, and every removable node (a home is a target even when the filters'
-    // first look, made on the emptied cluster with every pod pending, did not list it).
-    let mut targets: Vec<usize> = s.targets.clone();
-    let mut target_of: FxHashMap<usize, usize> = targets.iter().enumerate().map(|(t, &e)| (e, t)).collect();
-    for r in input.removable {
-        target_of.entry(r.node).or_insert_with(|| {
-            targets.push(r.node);
-            targets.len() - 1
-        });
-    }
-    let removable_at: FxHashMap<usize, usize> = input.removable.iter().enumerate().map(|(i, r)| (target_of[&r.node], i)).collect();
-    let free: Vec<Vec<i64>> = targets
-        .iter()
-        .map(|&e| {
-            let f = fs.nodes()[e].free();
-            s.dims.iter().map(|d| f.get(d)).collect()
-        })
-        .collect();
-    // Allowed (class, target, cap): the structure's, raised to the home count on a home.
-    let mut allowed: Vec<FxHashMap<usize, u32>> = s.allowed.iter().map(|a| a.iter().map(|&(t, cap)| (t.ix(), cap)).collect()).collect();
-    for (c, h) in home.iter().enumerate() {
-        for (&n, &count) in h {
-            let t = target_of[&input.removable[n].node];
-            let cap = allowed[c].entry(t).or_insert(0);
-            *cap = (*cap).max(count);
-        }
-    }
+    let Layout { home, targets, target_of, removable_at, free, allowed } = layout(input, &p, &s, &fs)?;
 
     let mut m = Model::default();
     let demand: Vec<_> = (0..nc)
@@ -229,7 +197,86 @@ pub fn propose(input: &NodeSetInput, options: Options, time_limit: Duration) -> 
             x_cols.insert((c, t), m.add_col(0.0, 0.0, cap as f64, true, e, ColKind::Assign { class: super::ids::Class::at(c), target: Target::at(t) }));
         }
     }
-    // New nodes: a_{c,g}, y_f over the groups some class may use.
+    new_nodes(&mut m, input, &p, &s, &demand);
+    for (c, &row) in demand.iter().enumerate() {
+        m.add_col(input.weights.unschedulable_pod, 0.0, INF, false, vec![(row, 1.0)], ColKind::Pending(super::ids::Class::at(c)));
+    }
+
+    // The start: everything kept, every pod home.
+    let x0 = start_point(
+        m.n_cols(),
+        &k_cols,
+        home.iter().enumerate().flat_map(|(c, h)| h.iter().map(move |(&n, &count)| (c, n, count))).map(|(c, n, count)| (x_cols[&(c, target_of[&input.removable[n].node])], count)),
+    );
+    let constant: f64 = input.removable.iter().map(|r| r.disruption).sum();
+    let left = time_limit.saturating_sub(start.elapsed());
+    let solved = highs_lp::solve_model_mip(&m, "consolidation node-set program", options, left, 1e-6, Some(&x0))?;
+    let (columns, rows) = (m.n_cols(), m.n_rows());
+    let remove: Vec<usize> = if solved.has_solution { k_cols.iter().enumerate().filter(|(_, k)| solved.columns[k.ix()] < 0.5).map(|(n, _)| n).collect() } else { Vec::new() };
+    let objective = if solved.has_solution { solved.objective + constant } else { input.removable.iter().map(|r| r.cost).sum() };
+    let lower_bound = solved.dual_bound.filter(|b| b.is_finite()).or((solved.status == MipStatus::Optimal && solved.has_solution).then_some(solved.objective)).map(|b| b + constant);
+    Ok(NodeSet { remove, objective, lower_bound, status: solved.status, columns, rows, ms: start.elapsed().as_secs_f64() * 1000.0 })
+}
+
+/// Where the displaced pods live and may go (module doc, sets and data).
+struct Layout {
+    /// Per class: home node (index into `removable`) → pods.
+    home: Vec<FxHashMap<usize, u32>>,
+    /// Target → node index, and back.
+    targets: Vec<usize>,
+    target_of: FxHashMap<usize, usize>,
+    /// Target → index into `removable`, for candidates.
+    removable_at: FxHashMap<usize, usize>,
+    /// Per target, per dimension.
+    free: Vec<Vec<i64>>,
+    /// Per class: target → most pods.
+    allowed: Vec<FxHashMap<usize, u32>>,
+}
+
+fn layout(input: &NodeSetInput, p: &Problem, s: &Structure, fs: &FilterState) -> Result<Layout, NodeSetError> {
+    let nc = p.classes.len();
+    // home_{c,n}
+    let mut home: Vec<FxHashMap<usize, u32>> = vec![FxHashMap::default(); nc];
+    for &pod in &p.batch {
+        let n = input.homes.get(pod.0 as usize).copied().flatten().ok_or(NodeSetError::Homeless)?;
+        *home[p.class_of[&pod]].entry(n).or_default() += 1;
+    }
+
+    // Targets: the structure's, and every removable node (a home is a target even when the filters'
+    // first look, made on the emptied cluster with every pod pending, did not list it).
+    let mut targets: Vec<usize> = s.targets.clone();
+    let mut target_of: FxHashMap<usize, usize> = targets.iter().enumerate().map(|(t, &e)| (e, t)).collect();
+    for r in input.removable {
+        target_of.entry(r.node).or_insert_with(|| {
+            targets.push(r.node);
+            targets.len() - 1
+        });
+    }
+    let removable_at: FxHashMap<usize, usize> = input.removable.iter().enumerate().map(|(i, r)| (target_of[&r.node], i)).collect();
+    let free: Vec<Vec<i64>> = targets
+        .iter()
+        .map(|&e| {
+            let f = fs.nodes()[e].free();
+            s.dims.iter().map(|d| f.get(d)).collect()
+        })
+        .collect();
+    // Allowed (class, target, cap): the structure's, raised to the home count on a home.
+    let mut allowed: Vec<FxHashMap<usize, u32>> = s.allowed.iter().map(|a| a.iter().map(|&(t, cap)| (t.ix(), cap)).collect()).collect();
+    for (c, h) in home.iter().enumerate() {
+        for (&n, &count) in h {
+            let t = target_of[&input.removable[n].node];
+            let cap = allowed[c].entry(t).or_insert(0);
+            *cap = (*cap).max(count);
+        }
+    }
+
+    Ok(Layout { home, targets, target_of, removable_at, free, allowed })
+}
+
+/// The new-node columns: `a_{c,g}` per class and group it may use, `y_f` per configuration of those
+/// groups, and the pooled capacity rows of each group.
+fn new_nodes(m: &mut Model, input: &NodeSetInput, p: &Problem, s: &Structure, demand: &[Row]) {
+    let nr = s.dims.len();
     let mut group_rows: FxHashMap<usize, Vec<_>> = FxHashMap::default();
     for (c, &row) in demand.iter().enumerate() {
         let mut gs: Vec<usize> = s.class_groups[c].iter().map(|g| g.ix()).collect();
@@ -252,27 +299,16 @@ pub fn propose(input: &NodeSetInput, options: Options, time_limit: Duration) -> 
             m.add_col(cost, 0.0, INF, true, e, ColKind::AggNodes(super::ids::Config::at(f as usize)));
         }
     }
-    for (c, &row) in demand.iter().enumerate() {
-        m.add_col(input.weights.unschedulable_pod, 0.0, INF, false, vec![(row, 1.0)], ColKind::Pending(super::ids::Class::at(c)));
-    }
+}
 
-    // The start: everything kept, every pod home.
-    let mut x0 = vec![0.0; m.n_cols()];
-    for k in &k_cols {
+/// The cluster as it is: every keep binary 1 and every `(column, pods)` at home.
+fn start_point(columns: usize, keep: &[Col], home: impl Iterator<Item = (Col, u32)>) -> Vec<f64> {
+    let mut x0 = vec![0.0; columns];
+    for k in keep {
         x0[k.ix()] = 1.0;
     }
-    for (c, h) in home.iter().enumerate() {
-        for (&n, &count) in h {
-            let t = target_of[&input.removable[n].node];
-            x0[x_cols[&(c, t)].ix()] = count as f64;
-        }
+    for (col, count) in home {
+        x0[col.ix()] = count as f64;
     }
-    let constant: f64 = input.removable.iter().map(|r| r.disruption).sum();
-    let left = time_limit.saturating_sub(start.elapsed());
-    let solved = highs_lp::solve_model_mip(&m, "consolidation node-set program", options, left, 1e-6, Some(&x0))?;
-    let (columns, rows) = (m.n_cols(), m.n_rows());
-    let remove: Vec<usize> = if solved.has_solution { k_cols.iter().enumerate().filter(|(_, k)| solved.columns[k.ix()] < 0.5).map(|(n, _)| n).collect() } else { Vec::new() };
-    let objective = if solved.has_solution { solved.objective + constant } else { input.removable.iter().map(|r| r.cost).sum() };
-    let lower_bound = solved.dual_bound.filter(|b| b.is_finite()).or((solved.status == MipStatus::Optimal && solved.has_solution).then_some(solved.objective)).map(|b| b + constant);
-    Ok(NodeSet { remove, objective, lower_bound, status: solved.status, columns, rows, ms: start.elapsed().as_secs_f64() * 1000.0 })
+    x0
 }
