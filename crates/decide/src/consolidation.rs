@@ -364,12 +364,9 @@ impl<T: Moment> Consolidation<T> {
     /// Records that the pods `d` displaces are being moved at `now` (call when a decision, or a drift
     /// replacement, starts): their controllers' next pods cost more to move for a while (module doc).
     pub fn moved(&mut self, d: &Decision, now: T) {
-        for r in &d.remove {
-            for p in &r.pods {
-                if let Some(key) = d.planned_on.pods.iter().find(|q| q.uid == p.uid).and_then(controller_key) {
-                    self.moved.insert(key, now);
-                }
-            }
+        let moved: BTreeSet<&str> = d.remove.iter().flat_map(|r| r.pods.iter().map(|p| p.uid.as_str())).collect();
+        for key in d.planned_on.pods.iter().filter(|q| moved.contains(q.uid.as_str())).filter_map(controller_key) {
+            self.moved.insert(key, now);
         }
     }
 
