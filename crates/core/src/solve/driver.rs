@@ -209,6 +209,11 @@ fn plan_since(p: &Problem, opts: DriverOptions, t0: Instant) -> (Outcome, Solver
     if p.batch.is_empty() {
         return (g, report(Status::Optimal, "no pending pods".into(), 0.0, Some(0.0), phases));
     }
+    if g_obj <= 0.0 {
+        // Every term of the objective is non-negative (prices, and weights validated so): a plan that
+        // costs nothing, such as every pod on existing room, is optimal.
+        return (g, report(Status::Optimal, "greedy 0: every objective term is non-negative, so nothing can be cheaper".into(), 0.0, Some(0.0), phases));
+    }
     let run = match milp::solve(p, &g, deadline, opts.gap, Options { threads: opts.threads, seed: 0 }) {
         Ok(r) => r,
         Err(e) => return (g, report(Status::Fallback, format!("MILP failed: {e}"), g_obj, None, phases)),
@@ -229,7 +234,8 @@ fn plan_since(p: &Problem, opts: DriverOptions, t0: Instant) -> (Outcome, Solver
     };
     let Some(mut o) = run.outcome else {
         if run.mip_status.is_none() {
-            // The budget ran out before the integer program: the greedy plan, with the bound if any.
+            // The budget ran out before the integer program, or a bound proved the greedy plan within
+            // the target gap: the greedy plan, with the bound if any.
             let (_, status) = judge(g_obj, lb, true, opts.gap);
             return (g, report(status, format!("greedy {g_obj:.6}; {summary}"), g_obj, lb, phases));
         }

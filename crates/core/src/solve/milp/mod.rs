@@ -245,6 +245,13 @@ impl Log {
 
     /// The run that ends because the budget was spent before `phase`.
     fn out_of_time(self, phase: &str) -> Run {
+        let why = format!("the budget was spent before {phase}");
+        self.without_mip(&why)
+    }
+
+    /// The run ends before the integer program, for `why`: the caller keeps the greedy plan, with the
+    /// bound if any.
+    fn without_mip(self, why: &str) -> Run {
         Run {
             outcome: None,
             lower_bound: self.lower_bound,
@@ -255,7 +262,7 @@ impl Log {
             cg_rounds: 0,
             complete: false,
             phases: self.phases,
-            note: format!("{}the budget was spent before {phase}; ", self.note),
+            note: format!("{}{why}; ", self.note),
         }
     }
 }
@@ -283,9 +290,15 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
     // The size-class bound: whole nodes, so it sees what integer node sizes leave over. Only when the
     // aggregated bound does not already prove the target gap for the greedy plan.
     let greedy_objective = crate::solve::objective(p, greedy).total();
-    let proven = log.lower_bound.is_some_and(|b| greedy_objective - b <= gap * greedy_objective.abs());
-    if Instant::now() < deadline && !proven {
+    let proven = |log: &Log| log.lower_bound.is_some_and(|b| greedy_objective - b <= gap * greedy_objective.abs());
+    if proven(&log) {
+        return Ok(log.without_mip("the aggregated relaxation proves the greedy plan within the target gap"));
+    }
+    if Instant::now() < deadline {
         size_class_bound(p, &agg, greedy, deadline, opts, &mut log)?;
+        if proven(&log) {
+            return Ok(log.without_mip("the size-class bound proves the greedy plan within the target gap"));
+        }
     }
 
     if Instant::now() >= deadline {
