@@ -43,7 +43,7 @@ use stowage_core::domain::catalog::Catalog;
 use stowage_core::plan::Plan;
 use stowage_core::solve::Planner as SolvePlanner;
 use stowage_core::weights::Weights;
-use stowage_decide::consolidation::{Consolidation, Decision, Input, Outcome, POD_DELETION_COST, Settings};
+use stowage_decide::consolidation::{Consolidation, Decision, Input, NodeSetReport, Outcome, POD_DELETION_COST, Settings};
 use stowage_decide::provision::{self, PlanError, Planner};
 use stowage_input::Workload;
 use stowage_input::catalog;
@@ -218,6 +218,23 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// The node-set program's figures ([`NodeSetReport`]).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Program {
+    pub ms: f64,
+    pub remove: usize,
+    pub objective: f64,
+    pub lower_bound: Option<f64>,
+    pub error: Option<String>,
+}
+
+impl From<&NodeSetReport> for Program {
+    fn from(r: &NodeSetReport) -> Self {
+        Program { ms: r.ms, remove: r.remove, objective: r.objective, lower_bound: r.lower_bound, error: r.error.clone() }
+    }
+}
+
 /// The figures of one timed decision.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -249,6 +266,9 @@ pub struct Measured {
     pub cost_before: f64,
     pub cost_after: f64,
     pub lower_bound: f64,
+    /// The node-set program's answer: nodes it removed, its objective and bound ($/h, cost plus
+    /// disruption), its time, or why it gave none.
+    pub node_set: Option<Program>,
     pub calls: Vec<Evaluation>,
 }
 
@@ -273,6 +293,17 @@ impl Measured {
             "  outcome: {}; remove {} node(s), {} replacement(s), {} pod(s) moved; saving ${:.4}/h against a disruption cost of ${:.4}/h; cost ${:.4}/h -> ${:.4}/h, lower bound ${:.4}/h\n",
             self.outcome, self.removed_nodes, self.replacements, self.moved_pods, self.saving_per_hour, self.disruption_cost, self.cost_before, self.cost_after, self.lower_bound
         ));
+        match &self.node_set {
+            Some(r) => s.push_str(&format!(
+                "  node-set program: {} ms, removes {} node(s), objective ${:.4}/h, bound {}{}\n",
+                r.ms.round(),
+                r.remove,
+                r.objective,
+                r.lower_bound.map_or("none".to_string(), |b| format!("${b:.4}/h")),
+                r.error.as_ref().map_or(String::new(), |e| format!(", error: {e}"))
+            )),
+            None => s.push_str("  node-set program: did not run\n"),
+        }
         for (i, c) in self.calls.iter().enumerate() {
             s.push_str(&format!("  evaluation {:>2}: at {:>6.0} ms, {:>5.0} ms, {} pods, {}\n", i + 1, c.started_ms, c.planner_ms, c.pending_pods, c.status));
         }
@@ -337,6 +368,7 @@ pub fn measure(spec: Spec, w: &Workload, planner: SolvePlanner) -> Result<(Measu
         cost_before: 0.0,
         cost_after: 0.0,
         lower_bound: 0.0,
+        node_set: None,
         calls: calls.into_iter().map(|(_, _, e)| e).collect(),
     };
     let decision = match outcome {
@@ -344,13 +376,15 @@ pub fn measure(spec: Spec, w: &Workload, planner: SolvePlanner) -> Result<(Measu
             m.outcome = "not settled".into();
             None
         }
-        Outcome::Nothing { cost, lower_bound, .. } => {
+        Outcome::Nothing { cost, lower_bound, node_set, .. } => {
             m.outcome = "nothing pays".into();
+            m.node_set = node_set.as_ref().map(Program::from);
             (m.cost_before, m.cost_after, m.lower_bound) = (cost, cost, lower_bound);
             None
         }
         Outcome::Consolidate(d) => {
             m.outcome = "consolidate".into();
+            m.node_set = d.node_set.as_ref().map(Program::from);
             m.removed_nodes = d.remove.len();
             m.replacements = d.replacements.claims.len();
             m.moved_pods = d.remove.iter().map(|r| r.pods.len()).sum();

@@ -5,10 +5,10 @@
 
 use std::collections::BTreeSet;
 
-use stowage_bench::consolidation::{NODE_TYPES, Spec, cluster, cluster_text, measure};
+use stowage_bench::consolidation::{NODE_TYPES, Spec, cluster, cluster_text, input, measure};
 use stowage_core::domain::labels::keys;
 use stowage_core::solve::Planner;
-use stowage_decide::consolidation::Settings;
+use stowage_decide::consolidation::{Consolidation, Outcome, POLISH_MISSES, Settings};
 
 const SMALL: Spec = Spec { nodes: 60, seed: 7 };
 
@@ -62,4 +62,31 @@ fn the_generated_cluster_yields_a_decision_the_checker_accepts() {
     assert_eq!((m.removed_nodes, m.moved_pods, m.evaluations), (d.remove.len(), moved, d.evaluations));
     assert_eq!(m.calls.len(), m.evaluations);
     assert!(m.evaluations >= 1 && m.evaluations <= Settings::default().max_evaluations);
+}
+
+/// At 400 nodes the node-set program pools existing room (more than `EXACT_PAIRS` class-target
+/// pairs): it starts from the drain heuristic and proposes a set as large as the budget (10 % of 400)
+/// allows, which the greedy planner places in one evaluation; the checker accepts it, and the
+/// program's bound (a relaxation's) is below what the decision reaches. The program gets a long
+/// budget so that the test does not depend on the machine's speed.
+#[test]
+fn on_a_large_cluster_the_program_proposes_the_whole_budget_in_one_evaluation() {
+    let w = cluster(Spec { nodes: 400, seed: 3 }).unwrap();
+    let weights = stowage_core::weights::Weights::default();
+    let settings = Settings { node_set_budget: std::time::Duration::from_secs(120), ..Settings::default() };
+    let mut memory: Consolidation<std::time::Duration> = Consolidation::default();
+    memory.observe(&w.cluster, std::time::Duration::ZERO);
+    let mut planner = Planner::greedy();
+    let outcome = memory.decide(&input(&w, &weights, &settings), &mut planner, std::time::Duration::from_secs(600)).unwrap();
+    let Outcome::Consolidate(d) = outcome else { panic!("expected a consolidation, got {outcome:?}") };
+    let report = stowage_core::check::check(&d.planned_on, stowage_input::catalog::default_catalog(), &d.replacements.plan);
+    assert!(report.valid(), "the checker rejects the displaced pods' placement: {:?}", report.violations);
+    assert!(d.replacements.unschedulable.is_empty());
+    let program = d.node_set.as_ref().expect("the program ran");
+    assert_eq!(program.error, None);
+    assert_eq!((program.remove, d.remove.len()), (40, 40), "{program:?}");
+    assert!(d.evaluations <= 1 + POLISH_MISSES, "{} evaluations", d.evaluations);
+    let bound = program.lower_bound.expect("a bound");
+    assert!(bound <= d.cost_after + d.disruption_cost + 1e-6, "bound {bound} above the decision's {}", d.cost_after + d.disruption_cost);
+    assert!(d.saving - d.disruption_cost >= weights.consolidation.min_saving);
 }

@@ -48,7 +48,10 @@
 //! pays only together, or a hundred nodes that empty into each other, is one proposal. It leaves out
 //! what couples nodes (spread, affinity, NodePool limits, spot-to-spot, `Balanced`) and packs new
 //! nodes in aggregate, so its set S is a *proposal*: S is planned and judged like any other set
-//! (below), and kept only if the real plan places every displaced pod and nets the margin.
+//! (below), and kept only if the real plan places every displaced pod and nets the margin. When the
+//! planner rejects S, its first half (in ranking order) is tried, and so on down to one node. The
+//! program starts from a drain heuristic's set and, on large clusters, pools existing room (its module
+//! doc), so at 1,000 nodes it chooses a hundred-node set within its budget.
 //!
 //! Then a greedy augmentation with the planner as oracle, from the proposal's S when it was kept (else
 //! from nothing): candidates are ranked by their estimated saving (`cost × (1 − utilisation) −
@@ -56,8 +59,9 @@
 //! candidate at a time; `S ∪ {c}` replaces S when it is feasible, within budgets and PDBs, and nets
 //! more. Without a proposal the first evaluations are therefore Karpenter's single-node deletes and
 //! replaces, and later ones its multi-node consolidation, in saving order instead of a fixed order
-//! and without the binary search's prefix restriction. At most `maxEvaluations` plans are made, the
-//! proposal's included. The objective of each evaluation is the planner's (MILP within its budget, or
+//! and without the binary search's prefix restriction. After a kept proposal the augmentation only
+//! polishes it: it stops after [`POLISH_MISSES`] evaluations in a row that add nothing. At most
+//! `maxEvaluations` plans are made, the proposal's included. The objective of each evaluation is the planner's (MILP within its budget, or
 //! greedy), not a proven optimum.
 //!
 //! **Bounds.** To show how far from the best any consolidation could be, each decision reports a
@@ -676,6 +680,9 @@ fn pdb_allowances(cluster: &Cluster, pdbs: &[&PodDisruptionBudget]) -> Vec<(i64,
 /// its feasibility tolerance.
 const BOUND_TOLERANCE: f64 = 1e-6;
 
+/// Evaluations in a row that add nothing after which the augmentation stops polishing a kept proposal.
+pub const POLISH_MISSES: usize = 3;
+
 /// The greedy augmentation (module doc).
 struct Search<'i, 'a, 'p> {
     input: &'i Input<'a>,
@@ -716,23 +723,31 @@ impl<'i> Search<'i, '_, '_> {
         if bound.is_some_and(|b| b > self.cost - margin + BOUND_TOLERANCE) {
             return Ok(None);
         }
-        if let Some(set) = proposal
-            && within_budgets(&set, &room)
-            && within_pdbs(&set, &allowances)
-            && let Some(d) = self.evaluate(&set)?
-        {
-            let net = d.saving - d.disruption_cost;
-            if net >= margin {
-                // Proven within the margin of the best any set could do: nothing to add.
-                if bound.is_some_and(|b| d.cost_after + d.disruption_cost <= b + margin) {
-                    return Ok(Some(d));
+        if let Some(mut set) = proposal.filter(|set| within_budgets(set, &room) && within_pdbs(set, &allowances)) {
+            // The proposal, then its first halves (in ranking order) while the planner rejects it.
+            while self.evaluations < self.input.settings.max_evaluations {
+                if let Some(d) = self.evaluate(&set)?
+                    && d.saving - d.disruption_cost >= margin
+                {
+                    // Proven within the margin of the best any set could do: nothing to add.
+                    if bound.is_some_and(|b| d.cost_after + d.disruption_cost <= b + margin) {
+                        return Ok(Some(d));
+                    }
+                    chosen = set;
+                    best = Some((d.saving - d.disruption_cost, d));
+                    break;
                 }
-                chosen = set;
-                best = Some((net, d));
+                if set.len() <= 1 {
+                    break;
+                }
+                set.truncate(set.len() / 2);
             }
         }
+        // After a kept proposal the augmentation polishes it, and stops after a few evaluations in a row
+        // that add nothing.
+        let (polishing, mut misses) = (!chosen.is_empty(), 0);
         for c in self.cands {
-            if self.evaluations >= self.input.settings.max_evaluations {
+            if self.evaluations >= self.input.settings.max_evaluations || (polishing && misses >= POLISH_MISSES) {
                 break;
             }
             if chosen.iter().any(|x| std::ptr::eq(*x, c)) {
@@ -743,11 +758,13 @@ impl<'i> Search<'i, '_, '_> {
             if !within_budgets(&set, &room) || !within_pdbs(&set, &allowances) {
                 continue;
             }
+            misses += 1;
             let Some(d) = self.evaluate(&set)? else { continue };
             let net = d.saving - d.disruption_cost;
             if net >= self.input.base.weights.consolidation.min_saving && best.as_ref().is_none_or(|(b, _)| net > *b) {
                 chosen = set;
                 best = Some((net, d));
+                misses = 0;
             }
         }
         Ok(best.map(|(_, d)| d))

@@ -173,11 +173,14 @@ pub(crate) fn solve_lp(m: &Master, options: Options, time_limit: Duration) -> Re
 
 /// The integer master over the generated columns, started from `start` (a full column vector).
 pub(crate) fn solve_mip(m: &Master, options: Options, time_limit: Duration, rel_gap: f64, start: Option<&[f64]>) -> Result<Solved, SolveError> {
-    solve_model_mip(&m.model, "integer program", options, time_limit, rel_gap, start)
+    solve_model_mip(&m.model, "integer program", options, time_limit, rel_gap, start, true)
 }
 
 /// Any model's integer program (`model` names it in errors), started from `start` (a full column vector).
-pub(crate) fn solve_model_mip(m: &Rows, model_name: &'static str, options: Options, time_limit: Duration, rel_gap: f64, start: Option<&[f64]>) -> Result<Solved, SolveError> {
+/// `probing: false` switches HiGHS's presolve probing off: on a model with many binaries in a few
+/// dense rows (the node-set program's pooled capacities) probing alone can spend the whole budget
+/// before the first LP, leaving no bound.
+pub(crate) fn solve_model_mip(m: &Rows, model_name: &'static str, options: Options, time_limit: Duration, rel_gap: f64, start: Option<&[f64]>, probing: bool) -> Result<Solved, SolveError> {
     let mut rows = Vec::new();
     let pb = base(m, true, m.n_cols(), &mut rows);
     let mut model = pb.optimise(Sense::Minimise);
@@ -185,6 +188,10 @@ pub(crate) fn solve_model_mip(m: &Rows, model_name: &'static str, options: Optio
     model.set_option("mip_rel_gap", rel_gap);
     // Feasibility matters most under a short budget.
     model.set_option("mip_heuristic_effort", 0.2);
+    if !probing {
+        // HiGHS's presolve rule bit for probing.
+        model.set_option("presolve_rule_off", 1 << 15);
+    }
     if let Some(s) = start
         && s.len() == m.n_cols()
     {
