@@ -36,7 +36,7 @@ use super::{Outcome, Target, objective, placement_soft, scheduler_state, verify}
 use crate::domain::labels::{Labels, keys};
 use crate::domain::pod::PodId;
 use crate::domain::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
-use crate::semantics::filter::FilterState;
+use crate::semantics::filter::{FilterState, Prepared};
 use crate::semantics::{interpod, node_affinity, selectors};
 
 /// Topology keys whose domain a pod of each class must keep, or `None` when the pod must stay on its
@@ -123,19 +123,34 @@ struct State<'p, 'a> {
     no_destination: FxHashMap<(usize, usize), u64>,
     /// The same for `exchange_partner`, with the capacity it was asked for.
     no_partner: FxHashMap<(usize, usize), (u64, Resources)>,
+    /// Per class: the view its last pod was prepared with (`FilterState::prepare_like`; counters are
+    /// never dropped, pods leaving nodes included).
+    prepared: Vec<Option<Prepared>>,
 }
 
 impl<'a> State<'_, 'a> {
+    /// kube-scheduler's PreFilter view for pod `id`, from its class's last one when there is one: the
+    /// same view as `FilterState::prepare`, without building and hashing every counter key per pod.
+    fn prepare(&mut self, id: PodId) -> Prepared {
+        let (pod, class) = (self.p.pod(id), self.p.class_of[&id]);
+        let prep = match &self.prepared[class] {
+            Some(like) => self.fs.prepare_like(like, pod),
+            None => self.fs.prepare(pod),
+        };
+        self.prepared[class] = Some(prep.clone());
+        prep
+    }
+
     /// The tightest node (by cpu left) other than `from` that takes pod `id` invisibly.
     fn destination(&mut self, id: PodId, from: usize) -> Option<usize> {
         let p = self.p;
         let pod = p.pod(id);
         let class = p.class_of[&id];
-        let ks = self.pinned[class].as_ref()?;
-        if self.no_destination.get(&(class, from)) == Some(&self.version) {
+        if self.pinned[class].is_none() || self.no_destination.get(&(class, from)) == Some(&self.version) {
             return None;
         }
-        let prep = self.fs.prepare(pod);
+        let prep = self.prepare(id);
+        let ks = self.pinned[class].as_ref()?;
         let (from_labels, from_name) = (&self.fs.nodes()[from].labels, self.fs.nodes()[from].name.as_str());
         let soft = placement_soft(p.weights, pod, from_labels, Some(from_name), &self.fs.nodes()[from].taints);
         // Nodes come by increasing free cpu: the first that takes the pod fits it most tightly.
@@ -287,12 +302,15 @@ impl<'a> State<'_, 'a> {
             if other_class == class {
                 continue;
             }
-            let (o, at) = (p.pod(p.classes[other_class].rep), self.node_of[&other]);
-            if at == from || !p.pod(other).volumes.attach.is_empty() {
-                continue;
-            }
+            // The exchange's gain first: it reads the class's requests only and rules out most peers
+            // before their node and their own pod (a cache miss each, 512 peers per step) are read.
+            let o = p.pod(p.classes[other_class].rep);
             let after = excess_exchanged(load, &q.requests, &o.requests, cap);
             if after >= now - 1e-12 {
+                continue;
+            }
+            let at = self.node_of[&other];
+            if at == from || !p.pod(other).volumes.attach.is_empty() {
                 continue;
             }
             let node = &self.fs.nodes()[at];
@@ -518,7 +536,7 @@ impl State<'_, '_> {
         let mut ok = true;
         for &(id, _, to) in &moves {
             let pod = p.pod(id);
-            let prep = self.fs.prepare(pod);
+            let prep = self.prepare(id);
             if self.fs.filter(&prep, pod, to).is_err() {
                 ok = false;
                 break;
@@ -805,6 +823,7 @@ pub(crate) fn shrink_within(p: &Problem, o: &Outcome, spent: super::Spent) -> Op
         version: 0,
         no_destination: FxHashMap::default(),
         no_partner: FxHashMap::default(),
+        prepared: vec![None; p.classes.len()],
     };
     s.peers = vec![Vec::new(); s.look_alike.iter().max().map_or(0, |m| m + 1)];
     for &(id, _) in &o.placements {
