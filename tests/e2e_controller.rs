@@ -935,6 +935,84 @@ async fn an_instance_moved_to_another_security_group_is_replaced() {
     w.stop(c, false).await;
 }
 
+/// NodeClassDrift on the real control plane (issue 17): the controller keeps the EC2NodeClass's own
+/// `karpenter.k8s.aws/ec2nodeclass-hash` annotation current (under the chart's RBAC) and stamps the
+/// same hash on the NodeClaims it launches; a changed `spec.tags` (a field the hash covers, which no
+/// running instance picks up) drifts both NodeClaims, which are replaced within the pool's default
+/// budget, each `Drifted=True` with Karpenter's AWS provider's reason; the replacements carry the
+/// new hash and are not drifted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_nodeclass_field_replaces_its_nodes() {
+    use stowage_decide::drift::{EC2NODECLASS_HASH, EC2NODECLASS_HASH_VERSION, HASH_VERSION};
+    let w = World::start("ctl-nodeclass-drift").await;
+    on_demand_pool(&w, json!({})).await;
+    let c = w.controller().await;
+    create_deployment(&w, spread_deployment("web", 2)).await;
+    w.wait_running("app=web", 2).await;
+    w.wait_nodes(2).await;
+    let classes: Api<EC2NodeClass> = Api::all(w.client.clone());
+    let hash_of = |a: Option<&BTreeMap<String, String>>| a.and_then(|a| Some((a.get(EC2NODECLASS_HASH)?.clone(), a.get(EC2NODECLASS_HASH_VERSION)?.clone())));
+    let before = w.nodeclaims().await;
+    let first: BTreeSet<String> = before.iter().filter_map(|c| c.metadata.name.clone()).collect();
+    let r = poll_until("the EC2NodeClass's hash annotation", Duration::from_secs(60), POLL, || async {
+        let nc = classes.get("default").await.map_err(|e| Error::kube("getting the EC2NodeClass", e))?;
+        let on_class = hash_of(nc.metadata.annotations.as_ref());
+        Ok(match on_class {
+            Some((h, v)) if v == HASH_VERSION => Probe::Done(h),
+            other => Probe::Waiting(format!("{other:?}")),
+        })
+    })
+    .await;
+    let launched_with = match r {
+        Ok(h) => h,
+        Err(e) => w.fail("the EC2NodeClass's hash annotation", e).await,
+    };
+    for claim in &before {
+        assert_eq!(
+            hash_of(claim.metadata.annotations.as_ref()),
+            Some((launched_with.clone(), HASH_VERSION.to_string())),
+            "NodeClaim {:?} is stamped with the EC2NodeClass's hash",
+            claim.metadata.name
+        );
+    }
+
+    classes.patch("default", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"tags": {"team": "blue"}}}))).await.unwrap();
+    let r = poll_until("both drifted NodeClaims replaced", SETTLE, POLL, || async {
+        let cs = w.nodeclaims().await;
+        let names: BTreeSet<String> = cs.iter().filter_map(|c| c.metadata.name.clone()).collect();
+        let running = w.pods("app=web").await.iter().filter(|p| running_and_ready(p)).count();
+        Ok(if names.is_disjoint(&first) && cs.len() == 2 && running == 2 { Probe::Done(cs) } else { Probe::Waiting(format!("NodeClaims {names:?}, {running} pods running")) })
+    })
+    .await;
+    let after = match r {
+        Ok(cs) => cs,
+        Err(e) => w.fail("replacing the drifted NodeClaims", e).await,
+    };
+    let nc = classes.get("default").await.unwrap();
+    let current = hash_of(nc.metadata.annotations.as_ref()).expect("the EC2NodeClass keeps its hash annotations");
+    assert_ne!(current.0, launched_with, "the changed tags changed the EC2NodeClass's hash");
+    for claim in &after {
+        assert_eq!(hash_of(claim.metadata.annotations.as_ref()), Some(current.clone()), "replacement {:?} carries the new hash", claim.metadata.name);
+        assert!(!claim.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|x| x.type_ == "Drifted")), "replacement {:?} is not drifted", claim.metadata.name);
+    }
+    let r = poll_until("the drift events", Duration::from_secs(30), POLL, || async {
+        let evs = Api::<k8s_openapi::api::events::v1::Event>::all(w.client.clone()).list(&ListParams::default()).await.map_err(|e| Error::kube("listing events", e))?.items;
+        let named: BTreeSet<String> = evs
+            .iter()
+            .filter(|e| e.note.as_deref().is_some_and(|n| n.contains("NodeClassDrift")))
+            .filter_map(|e| e.regarding.as_ref().and_then(|r| r.name.clone()))
+            .filter(|n| first.contains(n))
+            .collect();
+        Ok(if named == first { Probe::Done(()) } else { Probe::Waiting(format!("NodeClassDrift events on {named:?}")) })
+    })
+    .await;
+    if let Err(e) = r {
+        w.fail("the drift events", e).await;
+    }
+    w.assert_no_leak().await;
+    w.stop(c, false).await;
+}
+
 /// Hostname spread keeps its intent on new capacity (issue 15 behaviour 1) on the real control plane:
 /// four replicas with a `kubernetes.io/hostname` spread of maxSkew 1 in an empty pool get four nodes
 /// from one batch, where kube-scheduler's rule alone (one new node is one domain, skew 0) would accept
