@@ -44,7 +44,7 @@
 //! of kept nodes or to new nodes pooled per configuration group, minimising the cost of the nodes that
 //! remain plus `podMoveCost × evictionCost` of every pod that moves, under the disruption budgets
 //! (a row per pool) and the PodDisruptionBudgets (a row per PDB), started from the cluster as it is,
-//! within `nodeSetBudget` (default 500 ms). It chooses among all candidates at once, so a pair that
+//! within `nodeSetBudget` (default 1 s). It chooses among all candidates at once, so a pair that
 //! pays only together, or a hundred nodes that empty into each other, is one proposal. It leaves out
 //! what couples nodes (spread, affinity, NodePool limits, spot-to-spot, `Balanced`) and packs new
 //! nodes in aggregate, so its set S is a *proposal*: S is planned and judged like any other set
@@ -151,7 +151,7 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { spot_to_spot: false, max_evaluations: 16, node_set_budget: Duration::from_millis(500) }
+        Settings { spot_to_spot: false, max_evaluations: 16, node_set_budget: Duration::from_secs(1) }
     }
 }
 
