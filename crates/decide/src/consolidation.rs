@@ -43,7 +43,7 @@
 //! candidate node, where a kept node keeps its pods and the pods of removed nodes go to the free room
 //! of kept nodes or to new nodes pooled per configuration group, minimising the cost of the nodes that
 //! remain plus `podMoveCost × evictionCost` of every pod that moves, under the disruption budgets
-//! (a row per pool) and the PodDisruptionBudgets (a row per PDB), started from the cluster as it is,
+//! (a row per pool) and the PodDisruptionBudgets (a row per PDB), started from a drain heuristic's set,
 //! within `nodeSetBudget` (default 1 s). It chooses among all candidates at once, so a pair that
 //! pays only together, or a hundred nodes that empty into each other, is one proposal. It leaves out
 //! what couples nodes (spread, affinity, NodePool limits, spot-to-spot, `Balanced`) and packs new
@@ -61,8 +61,8 @@
 //! replaces, and later ones its multi-node consolidation, in saving order instead of a fixed order
 //! and without the binary search's prefix restriction. After a kept proposal the augmentation only
 //! polishes it: it stops after [`POLISH_MISSES`] evaluations in a row that add nothing. At most
-//! `maxEvaluations` plans are made, the proposal's included. The objective of each evaluation is the planner's (MILP within its budget, or
-//! greedy), not a proven optimum.
+//! `maxEvaluations` plans are made, the proposal's included. The objective of each evaluation is the
+//! planner's (MILP within its budget, or greedy), not a proven optimum.
 //!
 //! **Bounds.** To show how far from the best any consolidation could be, each decision reports a
 //! **lower bound** on the hourly cost of the cluster after any consolidation of the candidates
