@@ -315,12 +315,15 @@ impl Case {
     }
 }
 
+/// The plan without the solver's account of its own work: its times, and what depends on its
+/// deadlines (the detail text, e.g. how many size-class bound rounds ran, the phases and the bound
+/// they reached). Under load two runs may differ there; the plan itself must not.
 fn strip_times(p: &Plan) -> Plan {
     let mut p = p.clone();
     p.solver.time_ms = 0.0;
-    for ph in &mut p.solver.phases {
-        ph.time_ms = 0.0;
-    }
+    p.solver.detail.clear();
+    p.solver.phases.clear();
+    (p.solver.lower_bound, p.solver.gap) = (None, None);
     p
 }
 
