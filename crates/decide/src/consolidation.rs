@@ -21,7 +21,13 @@
 //! **Encoding.** Evaluating a set S is the existing planning problem with S's nodes removed and their
 //! workload pods pending ([`displaced_cluster`]): the same semantics, planners, replay and checker as
 //! provisioning, so a displaced pod is only ever planned where kube-scheduler would accept it. A set is
-//! feasible when the plan leaves no displaced pod unschedulable.
+//! feasible when the plan leaves no displaced pod unschedulable, and kube-scheduler's own order
+//! (`stowage_core::check::scheduler_leaves`: every replacement Ready, every displaced pod pending at
+//! once, queue order and score) binds them all too. The plan's placements are one bind order that
+//! works; kube-scheduler scores nodes instead (LeastAllocated sends pods to the emptiest node, often
+//! the replacement) and can fill the room a later pod needed. Without that second test a three-hour
+//! day ran a cycle of two-nodes-into-one replacements every few minutes, each leaving one pod pending
+//! and a new node launched for it.
 //!
 //! **Objective.** For a feasible S: `saving(S) = Σ cost(removed) − Σ cost(replacements)` ($/h, each
 //! node's cost is the weights' `node_cost` of its offering's price), and, with the weights'
@@ -820,6 +826,10 @@ impl<'i> Search<'i, '_, '_> {
             Err(source) => return Err(ConsolidationError::Provision { nodes: names.into_iter().collect::<Vec<_>>().join(", "), source }),
         };
         if !replacements.unschedulable.is_empty() {
+            return Ok(None);
+        }
+        // The plan shows one bind order that works; kube-scheduler takes its own (module doc).
+        if !stowage_core::check::scheduler_leaves(&planned_on, self.input.base.catalog, &replacements.plan).is_empty() {
             return Ok(None);
         }
         if !self.forced && !self.spot_rules_hold(set, &replacements) {

@@ -22,7 +22,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, PodStatus};
 
-use super::binder;
 use super::cloud::{self, Cloud, INSUFFICIENT_CAPACITY};
 use super::consolidation::{Consolidation, DriftFacts, InProgress};
 use super::controllers::{self, remove_named, suffix};
@@ -37,6 +36,7 @@ use super::time::{SimTime, short};
 use super::volumes;
 use super::world::{World, ident, sim_source};
 use stowage_core::check;
+use stowage_core::check::scheduler as binder;
 use stowage_core::domain::Cluster;
 use stowage_core::domain::catalog::Catalog;
 use stowage_core::domain::labels::keys;

@@ -5,7 +5,7 @@
 //!  scenario steps ──► world (Kubernetes objects) ◄── controllers (Deployment, ReplicaSet,
 //!                        │        ▲                   StatefulSet, DaemonSet, Job, pod GC)
 //!                        │        ├── volumes (WaitForFirstConsumer at bind, Immediate at creation)
-//!                        │        ├── binder (kube-scheduler: Filter model + score, one pod at a time)
+//!                        │        ├── binder (kube-scheduler: stowage_core::check::scheduler)
 //!                        ▼        │
 //!        unschedulable pods ─► provisioner: batcher ─► stowage_decide::provision (the controller's):
 //!                                 │        Planner (stowage's MILP or greedy, or a test's) → NodeClaims
@@ -24,11 +24,11 @@
 //! simulation shows it.
 //!
 //! One module per concern: [`scenario`] (the file format), [`world`] (the objects), [`controllers`],
-//! [`volumes`], [`binder`], [`cloud`], [`provisioner`] (the shared provisioning decision over the
+//! [`volumes`], the binder (`stowage_core::check::scheduler`, kube-scheduler's model, shared with
+//! the checker), [`cloud`], [`provisioner`] (the shared provisioning decision over the
 //! world; registered Nodes), [`disruption`], [`consolidation`], [`planner`] (stowage's planners behind the seam), [`engine`] (the event loop), [`expect`], [`events`] and
 //! [`report`] (outputs), [`time`].
 
-pub mod binder;
 pub mod cloud;
 pub mod consolidation;
 pub mod controllers;

@@ -28,8 +28,14 @@
 //! price, and the pods the plan leaves pending that kube-scheduler's queue would have bound
 //! ([`Report::queue_order`], `semantics::queue`); neither makes a plan invalid: kube-scheduler can
 //! carry the plan out, it would only leave other pods pending.
+//!
+//! Beside the verdict, [`scheduler_leaves`] runs kube-scheduler's own order and score ([`scheduler`], the
+//! simulator's binder) over a plan's nodes all up at once: the pods it leaves without a node although
+//! the plan placed them. Consolidation asks it of every set before acting (its replacements are Ready
+//! before any pod moves, so that is the state kube-scheduler sees).
 
 pub mod order;
+pub mod scheduler;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -192,6 +198,31 @@ pub fn check_with_budget(cluster: &Cluster, catalog: &Catalog, plan: &Plan, orde
         }
     }
     r
+}
+
+/// The pending pods of `cluster` that kube-scheduler leaves without a node when every new node of
+/// `plan` is up at once (DaemonSet pods seated) and the pods arrive together: [`scheduler`]'s queue
+/// order and score, which never read the plan's placements. A plan that passes [`check`] shows one
+/// bind order that works; this is the order kube-scheduler takes, which can fill the room a later pod
+/// needed. Consolidation's replacements are in exactly this situation (all Ready before any node
+/// drains), so a decision stands only if this is empty. Pod keys with kube-scheduler's message.
+pub fn scheduler_leaves(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Vec<(String, String)> {
+    let mut ignored = Vec::new();
+    let (sims, _) = new_nodes(cluster, catalog, plan, &mut ignored);
+    let mut fs = replay_state(cluster, sims);
+    // kube-scheduler knows no minValues; its hostname rule is the exact one (the default).
+    fs.set_min_values_policy(MinValuesPolicy::BestEffort);
+    let mut todo = scheduler::queue(cluster);
+    let mut left: Vec<(String, String)> = Vec::new();
+    loop {
+        let pass = scheduler::pass_on(cluster, &mut fs, &todo);
+        left.extend(pass.unschedulable.into_iter().map(|(id, msg)| (cluster.pod(id).key(), msg)));
+        if pass.deferred.is_empty() || pass.bound.is_empty() {
+            left.extend(pass.deferred.into_iter().map(|id| (cluster.pod(id).key(), "waits for a claim's volume".to_string())));
+            return left;
+        }
+        todo = pass.deferred;
+    }
 }
 
 /// Under `preferencePolicy: Respect`: the cluster with every placed pod hardened after the relaxation

@@ -1,8 +1,10 @@
-//! kube-scheduler, reduced to one scheduling cycle per pod: the binder places pending pods one at a
-//! time, in kube-scheduler's queue order (priority, then creation), on registered nodes only, using the
-//! Filter model every other part of stowage trusts (`semantics::filter::FilterState`) and a simple
-//! score. It never reads a plan: a plan can say "repro-2 on spot-c" and the binder can still refuse, which
-//! is the point of simulating.
+//! kube-scheduler, reduced to one scheduling cycle per pod: pending pods are placed one at a time, in
+//! kube-scheduler's queue order (priority, then creation), using the Filter model every other part of
+//! stowage trusts (`semantics::filter::FilterState`) and a simple score. It never reads a plan's
+//! placements: a plan can say "repro-2 on spot-c" and the scheduler can still put another pod there
+//! first, which is the point. The simulator binds with it ([`pass`], registered nodes only), and the
+//! checker asks it whether a plan whose new nodes are all up at once leaves a pod behind
+//! (`super::scheduler_leaves`, what consolidation's replacements must survive).
 //!
 //! Score (each plugin normalised to 0–100 over the feasible nodes, then weighted as kube-scheduler's
 //! default profile does):
@@ -24,17 +26,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use stowage_core::domain::Cluster;
-use stowage_core::domain::labels::keys;
-use stowage_core::domain::pod::{Pod, PodId, WhenUnsatisfiable};
-use stowage_core::domain::taints::Effect;
-use stowage_core::semantics::filter::{FilterState, SimNode};
-use stowage_core::semantics::{Reject, interpod, node_affinity, selectors, summarize, taints};
+use crate::domain::Cluster;
+use crate::domain::labels::keys;
+use crate::domain::pod::{Pod, PodId, WhenUnsatisfiable};
+use crate::domain::taints::Effect;
+use crate::semantics::filter::{FilterState, SimNode};
+use crate::semantics::{Reject, interpod, node_affinity, selectors, summarize, taints};
 
 /// What one pass over the queue decided.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Pass {
-    /// Pod and the index of its node in `Cluster::nodes`, in bind order.
+    /// Pod and the index of its node, in bind order: in `Cluster::nodes` from [`pass`], in the
+    /// `FilterState`'s nodes from [`pass_on`].
     pub bound: Vec<(PodId, usize)>,
     /// Pods no registered node takes, with kube-scheduler's message.
     pub unschedulable: Vec<(PodId, String)>,
@@ -47,11 +50,11 @@ pub struct Pass {
 /// order the planners leave pods pending by).
 pub fn queue(cluster: &Cluster) -> Vec<PodId> {
     let mut q = cluster.pending();
-    stowage_core::semantics::queue::sort(&mut q, PodId::ix, &cluster.pods);
+    crate::semantics::queue::sort(&mut q, PodId::ix, &cluster.pods);
     q
 }
 
-/// One pass over every pending pod.
+/// One pass over every pending pod, on the registered nodes.
 pub fn pass(cluster: &Cluster) -> Pass {
     // kube-scheduler sees registered nodes only; NodeClaims in flight are Karpenter's business.
     let usable: Vec<usize> = (0..cluster.nodes.len()).filter(|&i| !cluster.nodes[i].in_flight).collect();
@@ -74,9 +77,19 @@ pub fn pass(cluster: &Cluster) -> Pass {
         }
     }
     let mut fs = FilterState::new(sims);
+    let mut out = pass_on(cluster, &mut fs, &queue(cluster));
+    for b in &mut out.bound {
+        b.1 = usable[b.1];
+    }
+    out
+}
+
+/// One pass over `queue` on the nodes of `fs` (bound pods seated); [`Pass::bound`] holds indices into
+/// `fs.nodes()`, and `fs` ends with the bound pods added.
+pub fn pass_on<'c>(cluster: &'c Cluster, fs: &mut FilterState<'c>, queue: &[PodId]) -> Pass {
     let mut out = Pass::default();
     let mut touched_claims: BTreeSet<(String, String)> = BTreeSet::new();
-    for id in queue(cluster) {
+    for &id in queue {
         let pod = cluster.pod(id);
         if pod.volumes.claims.iter().any(|c| touched_claims.contains(&(pod.namespace.clone(), c.clone()))) {
             out.deferred.push(id);
@@ -95,9 +108,9 @@ pub fn pass(cluster: &Cluster) -> Pass {
             out.unschedulable.push((id, summarize(fs.nodes().len(), &rejects)));
             continue;
         }
-        let k = best(&fs, pod, &feasible);
+        let k = best(fs, pod, &feasible);
         fs.add_pod(pod, k);
-        out.bound.push((id, usable[k]));
+        out.bound.push((id, k));
         for c in &pod.volumes.claims {
             touched_claims.insert((pod.namespace.clone(), c.clone()));
         }
@@ -148,6 +161,18 @@ fn soft_spreads(pod: &Pod) -> Vec<SoftSpread<'_>> {
         .collect()
 }
 
+/// Pods `matches` counts per domain of `key`, over every node (once per pod scored, not once per
+/// feasible node).
+fn per_domain<'n>(nodes: &'n [SimNode], key: &str, matches: &dyn Fn(&Pod) -> bool) -> BTreeMap<&'n str, usize> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for n in nodes {
+        if let Some(d) = n.labels.get(key) {
+            *counts.entry(d.as_str()).or_default() += n.pods.iter().filter(|q| matches(q)).count();
+        }
+    }
+    counts
+}
+
 /// The feasible node (index in `fs`) with the highest weighted score; ties to the first by name.
 fn best(fs: &FilterState, pod: &Pod, feasible: &[usize]) -> usize {
     let nodes = fs.nodes();
@@ -166,37 +191,26 @@ fn best(fs: &FilterState, pod: &Pod, feasible: &[usize]) -> usize {
         .collect();
     let node_pref: Vec<f64> = feasible.iter().map(|&k| node_affinity::preferred_score(&pod.preferred_node, &nodes[k].labels, Some(&nodes[k].name)) as f64).collect();
     let soft_taints: Vec<f64> = feasible.iter().map(|&k| nodes[k].taints.iter().filter(|t| t.effect == Effect::PreferNoSchedule && !taints::tolerated(&pod.tolerations, t)).count() as f64).collect();
-    let spreads = soft_spreads(pod);
+    let spreads: Vec<(String, BTreeMap<&str, usize>)> = soft_spreads(pod).into_iter().map(|s| (s.key.clone(), per_domain(nodes, &s.key, &s.matches))).collect();
     let spread_raw: Vec<f64> = feasible
         .iter()
         .map(|&k| {
             let mut total = 0.0;
-            for s in &spreads {
-                let Some(d) = nodes[k].labels.get(&s.key) else {
-                    // A node without the key is the worst place for a soft spread.
-                    total += 1e6;
-                    continue;
-                };
-                let c = nodes.iter().filter(|n| n.labels.get(&s.key) == Some(d)).flat_map(|n| n.pods.iter()).filter(|q| (s.matches)(q)).count();
-                total += c as f64;
+            for (key, counts) in &spreads {
+                // A node without the key is the worst place for a soft spread.
+                total += nodes[k].labels.get(key).map_or(1e6, |d| counts.get(d.as_str()).copied().unwrap_or(0) as f64);
             }
             total
         })
         .collect();
-    let pod_pref: Vec<f64> = feasible
-        .iter()
-        .map(|&k| {
-            let mut s = 0.0;
-            for (terms, sign) in [(&pod.preferred_affinity, 1.0), (&pod.preferred_anti_affinity, -1.0)] {
-                for wt in terms.iter() {
-                    let Some(d) = nodes[k].labels.get(&wt.term.key) else { continue };
-                    let c = nodes.iter().filter(|n| n.labels.get(&wt.term.key) == Some(d)).flat_map(|n| n.pods.iter()).filter(|q| interpod::term_matches(&wt.term, q)).count();
-                    s += sign * wt.weight as f64 * c as f64;
-                }
-            }
-            s
-        })
-        .collect();
+    let mut terms: Vec<(&str, f64, BTreeMap<&str, usize>)> = Vec::new();
+    for (list, sign) in [(&pod.preferred_affinity, 1.0), (&pod.preferred_anti_affinity, -1.0)] {
+        for wt in list.iter() {
+            terms.push((wt.term.key.as_str(), sign * wt.weight as f64, per_domain(nodes, &wt.term.key, &|q: &Pod| interpod::term_matches(&wt.term, q))));
+        }
+    }
+    let pod_pref: Vec<f64> =
+        feasible.iter().map(|&k| terms.iter().map(|(key, w, counts)| nodes[k].labels.get(*key).map_or(0.0, |d| w * counts.get(d.as_str()).copied().unwrap_or(0) as f64)).sum()).collect();
     let parts =
         [(1.0, normalise(&least_allocated, true)), (2.0, normalise(&node_pref, true)), (3.0, normalise(&soft_taints, false)), (2.0, normalise(&spread_raw, false)), (2.0, normalise(&pod_pref, true))];
     let total = |i: usize| parts.iter().map(|(w, v)| w * v[i]).sum::<f64>();
