@@ -242,19 +242,31 @@ fn limit_rows(m: &mut Model, input: &NodeSetInput) -> (Vec<(usize, Row)>, Vec<(F
         .collect();
     // PDB j: Σ_n m_{j,n} k_n ≥ Σ_n m_{j,n} − A_j.
     let mut pdb_rows = Vec::new();
-    for (j, (pods, most)) in input.pdbs.iter().enumerate() {
-        let mut per: FxHashMap<usize, f64> = FxHashMap::default();
-        for pod in pods {
-            if let Some(&Some(n)) = input.homes.get(pod.0 as usize) {
-                *per.entry(n).or_default() += 1.0;
-            }
-        }
-        let total: f64 = per.values().sum();
-        if total > *most as f64 {
-            pdb_rows.push((per, m.named(format!("pdb {j}"), total - *most as f64, INF)));
+    for (j, (per, (_, most))) in pdb_homes(input).into_iter().zip(input.pdbs).enumerate() {
+        let total: usize = per.values().sum();
+        if total > *most {
+            let per: FxHashMap<usize, f64> = per.into_iter().map(|(n, k)| (n, k as f64)).collect();
+            pdb_rows.push((per, m.named(format!("pdb {j}"), (total - most) as f64, INF)));
         }
     }
     (budget_rows, pdb_rows)
+}
+
+/// Per PodDisruptionBudget: how many of its pods each candidate node holds (`m_{j,n}`).
+fn pdb_homes(input: &NodeSetInput) -> Vec<FxHashMap<usize, usize>> {
+    input
+        .pdbs
+        .iter()
+        .map(|(pods, _)| {
+            let mut per: FxHashMap<usize, usize> = FxHashMap::default();
+            for pod in pods {
+                if let Some(&Some(n)) = input.homes.get(pod.0 as usize) {
+                    *per.entry(n).or_default() += 1;
+                }
+            }
+            per
+        })
+        .collect()
 }
 
 /// Where the displaced pods live and may go (module doc, sets and data).
@@ -445,19 +457,7 @@ fn drain(input: &NodeSetInput, lay: &Layout, req: &[Vec<i64>]) -> Drained {
     let mut budget_left: Vec<usize> = input.budgets.iter().map(|(_, most)| *most).collect();
     let budgets_of: Vec<Vec<usize>> = (0..nn).map(|n| input.budgets.iter().enumerate().filter(|(_, (members, _))| members.contains(&n)).map(|(b, _)| b).collect()).collect();
     let mut pdb_left: Vec<usize> = input.pdbs.iter().map(|(_, most)| *most).collect();
-    let pdb_counts: Vec<FxHashMap<usize, usize>> = input
-        .pdbs
-        .iter()
-        .map(|(pods, _)| {
-            let mut per: FxHashMap<usize, usize> = FxHashMap::default();
-            for pod in pods {
-                if let Some(&Some(n)) = input.homes.get(pod.0 as usize) {
-                    *per.entry(n).or_default() += 1;
-                }
-            }
-            per
-        })
-        .collect();
+    let pdb_counts = pdb_homes(input);
     let mut removed = vec![false; nn];
     let mut receiver = vec![false; nn];
     for n in 0..nn {
