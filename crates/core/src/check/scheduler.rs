@@ -149,7 +149,7 @@ fn soft_spreads(pod: &Pod) -> Vec<SoftSpread<'_>> {
         return match &pod.owner {
             Some(o) if matches!(o.kind.as_str(), "ReplicaSet" | "StatefulSet" | "ReplicationController") => [keys::HOSTNAME, keys::ZONE]
                 .into_iter()
-                .map(|k| SoftSpread { key: k.to_string(), matches: Box::new(move |q: &Pod| q.namespace == pod.namespace && q.owner.as_ref() == Some(o)) })
+                .map(|k| SoftSpread { key: k.to_string(), matches: Box::new(move |q: &Pod| q.owner.as_ref().is_some_and(|qo| qo.name == o.name && qo.kind == o.kind) && q.namespace == pod.namespace) })
                 .collect(),
             _ => Vec::new(),
         };
@@ -166,8 +166,12 @@ fn soft_spreads(pod: &Pod) -> Vec<SoftSpread<'_>> {
 fn per_domain<'n>(nodes: &'n [SimNode], key: &str, matches: &dyn Fn(&Pod) -> bool) -> BTreeMap<&'n str, usize> {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for n in nodes {
-        if let Some(d) = n.labels.get(key) {
-            *counts.entry(d.as_str()).or_default() += n.pods.iter().filter(|q| matches(q)).count();
+        // Most nodes hold no matching pod: their label is not looked up and the map stays small.
+        let c = n.pods.iter().filter(|q| matches(q)).count();
+        if c > 0
+            && let Some(d) = n.labels.get(key)
+        {
+            *counts.entry(d.as_str()).or_default() += c;
         }
     }
     counts
