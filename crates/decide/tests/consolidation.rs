@@ -116,6 +116,8 @@ fn consolidated(o: Outcome) -> Decision {
     let Outcome::Consolidate(d) = o else { panic!("expected a consolidation, got {o:?}") };
     let report = stowage_core::check::check(&d.planned_on, catalog(), &d.replacements.plan);
     assert!(report.valid(), "the checker rejects the displaced pods' placement: {:?}", report.violations);
+    let left = stowage_core::check::scheduler_leaves(&d.planned_on, catalog(), &d.replacements.plan);
+    assert!(left.is_empty(), "kube-scheduler's own order leaves displaced pods: {left:?}");
     let moved: usize = d.remove.iter().map(|r| r.pods.len()).sum();
     assert_eq!(d.replacements.plan.placements.len(), moved, "every displaced pod is placed");
     assert!(d.replacements.unschedulable.is_empty());
@@ -484,4 +486,38 @@ fn a_forced_replacement_moves_the_pods_whatever_it_saves() {
     let w = load(items);
     let input = Input { base: provision::Input { cluster: &w.cluster, objects: &w.objects, ..input.base }, settings: &settings };
     assert!(stowage_decide::consolidation::replace(&input, &mut p, "b").unwrap().is_none());
+}
+
+/// kube-scheduler's own order must bind every displaced pod, not just the plan's. `keep` (m5.xlarge,
+/// 3.92 cpu) holds a bare 2-cpu pod, so 1.92 cpu free and never a candidate; `c1` (m5.xlarge) holds
+/// web-a (1.5 cpu, first in the queue), `c2` (m5.2xlarge) web-b (3 cpu). Removing both with one new
+/// m5.xlarge saves the most: web-a on keep, web-b on the new node, a valid plan. But kube-scheduler
+/// sends web-a to the emptier new node first, and web-b then fits nowhere. So the decision removes one
+/// node only, and kube-scheduler's order binds its pods.
+#[test]
+fn a_set_kube_schedulers_own_order_cannot_bind_is_not_acted_on() {
+    let w = load(vec![
+        nodeclass(),
+        m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])),
+        node("keep", "m5.xlarge", "on-demand", json!({})),
+        node("c1", "m5.xlarge", "on-demand", json!({})),
+        node("c2", "m5.2xlarge", "on-demand", json!({})),
+        pod("web-a", "c1", "1500m", true, json!({})),
+        pod("web-b", "c2", "3", true, json!({})),
+        pod("pinned", "keep", "2", false, json!({})),
+    ]);
+    // The plan for both nodes gone is valid, and kube-scheduler leaves web-b of it.
+    let both = displaced_cluster(&w.cluster, &["c1".to_string(), "c2".to_string()].into_iter().collect());
+    let input = provision::Input { cluster: &both, objects: &w.objects, catalog: catalog(), weights: &Weights::default(), max_instance_types: 20, batch: "b" };
+    let plan = provision::decide(&input, &mut greedy()).unwrap();
+    assert!(plan.unschedulable.is_empty());
+    assert_eq!(plan.claims.iter().map(|c| c.instance_type.as_str()).collect::<Vec<_>>(), ["m5.xlarge"]);
+    assert!(stowage_core::check::check(&both, catalog(), &plan.plan).valid());
+    let left = stowage_core::check::scheduler_leaves(&both, catalog(), &plan.plan);
+    assert_eq!(left.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["default/web-b"], "{left:?}");
+    // So each planner's decision removes one node, a set kube-scheduler binds.
+    for planner in [greedy(), Planner { solver: Solver::Milp, ..Planner::default() }] {
+        let d = consolidated(decide_with(&w, &Settings::default(), planner, 0));
+        assert_eq!(d.remove.len(), 1, "{:?}", removed(&d));
+    }
 }
