@@ -116,10 +116,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod as PodObj;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::balanced::{self, PoolTotals, Score};
-use super::disruption::{Moment, allowed_disruptions, annotated, is_mirror, pool_policy, reason_budgets, workload_on};
+use super::disruption::{Moment, allowed_disruptions, annotated, is_mirror, pool_policy, reason_budgets, workload_by_node};
 use super::provision::{self, Planner, PodRef, ProvisionError};
 use stowage_core::domain::catalog::{Catalog, SPOT};
 use stowage_core::domain::labels::keys;
@@ -358,8 +359,9 @@ impl<T: Moment> Consolidation<T> {
     /// Records each managed node's workload pods at `now` (restarting a node's timer when they change).
     pub fn observe(&mut self, cluster: &Cluster, now: T) {
         let mut seen = BTreeMap::new();
+        let by_node = workload_by_node(cluster);
         for n in cluster.nodes.iter().filter(|n| n.nodepool.is_some() && !n.in_flight) {
-            let mut uids: Vec<&str> = workload_on(cluster, &n.name).map(|(_, p)| p.uid.as_str()).collect();
+            let mut uids: Vec<&str> = by_node.get(n.name.as_str()).into_iter().flatten().map(|&i| cluster.pods[i].uid.as_str()).collect();
             uids.sort();
             let h = stable_hash(&uids);
             let since = match self.since.get(&n.name) {
@@ -519,18 +521,30 @@ pub fn underutilized_budgets(pool: Option<&NodePoolObj>, now: Option<i64>) -> Ve
 fn candidates(input: &Input, due: &BTreeSet<String>, recency: &BTreeMap<usize, f64>) -> Vec<Cand> {
     let (cluster, objects) = (input.base.cluster, input.base.objects);
     let pods = pod_objects(objects);
+    let by_node = workload_by_node(cluster);
+    // Nodes and NodeClaims by node name, the first of each name (as a search in listing order finds).
+    let mut node_objs: BTreeMap<&str, &ObjectMeta> = BTreeMap::new();
+    for o in &objects.nodes {
+        if let Some(name) = o.obj.metadata.name.as_deref() {
+            node_objs.entry(name).or_insert(&o.obj.metadata);
+        }
+    }
+    let mut claims: BTreeMap<&str, &ObjectMeta> = BTreeMap::new();
+    for o in &objects.nodeclaims {
+        if let Some(name) = o.obj.status.as_ref().and_then(|s| s.node_name.as_deref()) {
+            claims.entry(name).or_insert(&o.obj.metadata);
+        }
+    }
     let mut out = Vec::new();
     for (ni, n) in cluster.nodes.iter().enumerate() {
         if !due.contains(&n.name) || n.deleting || n.in_flight || n.unschedulable {
             continue;
         }
         let Some(pool) = n.nodepool.clone() else { continue };
-        let node_obj = objects.nodes.iter().map(|o| &o.obj).find(|o| o.metadata.name.as_deref() == Some(n.name.as_str()));
-        let claim = objects.nodeclaims.iter().map(|o| &o.obj).find(|c| c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(n.name.as_str()));
-        if node_obj.is_some_and(|o| annotated(&o.metadata)) || claim.is_some_and(|c| annotated(&c.metadata)) {
+        if node_objs.get(n.name.as_str()).is_some_and(|m| annotated(m)) || claims.get(n.name.as_str()).is_some_and(|m| annotated(m)) {
             continue;
         }
-        let on: Vec<(usize, &Pod)> = workload_on(cluster, &n.name).collect();
+        let on: Vec<(usize, &Pod)> = by_node.get(n.name.as_str()).into_iter().flatten().map(|&i| (i, &cluster.pods[i])).collect();
         if on.is_empty() {
             // Empty nodes are the emptiness decision's (crate::disruption).
             continue;
@@ -569,12 +583,14 @@ fn balanced_totals(input: &Input) -> BTreeMap<String, PoolTotals> {
     let (cluster, objects) = (input.base.cluster, input.base.objects);
     let pods = pod_objects(objects);
     let mut out: BTreeMap<String, PoolTotals> = cluster.nodepools.iter().filter(|p| p.consolidation == ConsolidationPolicy::Balanced).map(|p| (p.name.clone(), PoolTotals::default())).collect();
+    let by_node = workload_by_node(cluster);
     for n in &cluster.nodes {
         let Some(t) = n.nodepool.as_ref().and_then(|p| out.get_mut(p)) else { continue };
         if let Some((price, _)) = node_price(input.base.catalog, n) {
             t.cost += price;
         }
-        t.disruption += balanced::node_disruption(workload_on(cluster, &n.name).map(|(_, p)| eviction_cost(p, pods.get(&(p.namespace.clone(), p.name.clone())).copied())));
+        let on = by_node.get(n.name.as_str()).into_iter().flatten().map(|&i| &cluster.pods[i]);
+        t.disruption += balanced::node_disruption(on.map(|p| eviction_cost(p, pods.get(&(p.namespace.clone(), p.name.clone())).copied())));
     }
     out
 }
@@ -601,15 +617,19 @@ pub(crate) fn lower_bound_of(cluster: &Cluster, catalog: &Catalog, weights: &Wei
             }
         }
     };
-    for (ni, n) in cluster.nodes.iter().enumerate() {
-        let mut used = Resources::default();
-        for p in cluster.pods.iter().filter(|p| p.node_name.as_deref() == Some(n.name.as_str()) && !p.is_terminal()) {
-            used.add(&p.requests);
+    let mut used_on: BTreeMap<&str, Resources> = BTreeMap::new();
+    for p in cluster.pods.iter().filter(|p| !p.is_terminal()) {
+        if let Some(n) = p.node_name.as_deref() {
+            used_on.entry(n).or_default().add(&p.requests);
         }
+    }
+    let by_node = workload_by_node(cluster);
+    for (ni, n) in cluster.nodes.iter().enumerate() {
+        let used = used_on.get(n.name.as_str()).cloned().unwrap_or_default();
         let cost = node_price(catalog, n).map(|(p, ct)| node_cost(weights, p, &ct)).unwrap_or(0.0);
         if removable.contains(&ni) {
-            for (_, p) in workload_on(cluster, &n.name) {
-                demand.add(&p.requests);
+            for &i in by_node.get(n.name.as_str()).into_iter().flatten() {
+                demand.add(&cluster.pods[i].requests);
             }
             offer(&n.allocatable, cost);
         } else {

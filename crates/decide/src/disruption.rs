@@ -234,6 +234,21 @@ pub(crate) fn workload_on<'c>(cluster: &'c Cluster, node: &'c str) -> impl Itera
     cluster.pods.iter().enumerate().filter(move |(_, p)| p.node_name.as_deref() == Some(node) && !p.is_daemon() && !p.is_terminal() && !is_mirror(p))
 }
 
+/// [`workload_on`] for every node in one pass over the pods: node name → workload pod indices.
+pub(crate) fn workload_by_node(cluster: &Cluster) -> BTreeMap<&str, Vec<usize>> {
+    let mut out: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, p) in cluster.pods.iter().enumerate() {
+        if let Some(n) = p.node_name.as_deref()
+            && !p.is_daemon()
+            && !p.is_terminal()
+            && !is_mirror(p)
+        {
+            out.entry(n).or_default().push(i);
+        }
+    }
+    out
+}
+
 pub(crate) fn is_mirror(p: &Pod) -> bool {
     p.owner.as_ref().is_some_and(|o| o.kind == "Node")
 }
