@@ -27,7 +27,8 @@
 //! works; kube-scheduler scores nodes instead (LeastAllocated sends pods to the emptiest node, often
 //! the replacement) and can fill the room a later pod needed. Without that second test a three-hour
 //! day ran a cycle of two-nodes-into-one replacements every few minutes, each leaving one pod pending
-//! and a new node launched for it.
+//! and a new node launched for it. A forced replacement ([`replace`], drift) skips it: that node goes
+//! whatever kube-scheduler does, and a pod it leaves is provisioned by the next batch.
 //!
 //! **Objective.** For a feasible S: `saving(S) = Σ cost(removed) − Σ cost(replacements)` ($/h, each
 //! node's cost is the weights' `node_cost` of its offering's price), and, with the weights'
@@ -848,8 +849,10 @@ impl<'i> Search<'i, '_, '_> {
         if !replacements.unschedulable.is_empty() {
             return Ok(None);
         }
-        // The plan shows one bind order that works; kube-scheduler takes its own (module doc).
-        if !stowage_core::check::scheduler_leaves(&planned_on, self.input.base.catalog, &replacements.plan).is_empty() {
+        // The plan shows one bind order that works; kube-scheduler takes its own (module doc). A forced
+        // replacement (drift) goes ahead anyway: the node must go, and a pod kube-scheduler leaves
+        // waits for the next provisioning batch, as under Karpenter.
+        if !self.forced && !stowage_core::check::scheduler_leaves(&planned_on, self.input.base.catalog, &replacements.plan).is_empty() {
             return Ok(None);
         }
         if !self.forced && !self.spot_rules_hold(set, &replacements) {

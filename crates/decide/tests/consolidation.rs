@@ -521,3 +521,28 @@ fn a_set_kube_schedulers_own_order_cannot_bind_is_not_acted_on() {
         assert_eq!(d.remove.len(), 1, "{:?}", removed(&d));
     }
 }
+
+/// A forced replacement (drift) goes ahead even when kube-scheduler's own order would leave a displaced
+/// pod (it waits for the next batch, as under Karpenter): node `x` (m5.2xlarge) holds web-a (1.5 cpu,
+/// first in the queue) and web-b (3 cpu); `keep` has 1.92 cpu free. The plan puts web-a on keep and
+/// web-b on a new m5.xlarge; kube-scheduler would send web-a to the new node and leave web-b.
+#[test]
+fn a_forced_replacement_is_not_held_back_by_kube_schedulers_order() {
+    let w = load(vec![
+        nodeclass(),
+        m5_pool("WhenEmpty", "0s", json!([])),
+        node("keep", "m5.xlarge", "on-demand", json!({})),
+        node("x", "m5.2xlarge", "on-demand", json!({})),
+        pod("web-a", "x", "1500m", true, json!({})),
+        pod("web-b", "x", "3", true, json!({})),
+        pod("pinned", "keep", "2", false, json!({})),
+    ]);
+    let (weights, settings) = (Weights::default(), Settings::default());
+    let input = Input { base: provision::Input { cluster: &w.cluster, objects: &w.objects, catalog: catalog(), weights: &weights, max_instance_types: 20, batch: "drift-1" }, settings: &settings };
+    let d = stowage_decide::consolidation::replace(&input, &mut greedy(), "x").unwrap().expect("x is replaced");
+    assert_eq!(removed(&d), vec!["x"]);
+    assert!(stowage_core::check::check(&d.planned_on, catalog(), &d.replacements.plan).valid());
+    assert_eq!(d.replacements.claims.iter().map(|c| c.instance_type.as_str()).collect::<Vec<_>>(), ["m5.xlarge"]);
+    let left = stowage_core::check::scheduler_leaves(&d.planned_on, catalog(), &d.replacements.plan);
+    assert_eq!(left.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["default/web-b"], "{left:?}");
+}
