@@ -44,6 +44,7 @@ use crate::domain::Cluster;
 use crate::domain::catalog::{Catalog, InstanceType, Offering};
 use crate::domain::labels::{Labels, keys};
 use crate::domain::nodepool::NodePool;
+use crate::domain::pod::PodId;
 use crate::domain::resources::Resources;
 use crate::domain::taints::{Effect, Taint};
 use crate::plan::{NewNode, Plan};
@@ -201,18 +202,38 @@ pub fn check_with_budget(cluster: &Cluster, catalog: &Catalog, plan: &Plan, orde
 }
 
 /// The pending pods of `cluster` that kube-scheduler leaves without a node when every new node of
-/// `plan` is up at once (DaemonSet pods seated) and the pods arrive together: [`scheduler`]'s queue
-/// order and score, which never read the plan's placements. A plan that passes [`check`] shows one
-/// bind order that works; this is the order kube-scheduler takes, which can fill the room a later pod
-/// needed. Consolidation's replacements are in exactly this situation (all Ready before any node
-/// drains), so a decision stands only if this is empty. Pod keys with kube-scheduler's message.
+/// `plan` is up at once (DaemonSet pods seated) and the pods arrive together: [`scheduler`]'s Filter
+/// model and score, which never read the plan's placements. A plan that passes [`check`] shows one
+/// bind order that works; kube-scheduler takes its own, which can fill the room a later pod needed.
+/// Pods that arrive together (a ReplicaSet recreates the evicted ones at the same instant) come in an
+/// order nobody controls within a priority, so two orders are tried: the queue's as the cluster has
+/// it, and smallest first within each priority (what LeastAllocated packs worst: small pods take the
+/// empty node a big one needed). Consolidation's replacements are in exactly this situation (all Ready
+/// before any node drains), so a decision stands only if this is empty. Pod keys with
+/// kube-scheduler's message, from the first order that leaves any.
 pub fn scheduler_leaves(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Vec<(String, String)> {
+    let queue = scheduler::queue(cluster);
+    let mut small_first = queue.clone();
+    small_first.sort_by_key(|&id| {
+        let p = cluster.pod(id);
+        (std::cmp::Reverse(p.priority), p.requests.cpu_m, p.requests.memory)
+    });
+    for order in [queue, small_first] {
+        let left = scheduler_leaves_in(cluster, catalog, plan, order);
+        if !left.is_empty() {
+            return left;
+        }
+    }
+    Vec::new()
+}
+
+/// [`scheduler_leaves`] for one arrival order.
+fn scheduler_leaves_in(cluster: &Cluster, catalog: &Catalog, plan: &Plan, mut todo: Vec<PodId>) -> Vec<(String, String)> {
     let mut ignored = Vec::new();
     let (sims, _) = new_nodes(cluster, catalog, plan, &mut ignored);
     let mut fs = replay_state(cluster, sims);
     // kube-scheduler knows no minValues; its hostname rule is the exact one (the default).
     fs.set_min_values_policy(MinValuesPolicy::BestEffort);
-    let mut todo = scheduler::queue(cluster);
     let mut left: Vec<(String, String)> = Vec::new();
     loop {
         let pass = scheduler::pass_on(cluster, &mut fs, &todo);
