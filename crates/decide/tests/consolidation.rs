@@ -490,35 +490,40 @@ fn a_forced_replacement_moves_the_pods_whatever_it_saves() {
 
 /// kube-scheduler's own order must bind every displaced pod, not just the plan's. `keep` (m5.xlarge,
 /// 3.92 cpu) holds a bare 2-cpu pod, so 1.92 cpu free and never a candidate; `c1` (m5.xlarge) holds
-/// web-a (1.5 cpu, first in the queue), `c2` (m5.2xlarge) web-b (3 cpu). Removing both with one new
-/// m5.xlarge saves the most: web-a on keep, web-b on the new node, a valid plan. But kube-scheduler
-/// sends web-a to the emptier new node first, and web-b then fits nowhere. So the decision removes one
-/// node only, and kube-scheduler's order binds its pods.
+/// web-a, `c2` (m5.2xlarge) web-b, one of 1.5 and one of 3 cpu. Removing both with one new m5.xlarge
+/// saves the most: the small pod on keep, the big one on the new node, a valid plan. But when the
+/// small pod comes first, kube-scheduler sends it to the emptier new node, and the big one then fits
+/// nowhere. Listed small first, the queue's order shows it; listed big first, the queue's order binds
+/// both, but recreated pods may arrive smallest first, which `scheduler_leaves` tries when the plan
+/// launches nodes. Either way the decision removes one node only, and kube-scheduler's order binds it.
 #[test]
 fn a_set_kube_schedulers_own_order_cannot_bind_is_not_acted_on() {
-    let w = load(vec![
-        nodeclass(),
-        m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])),
-        node("keep", "m5.xlarge", "on-demand", json!({})),
-        node("c1", "m5.xlarge", "on-demand", json!({})),
-        node("c2", "m5.2xlarge", "on-demand", json!({})),
-        pod("web-a", "c1", "1500m", true, json!({})),
-        pod("web-b", "c2", "3", true, json!({})),
-        pod("pinned", "keep", "2", false, json!({})),
-    ]);
-    // The plan for both nodes gone is valid, and kube-scheduler leaves web-b of it.
-    let both = displaced_cluster(&w.cluster, &["c1".to_string(), "c2".to_string()].into_iter().collect());
-    let input = provision::Input { cluster: &both, objects: &w.objects, catalog: catalog(), weights: &Weights::default(), max_instance_types: 20, batch: "b" };
-    let plan = provision::decide(&input, &mut greedy()).unwrap();
-    assert!(plan.unschedulable.is_empty());
-    assert_eq!(plan.claims.iter().map(|c| c.instance_type.as_str()).collect::<Vec<_>>(), ["m5.xlarge"]);
-    assert!(stowage_core::check::check(&both, catalog(), &plan.plan).valid());
-    let left = stowage_core::check::scheduler_leaves(&both, catalog(), &plan.plan);
-    assert_eq!(left.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["default/web-b"], "{left:?}");
-    // So each planner's decision removes one node, a set kube-scheduler binds.
-    for planner in [greedy(), Planner { solver: Solver::Milp, ..Planner::default() }] {
-        let d = consolidated(decide_with(&w, &Settings::default(), planner, 0));
-        assert_eq!(d.remove.len(), 1, "{:?}", removed(&d));
+    for (small_first, a_cpu, b_cpu) in [(true, "1500m", "3"), (false, "3", "1500m")] {
+        let big = if small_first { "default/web-b" } else { "default/web-a" };
+        let w = load(vec![
+            nodeclass(),
+            m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}])),
+            node("keep", "m5.xlarge", "on-demand", json!({})),
+            node("c1", "m5.xlarge", "on-demand", json!({})),
+            node("c2", "m5.2xlarge", "on-demand", json!({})),
+            pod("web-a", "c1", a_cpu, true, json!({})),
+            pod("web-b", "c2", b_cpu, true, json!({})),
+            pod("pinned", "keep", "2", false, json!({})),
+        ]);
+        // The plan for both nodes gone is valid, and kube-scheduler leaves the big pod of it.
+        let both = displaced_cluster(&w.cluster, &["c1".to_string(), "c2".to_string()].into_iter().collect());
+        let input = provision::Input { cluster: &both, objects: &w.objects, catalog: catalog(), weights: &Weights::default(), max_instance_types: 20, batch: "b" };
+        let plan = provision::decide(&input, &mut greedy()).unwrap();
+        assert!(plan.unschedulable.is_empty());
+        assert_eq!(plan.claims.iter().map(|c| c.instance_type.as_str()).collect::<Vec<_>>(), ["m5.xlarge"]);
+        assert!(stowage_core::check::check(&both, catalog(), &plan.plan).valid());
+        let left = stowage_core::check::scheduler_leaves(&both, catalog(), &plan.plan);
+        assert_eq!(left.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), [big], "small first {small_first}: {left:?}");
+        // So each planner's decision removes one node, a set kube-scheduler binds.
+        for planner in [greedy(), Planner { solver: Solver::Milp, ..Planner::default() }] {
+            let d = consolidated(decide_with(&w, &Settings::default(), planner, 0));
+            assert_eq!(d.remove.len(), 1, "small first {small_first}: {:?}", removed(&d));
+        }
     }
 }
 
