@@ -231,7 +231,12 @@ pub(crate) fn annotated(md: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Obj
 
 /// Workload pods bound to a node: not DaemonSet, not terminal, not mirror pods.
 pub(crate) fn workload_on<'c>(cluster: &'c Cluster, node: &'c str) -> impl Iterator<Item = (usize, &'c Pod)> + 'c {
-    cluster.pods.iter().enumerate().filter(move |(_, p)| p.node_name.as_deref() == Some(node) && !p.is_daemon() && !p.is_terminal() && !is_mirror(p))
+    cluster.pods.iter().enumerate().filter(move |(_, p)| p.node_name.as_deref() == Some(node) && is_workload(p))
+}
+
+/// A pod consolidation and emptiness count on its node: not a DaemonSet's, not terminal, not a mirror pod.
+fn is_workload(p: &Pod) -> bool {
+    !p.is_daemon() && !p.is_terminal() && !is_mirror(p)
 }
 
 /// [`workload_on`] for every node in one pass over the pods: node name → workload pod indices.
@@ -239,9 +244,7 @@ pub(crate) fn workload_by_node(cluster: &Cluster) -> BTreeMap<&str, Vec<usize>> 
     let mut out: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, p) in cluster.pods.iter().enumerate() {
         if let Some(n) = p.node_name.as_deref()
-            && !p.is_daemon()
-            && !p.is_terminal()
-            && !is_mirror(p)
+            && is_workload(p)
         {
             out.entry(n).or_default().push(i);
         }

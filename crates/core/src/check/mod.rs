@@ -226,8 +226,10 @@ pub fn scheduler_leaves(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Ve
         });
         orders.push(small_first);
     }
+    let mut ignored = Vec::new();
+    let (sims, _) = new_nodes(cluster, catalog, plan, &mut ignored);
     for order in orders {
-        let left = scheduler_leaves_in(cluster, catalog, plan, order);
+        let left = scheduler_leaves_in(cluster, sims.clone(), order);
         if !left.is_empty() {
             return left;
         }
@@ -235,10 +237,8 @@ pub fn scheduler_leaves(cluster: &Cluster, catalog: &Catalog, plan: &Plan) -> Ve
     Vec::new()
 }
 
-/// [`scheduler_leaves`] for one arrival order.
-fn scheduler_leaves_in(cluster: &Cluster, catalog: &Catalog, plan: &Plan, mut todo: Vec<PodId>) -> Vec<(String, String)> {
-    let mut ignored = Vec::new();
-    let (sims, _) = new_nodes(cluster, catalog, plan, &mut ignored);
+/// [`scheduler_leaves`] for one arrival order, with the plan's new nodes as `sims`.
+fn scheduler_leaves_in<'a>(cluster: &'a Cluster, sims: Vec<SimNode<'a>>, mut todo: Vec<PodId>) -> Vec<(String, String)> {
     let mut fs = replay_state(cluster, sims);
     // kube-scheduler knows no minValues; its hostname rule is the exact one (the default).
     fs.set_min_values_policy(MinValuesPolicy::BestEffort);

@@ -30,7 +30,7 @@ use crate::domain::Cluster;
 use crate::domain::labels::keys;
 use crate::domain::pod::{Pod, PodId, WhenUnsatisfiable};
 use crate::domain::taints::Effect;
-use crate::semantics::filter::{FilterState, SimNode};
+use crate::semantics::filter::{FilterState, SimNode, bound_nodes};
 use crate::semantics::{Reject, interpod, node_affinity, selectors, summarize, taints};
 
 /// What one pass over the queue decided.
@@ -58,24 +58,7 @@ pub fn queue(cluster: &Cluster) -> Vec<PodId> {
 pub fn pass(cluster: &Cluster) -> Pass {
     // kube-scheduler sees registered nodes only; NodeClaims in flight are Karpenter's business.
     let usable: Vec<usize> = (0..cluster.nodes.len()).filter(|&i| !cluster.nodes[i].in_flight).collect();
-    let at: BTreeMap<&str, usize> = usable.iter().enumerate().map(|(k, &i)| (cluster.nodes[i].name.as_str(), k)).collect();
-    let mut sims: Vec<SimNode> = usable
-        .iter()
-        .map(|&i| {
-            let n = &cluster.nodes[i];
-            let mut s = SimNode::new(n.name.clone(), n.labels.clone(), n.taints.clone(), n.allocatable.clone());
-            s.unschedulable = n.unschedulable;
-            s.attach_limits = n.attach_limits.clone();
-            s
-        })
-        .collect();
-    for p in &cluster.pods {
-        if let Some(&k) = p.node_name.as_deref().and_then(|n| at.get(n))
-            && !p.is_terminal()
-        {
-            sims[k].seat(p);
-        }
-    }
+    let sims: Vec<SimNode> = bound_nodes(cluster).into_iter().zip(&cluster.nodes).filter(|(_, n)| !n.in_flight).map(|(s, _)| s).collect();
     let mut fs = FilterState::new(sims);
     let mut out = pass_on(cluster, &mut fs, &queue(cluster));
     for b in &mut out.bound {
