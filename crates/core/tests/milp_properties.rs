@@ -148,3 +148,31 @@ fn the_size_class_bound_sees_whole_nodes() {
     let volume = 0.36 * 7.0 / 7.9;
     assert!(b > volume + 0.04, "{b} is no better than the volume bound {volume}");
 }
+
+/// Three 100m pods under weights that charge $10/h per new node: one t.small holds them, so the optimum
+/// is 10 + 0.10 (on-demand, the default pool). The aggregated relaxation's LP pays only the fraction of
+/// a node the pods fill (about 10 × 0.3 / 7.9 on a t.large); its integer program pays for a whole node
+/// and proves the optimum.
+#[test]
+fn the_aggregated_integer_program_pays_for_whole_nodes() {
+    use std::time::Duration;
+    use stowage_core::solve::milp::{Options, aggregated_integer, master::Master};
+    use stowage_core::solve::problem::Problem;
+
+    let mut text = format!("{NODECLASS}{}", default_pool());
+    for i in 0..3 {
+        text.push_str(&pod(&format!("p{i}"), "", "100m", ""));
+    }
+    let w = stowage_input::load_texts([(Path::new("three.yaml"), text.as_str())]).expect("loads");
+    let weights = Weights { per_node: 10.0, ..Weights::default() };
+    let p = Problem::new(&w.cluster, small_catalog(), &weights).expect("builds");
+    let ib = aggregated_integer(&Master::aggregate(&p), Duration::from_secs(30), 0.0, Options { threads: 1, seed: 0 }).expect("solves");
+    assert!(ib.broken.is_none(), "{:?}", ib.broken);
+    let b = ib.bound.expect("a bound");
+    assert!((b - 10.10).abs() < 1e-4, "aggregated integer bound {b}, optimum 10.10");
+
+    let plan = plan_cluster(&w.cluster, small_catalog(), &weights, Solver::Milp).expect("plans");
+    assert!(check::check(&w.cluster, small_catalog(), &plan).valid());
+    let (obj, lb) = (plan.solver.objective.expect("an objective"), plan.solver.lower_bound.expect("a bound"));
+    assert!((obj - 10.10).abs() < 1e-4 && lb >= obj - 1e-4, "objective {obj}, bound {lb}");
+}
