@@ -632,10 +632,19 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
     nodepool::report(ctx, &snapshot.excluded).await;
     nodepool::report_unsupported(ctx).await;
     ctx.metrics.nodepools(&snapshot.cluster);
-    let pending = snapshot.cluster.pending().len();
+    let pending_ids = snapshot.cluster.pending();
+    let pending = pending_ids.len();
     if pending == 0 {
         ctx.metrics.pods(0, 0, 0);
         return Ok(());
+    }
+    // The batch looks at every pending pod. A pod that came with the first list has no watch event of
+    // its own, and its first look waited for the metrics task's next refresh: a batch that decided
+    // before it found no look and never observed the decision's duration. Earlier looks win.
+    let looked = ctx.clock.now();
+    for &id in &pending_ids {
+        let pod = snapshot.cluster.pod(id);
+        ctx.metrics.pods_nodes().ack(&pod.namespace, &pod.name, looked);
     }
     let n = ctx.batches.fetch_add(1, Ordering::Relaxed) + 1;
     let batch_id = format!("{}-{}-{n}", ctx.config.identity, Timestamp::now().as_millisecond());
