@@ -611,6 +611,17 @@ enum BatchError {
     Join(tokio::task::JoinError),
 }
 
+/// The batch looks at every pending pod it plans. A pod that came with the first list has no watch
+/// event of its own, and its first look waited for the metrics task's next refresh: a batch that
+/// decided before it found no look and never observed the decision's duration. Earlier looks win.
+fn look_at_pending<P: CloudProvider + 'static>(ctx: &Ctx<P>, cluster: &stowage_core::domain::cluster::Cluster, pending: &[stowage_core::domain::pod::PodId]) {
+    let looked = ctx.clock.now();
+    for &id in pending {
+        let pod = cluster.pod(id);
+        ctx.metrics.pods_nodes().ack(&pod.namespace, &pod.name, looked);
+    }
+}
+
 async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usize) -> Result<(), BatchError> {
     // The cloud needs every NodeClass resolved before it can size the catalog's zones and launch.
     nodeclass::reconcile_all(ctx).await;
@@ -638,14 +649,7 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
         ctx.metrics.pods(0, 0, 0);
         return Ok(());
     }
-    // The batch looks at every pending pod. A pod that came with the first list has no watch event of
-    // its own, and its first look waited for the metrics task's next refresh: a batch that decided
-    // before it found no look and never observed the decision's duration. Earlier looks win.
-    let looked = ctx.clock.now();
-    for &id in &pending_ids {
-        let pod = snapshot.cluster.pod(id);
-        ctx.metrics.pods_nodes().ack(&pod.namespace, &pod.name, looked);
-    }
+    look_at_pending(ctx, &snapshot.cluster, &pending_ids);
     let n = ctx.batches.fetch_add(1, Ordering::Relaxed) + 1;
     let batch_id = format!("{}-{}-{n}", ctx.config.identity, Timestamp::now().as_millisecond());
     let (settings, weights) = (ctx.config.planner.clone(), ctx.config.weights.clone());
