@@ -379,7 +379,8 @@ pub struct IntegerBound {
     /// answer broke the model.
     pub bound: Option<f64>,
     pub status: MipStatus,
-    /// The row or bound HiGHS's answer broke, if it did (the bound is then void).
+    /// The row or bound HiGHS's answer broke, or how its reported objective disagrees with its
+    /// solution's, if it did (the bound is then void).
     pub broken: Option<String>,
 }
 
@@ -388,11 +389,13 @@ pub struct IntegerBound {
 /// plan is one of its points, so HiGHS's dual bound, even at its time limit, bounds every plan. The LP
 /// value spreads a node's fixed cost (the NodePool-weight term, `perNode`) over fractions of nodes:
 /// forty pods that a spread needs in a domain only one NodePool offers cost a fraction of that pool's
-/// per-node term in the LP and a whole node here. A solution that breaks a row of the model voids the
-/// bound, as in the integer program.
+/// per-node term in the LP and a whole node here. A solution that breaks a row of the model, or whose
+/// objective is not the one HiGHS reports, voids the bound, as in the integer program.
 pub fn aggregated_integer(agg: &Master, time: Duration, gap: f64, opts: Options) -> Result<IntegerBound, SolveError> {
-    let sol = highs_lp::solve_model_mip(&agg.model, "aggregated integer program", opts, time, gap, None, true)?;
-    let broken = if sol.has_solution { agg.violation(&sol.columns) } else { None };
+    let mut sol = highs_lp::solve_model_mip(&agg.model, "aggregated integer program", opts, time, gap, None, true)?;
+    // HiGHS's presolve has had bugs that cut off feasible points (its reported objective then disagrees
+    // with its own solution's): a bound from such a run could claim a proof that does not hold.
+    let broken = if sol.has_solution { check_answer(agg, &mut sol) } else { None };
     let bound = sol.dual_bound.filter(|b| b.is_finite() && broken.is_none());
     Ok(IntegerBound { bound, status: sol.status, broken })
 }
@@ -407,7 +410,7 @@ fn aggregated_integer_bound(agg: &Master, deadline: Instant, gap: f64, opts: Opt
             log.raise_bound(b);
             log.note.push_str(&format!("aggregated integer bound {b:.4} ({:?}); ", ib.status));
         }
-        (None, Some(why)) => log.note.push_str(&format!("the aggregated integer program's answer breaks the model ({why}), no bound from it; ")),
+        (None, Some(why)) => log.note.push_str(&format!("the aggregated integer program's answer does not hold ({why}), no bound from it; ")),
         (None, None) => log.note.push_str(&format!("aggregated integer program ended {:?} without a bound; ", ib.status)),
     }
     log.phase("aggregated-integer-bound", t);
