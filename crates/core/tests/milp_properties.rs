@@ -17,7 +17,7 @@ use stowage_core::check;
 use stowage_core::solve::{Solver, plan_cluster};
 use stowage_core::weights::Weights;
 
-use common::{NODECLASS, default_pool, pod, pool, small_catalog};
+use common::{NODECLASS, default_pool, pod, pods, pool, small_catalog};
 
 const TYPES: [&str; 3] = ["t.small", "t.medium", "t.large"];
 const ZONES: [&str; 2] = ["zone-a", "zone-b"];
@@ -123,6 +123,12 @@ proptest! {
     }
 }
 
+/// `n` pods of `cpu` alike on the default pool, loaded.
+fn alike_pods(n: usize, cpu: &str) -> stowage_input::Workload {
+    let text = format!("{NODECLASS}{}{}", default_pool(), pods(n, "p", "", cpu, ""));
+    stowage_input::load_texts([(Path::new("alike.yaml"), text.as_str())]).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
 /// Seven 1000m pods: a t.large (7.9 cpu allocatable, 0.36 $/h) holds all seven, which is optimal. The
 /// aggregated relaxation pools capacity and proves only 7/7.9 of that; the size-class bound keeps nodes
 /// whole and proves 0.36.
@@ -132,11 +138,7 @@ fn the_size_class_bound_sees_whole_nodes() {
     use stowage_core::solve::milp::{Options, bound, families};
     use stowage_core::solve::{greedy, problem::Problem};
 
-    let mut text = format!("{NODECLASS}{}", default_pool());
-    for i in 0..7 {
-        text.push_str(&pod(&format!("p{i}"), "", "1000m", ""));
-    }
-    let w = stowage_input::load_texts([(Path::new("seven.yaml"), text.as_str())]).expect("loads");
+    let w = alike_pods(7, "1000m");
     let weights = Weights::default();
     let p = Problem::new(&w.cluster, small_catalog(), &weights).expect("builds");
     let (s, fams) = families::build(&p);
@@ -159,11 +161,7 @@ fn the_aggregated_integer_program_pays_for_whole_nodes() {
     use stowage_core::solve::milp::{Options, aggregated_integer, master::Master};
     use stowage_core::solve::problem::Problem;
 
-    let mut text = format!("{NODECLASS}{}", default_pool());
-    for i in 0..3 {
-        text.push_str(&pod(&format!("p{i}"), "", "100m", ""));
-    }
-    let w = stowage_input::load_texts([(Path::new("three.yaml"), text.as_str())]).expect("loads");
+    let w = alike_pods(3, "100m");
     let weights = Weights { per_node: 10.0, ..Weights::default() };
     let p = Problem::new(&w.cluster, small_catalog(), &weights).expect("builds");
     let ib = aggregated_integer(&Master::aggregate(&p), Duration::from_secs(30), 0.0, Options { threads: 1, seed: 0 }).expect("solves");
