@@ -318,6 +318,13 @@ fn print_yaml<T: serde::Serialize>(v: &T) -> Result<(), String> {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    #[cfg(feature = "controller")]
+    let logs_itself = matches!(cli.command, Command::Controller(_));
+    #[cfg(not(feature = "controller"))]
+    let logs_itself = false;
+    if !logs_itself {
+        diagnostics_on_request();
+    }
     match cli.command {
         Command::Plan { workload, catalog, weights, solve, preference_policy, limits, strict, all_unbound, output } => {
             done(plan(&workload, &catalog, &weights, preference_policy, &solve, &limits, Batch { strict, all_unbound }, output))
@@ -340,6 +347,16 @@ pub fn main() -> ExitCode {
         Command::Crds { output } => done(crds(output)),
         Command::Catalog { command: CatalogCommand::Generate { aws_data, region, zones, karpenter_benchmark, out } } => report(generate_catalog(&aws_data, &region, &zones, karpenter_benchmark, &out)),
     }
+}
+
+/// The offline commands log nothing unless `RUST_LOG` asks, on stderr: their output is the plan or
+/// report, and a default log line would only be noise beside it. `RUST_LOG=stowage_core::solve::milp=trace`
+/// adds the MILP's phases, the model dumps and HiGHS's own log (HiGHS writes that one to stdout).
+fn diagnostics_on_request() {
+    let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() else {
+        return;
+    };
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
 /// `plan`'s choices of which pods make the batch.
