@@ -171,11 +171,17 @@ pub fn load_texts<'a>(texts: impl IntoIterator<Item = (&'a Path, &'a str)>) -> R
 /// (budgets), then typing, duplicates and templates (all collected), then expansion (replicas and
 /// the pods limit), then conversion.
 pub fn load_texts_with<'a>(texts: impl IntoIterator<Item = (&'a Path, &'a str)>, limits: &Limits) -> Result<Workload, LoadError> {
+    let texts: Vec<(&Path, &str)> = texts.into_iter().collect();
+    let names: Vec<String> = texts.iter().map(|(f, _)| f.display().to_string()).collect();
+    // Large JSON texts are counted before they are parsed, so that a batch far past the pods limit is
+    // refused in a second and a few megabytes rather than after building every object.
+    let precounted: usize = texts.iter().filter(|(f, t)| t.len() >= read::PRECOUNT_BYTES && read::is_json(f, t)).filter_map(|(_, t)| read::count_json_pods(t)).sum();
+    if precounted > limits.max_pods {
+        return Err(LoadError(vec![too_many_pods(&names, precounted, limits)]));
+    }
     let mut raws = Vec::new();
     let mut errors = Vec::new();
-    let mut names = Vec::new();
     for (file, text) in texts {
-        names.push(file.display().to_string());
         match read::parse_text_with(file, text, limits) {
             Ok(r) => raws.extend(r),
             Err(e) => errors.push(e),

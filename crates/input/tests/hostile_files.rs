@@ -123,3 +123,26 @@ fn catalog_and_weights_files_are_bounded() {
     assert_mentions(&stowage_input::weights::load(&w).unwrap_err().to_string(), &[&w.display().to_string()]);
     assert!(Path::new(&w).exists());
 }
+
+/// A large JSON List far past the pods limit is refused by the light count before the full parse. The
+/// pods here carry a duplicate key, which the full (strict) parse would report first: getting the
+/// pods-limit error instead shows the count came before it. A small text of the same pods is parsed in
+/// full and reports the duplicate key.
+#[test]
+fn a_large_json_list_past_the_pods_limit_is_refused_before_it_is_parsed() {
+    let item = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","name":"q","namespace":"default"},"spec":{"containers":[{"name":"c","image":"pause"}]}}"#;
+    let n = stowage_input::read::PRECOUNT_BYTES / item.len() + 1;
+    let list = |n: usize| format!(r#"{{"apiVersion":"v1","kind":"List","items":[{}]}}"#, vec![item; n].join(","));
+    let limits = Limits { max_pods: 1000, ..Default::default() };
+    let big = list(n);
+    let f = Path::new("big.json");
+    let msg = stowage_input::load_texts_with([(f, big.as_str())], &limits).unwrap_err().to_string();
+    assert_mentions(&msg, &["big.json", &format!("{n} pods, more than the limit of 1000 pods per batch"), "--max-pods"]);
+    let small = list(2);
+    let msg = stowage_input::load_texts_with([(Path::new("small.json"), small.as_str())], &limits).unwrap_err().to_string();
+    assert_mentions(&msg, &["small.json", "invalid JSON", "duplicate"]);
+    assert_eq!(stowage_input::read::count_json_pods(&small), Some(2));
+    assert_eq!(stowage_input::read::count_json_pods(r#"{"kind":"Pod"}"#), Some(1));
+    assert_eq!(stowage_input::read::count_json_pods(r#"{"kind":"List","items":[{"kind":"Node"},{"kind":"Pod"}]}"#), Some(1));
+    assert_eq!(stowage_input::read::count_json_pods("[1, 2]"), None);
+}
