@@ -845,8 +845,9 @@ impl<'a> Engine<'a> {
     /// Nominations: pods meant for a NodeClaim in flight wait for it; pods whose node was refused go
     /// into the next batch at once; pods the plan left unschedulable are meant for nothing.
     fn nominate(&mut self, cluster: &Cluster, plan: &Plan, launched: &BTreeMap<String, Option<String>>) {
+        let by_key = cluster.pods_by_key();
         for pl in &plan.placements {
-            let Some(uid) = cluster.find_pod(&pl.pod).map(|id| cluster.pod(id).uid.clone()) else { continue };
+            let Some(uid) = by_key.get(&pl.pod).map(|&id| cluster.pod(id).uid.clone()) else { continue };
             let target = match launched.get(&pl.node) {
                 Some(t) => t.clone(),
                 None => Some(pl.node.clone()),
@@ -868,7 +869,7 @@ impl<'a> Engine<'a> {
             }
         }
         for u in &plan.unschedulable {
-            if let Some(id) = cluster.find_pod(&u.pod) {
+            if let Some(&id) = by_key.get(&u.pod) {
                 let uid = &cluster.pod(id).uid;
                 self.planned.remove(uid);
                 self.nominated.remove(uid);

@@ -261,8 +261,9 @@ fn respected(cluster: &Cluster, plan: &Plan, out: &mut Vec<Violation>) -> Cluste
     let all = prefs::all_relaxations(cluster);
     let mut steps = BTreeMap::new();
     let mut relaxed = BTreeMap::new();
+    let by_key = cluster.pods_by_key();
     for pl in &plan.placements {
-        let Some(id) = cluster.find_pod(&pl.pod) else { continue };
+        let Some(&id) = by_key.get(&pl.pod) else { continue };
         let own = all.get(&id).map(Vec::as_slice).unwrap_or(&[]);
         let expected: Vec<String> = own.iter().take(pl.relaxed.len()).map(|s| s.to_string()).collect();
         if pl.relaxed.len() > own.len() || expected != pl.relaxed {

@@ -1,6 +1,6 @@
 //! A snapshot of everything the planners look at: pods, nodes, NodePools, DaemonSets, namespaces.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::labels::Labels;
 use super::node::Node;
@@ -58,7 +58,15 @@ impl Cluster {
         self.nodeclasses.iter().find(|c| c.name == name)
     }
 
+    /// The pod with `namespace/name` key `key`. It scans every pod: a caller with many keys to look up
+    /// builds [`Cluster::pods_by_key`] once instead (the checker looked up each placement this way, which
+    /// made a 50,000-pod check take 332 s).
     pub fn find_pod(&self, key: &str) -> Option<PodId> {
         self.pod_ids().find(|&id| self.pod(id).key() == key)
+    }
+
+    /// Every pod by its `namespace/name` key.
+    pub fn pods_by_key(&self) -> HashMap<String, PodId> {
+        self.pod_ids().map(|id| (self.pod(id).key(), id)).collect()
     }
 }
