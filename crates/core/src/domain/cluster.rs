@@ -65,8 +65,12 @@ impl Cluster {
         self.pod_ids().find(|&id| self.pod(id).key() == key)
     }
 
-    /// Every pod by its `namespace/name` key.
+    /// Every pod by its `namespace/name` key; of two pods with one key, the first (as [`Cluster::find_pod`]).
     pub fn pods_by_key(&self) -> HashMap<String, PodId> {
-        self.pod_ids().map(|id| (self.pod(id).key(), id)).collect()
+        let mut by_key = HashMap::with_capacity(self.pods.len());
+        for id in self.pod_ids() {
+            by_key.entry(self.pod(id).key()).or_insert(id);
+        }
+        by_key
     }
 }
