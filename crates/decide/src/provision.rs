@@ -285,13 +285,19 @@ pub fn decide(input: &Input, planner: &mut dyn Planner) -> Result<Decision, Prov
         &pinned_cluster
     };
     let plan = planner.plan(cluster, input.catalog, input.weights)?;
-    let by_key: BTreeMap<String, PodId> = cluster.pods.iter().enumerate().map(|(i, p)| (p.key(), PodId(i as u32))).collect();
+    let by_key = cluster.pods_by_key();
     let find = |key: &str| by_key.get(key).copied().ok_or_else(|| ProvisionError::InvalidPlan(format!("pod {key} is not in the cluster")));
     let relevant = relevant_keys(cluster, &cluster.pending());
     let mut views: BTreeMap<String, Catalog> = BTreeMap::new();
     let mut claims = Vec::new();
+    // Each new node's pods in placement order, gathered in one pass (a scan of every placement per new
+    // node is quadratic in large batches).
+    let mut on_node: BTreeMap<&str, Vec<PodId>> = BTreeMap::new();
+    for p in &plan.placements {
+        on_node.entry(p.node.as_str()).or_default().push(find(&p.pod)?);
+    }
     for n in &plan.new_nodes {
-        let pods = plan.placements.iter().filter(|p| p.node == n.name).map(|p| find(&p.pod)).collect::<Result<Vec<PodId>, _>>()?;
+        let pods = on_node.remove(n.name.as_str()).unwrap_or_default();
         let pool = cluster.nodepool(&n.node_pool).ok_or_else(|| ProvisionError::InvalidPlan(format!("NodePool {} is not in the cluster", n.node_pool)))?;
         let view = views.entry(pool.node_class.clone()).or_insert_with(|| match cluster.nodeclass(&pool.node_class) {
             Some(nc) => stowage_core::catalog::for_nodeclass(input.catalog, nc),
