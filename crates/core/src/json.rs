@@ -86,6 +86,145 @@ pub fn parse(text: &str) -> Result<Value, serde_json::Error> {
     Ok(v)
 }
 
+/// Parses exactly one JSON document, as [`parse`] does, handing each element of the top-level object's
+/// `items` array to `item` as soon as it is read instead of keeping it: a 100,000-pod List then never
+/// exists as one tree (about 830 MB for a 48 MB text). The document comes back with `items: []`.
+/// An `Err` from `item` stops the parse; it is returned as `Err(Some(..))`, a JSON error as
+/// `Err(None)` with serde_json's error beside it.
+pub fn parse_items<E>(text: &str, item: &mut dyn FnMut(usize, Value) -> Result<(), E>) -> Result<Value, Stopped<E>> {
+    let mut stop = None;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let r = de::DeserializeSeed::deserialize(Top { item, stop: &mut stop }, &mut de).and_then(|v| de.end().map(|()| v));
+    match (r, stop) {
+        (_, Some(e)) => Err(Stopped::Item(e)),
+        (Ok(v), None) => Ok(v),
+        (Err(e), None) => Err(Stopped::Json(e)),
+    }
+}
+
+/// Why [`parse_items`] stopped.
+#[derive(Debug)]
+pub enum Stopped<E> {
+    /// The text is not one strict JSON document.
+    Json(serde_json::Error),
+    /// The item handler's error.
+    Item(E),
+}
+
+/// The top-level value: an object's `items` array is streamed, anything else is read as [`Strict`].
+struct Top<'a, E> {
+    item: &'a mut dyn FnMut(usize, Value) -> Result<(), E>,
+    stop: &'a mut Option<E>,
+}
+
+impl<'de, E> de::DeserializeSeed<'de> for Top<'_, E> {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, E> Visitor<'de> for Top<'_, E> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<X>(self, v: bool) -> Result<Value, X> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<X>(self, v: i64) -> Result<Value, X> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<X>(self, v: u64) -> Result<Value, X> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<X>(self, v: f64) -> Result<Value, X> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<X>(self, v: &str) -> Result<Value, X> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_unit<X>(self) -> Result<Value, X> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
+        StrictVisitor.visit_seq(seq).map(|Strict(v)| v)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut m = Map::new();
+        let mut item = Some(self.item);
+        while let Some(k) = map.next_key::<String>()? {
+            if m.contains_key(&k) {
+                return Err(de::Error::custom(format!("duplicate key {k:?} (a key may appear once in an object)")));
+            }
+            let v = match (k.as_str(), item.take()) {
+                ("items", Some(item)) => map.next_value_seed(Items { item, stop: &mut *self.stop })?,
+                (_, taken) => {
+                    item = taken;
+                    map.next_value::<Strict>()?.0
+                }
+            };
+            m.insert(k, v);
+        }
+        Ok(Value::Object(m))
+    }
+}
+
+/// The `items` value: an array is handed over element by element and comes back empty; anything else
+/// is kept as it is.
+struct Items<'a, E> {
+    item: &'a mut dyn FnMut(usize, Value) -> Result<(), E>,
+    stop: &'a mut Option<E>,
+}
+
+impl<'de, E> de::DeserializeSeed<'de> for Items<'_, E> {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, E> Visitor<'de> for Items<'_, E> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<X>(self, v: bool) -> Result<Value, X> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<X>(self, v: i64) -> Result<Value, X> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<X>(self, v: u64) -> Result<Value, X> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<X>(self, v: f64) -> Result<Value, X> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<X>(self, v: &str) -> Result<Value, X> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_unit<X>(self) -> Result<Value, X> {
+        Ok(Value::Null)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        StrictVisitor.visit_map(map).map(|Strict(v)| v)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut j = 0;
+        while let Some(Strict(x)) = seq.next_element()? {
+            if let Err(e) = (self.item)(j, x) {
+                *self.stop = Some(e);
+                return Err(de::Error::custom("stopped by the item handler"));
+            }
+            j += 1;
+        }
+        Ok(Value::Array(Vec::new()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +238,39 @@ mod tests {
         assert!(trailing.contains("trailing characters") && trailing.contains("line 2"), "{trailing}");
         assert!(parse("{\"a\": 1} garbage").is_err());
         assert!(parse("{\"a\": 1}\n  \n").is_ok(), "trailing whitespace is fine");
+    }
+
+    /// `parse_items` reads what `parse` reads, hands over the top-level items in order, and rejects
+    /// what `parse` rejects, with the same error.
+    #[test]
+    fn items_are_streamed_and_the_rest_is_strict() {
+        let text = r#"{"apiVersion": "v1", "items": [{"kind": "Pod", "x": [1, 2]}, 3, {"items": [4]}], "kind": "List"}"#;
+        let mut got = Vec::new();
+        let top = parse_items::<()>(text, &mut |j, v| {
+            got.push((j, v));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(top, serde_json::json!({"apiVersion": "v1", "items": [], "kind": "List"}));
+        let whole = parse(text).unwrap();
+        let items: Vec<(usize, Value)> = whole["items"].as_array().unwrap().iter().cloned().enumerate().collect();
+        assert_eq!(got, items, "the items as parse reads them, nested items kept");
+        for bad in [
+            r#"{"items": [{"a": 1, "a": 2}], "kind": "List"}"#,
+            r#"{"items": [], "items": [], "kind": "List"}"#,
+            r#"{"kind": "List", "kind": "List"}"#,
+            "{\"items\": [1]}\n{\"items\": [2]}",
+            r#"{"items": [1, }"#,
+        ] {
+            let want = parse(bad).unwrap_err().to_string();
+            match parse_items::<()>(bad, &mut |_, _| Ok(())) {
+                Err(Stopped::Json(e)) => assert_eq!(e.to_string(), want, "{bad}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        let stopped = parse_items(r#"{"items": [1, 2, 3]}"#, &mut |j, _| if j == 1 { Err("second") } else { Ok(()) });
+        assert!(matches!(stopped, Err(Stopped::Item("second"))), "{stopped:?}");
+        // Not an array: kept as parse keeps it.
+        assert_eq!(parse_items::<()>(r#"{"items": {"a": 1}}"#, &mut |_, _| Ok(())).unwrap(), serde_json::json!({"items": {"a": 1}}));
     }
 }

@@ -179,15 +179,27 @@ pub fn load_texts_with<'a>(texts: impl IntoIterator<Item = (&'a Path, &'a str)>,
     if precounted > limits.max_pods {
         return Err(LoadError(vec![too_many_pods(&names, precounted, limits)]));
     }
-    let mut raws = Vec::new();
+    // Objects are typed as each file (or large List item) is read, so that a large batch is never held
+    // both as parsed documents and as typed objects.
+    let mut typer = objects::Typer::default();
     let mut errors = Vec::new();
-    for (file, text) in texts {
-        match read::parse_text_with(file, text, limits) {
-            Ok(r) => raws.extend(r),
-            Err(e) => errors.push(e),
+    let (mut objects_read, mut listed_pods) = (0usize, 0usize);
+    for (file, text) in &texts {
+        let typed_before = typer.error_count();
+        let r = read::for_each_object(file, text, limits, &mut |raw| {
+            objects_read += 1;
+            listed_pods += usize::from(raw.kind == "Pod");
+            // Past the pods limit the batch is refused below: typing more would only take memory.
+            if listed_pods <= limits.max_pods {
+                typer.add(&raw);
+            }
+        });
+        if let Err(e) = r {
+            typer.forget_errors_after(typed_before);
+            errors.push(e);
         }
     }
-    if errors.is_empty() && raws.is_empty() {
+    if errors.is_empty() && objects_read == 0 {
         let files = if names.is_empty() { "no files".to_string() } else { names.join(", ") };
         return Err(LoadError(vec![InputError {
             location: files,
@@ -196,12 +208,10 @@ pub fn load_texts_with<'a>(texts: impl IntoIterator<Item = (&'a Path, &'a str)>,
             message: "no Kubernetes objects: the workload is empty (name the files that hold the pods, nodes and NodePools)".into(),
         }]));
     }
-    let listed_pods = raws.iter().filter(|r| r.kind == "Pod").count();
     if listed_pods > limits.max_pods {
         return Err(LoadError(vec![too_many_pods(&names, listed_pods, limits)]));
     }
-    let (mut objects, warnings, type_errors) = objects::type_all(&raws);
-    drop(raws);
+    let (mut objects, warnings, type_errors) = typer.finish();
     errors.extend(type_errors);
     errors.extend(objects::duplicates(&objects));
     if !errors.is_empty() {

@@ -67,16 +67,32 @@ fn unsupported_warnings<T: serde::Serialize>(raw: &RawObject, obj: &T, set: Vec<
 /// Types every object; unknown kinds become warnings, and so do Karpenter fields stowage does not act
 /// on. All errors are collected.
 pub fn type_all(raws: &[RawObject]) -> (Objects, Vec<String>, Vec<InputError>) {
-    let mut o = Objects::default();
-    let mut warnings = Vec::new();
-    let mut errors = Vec::new();
+    let mut t = Typer::default();
     for raw in raws {
+        t.add(raw);
+    }
+    t.finish()
+}
+
+/// Types objects one at a time, as [`type_all`] does, so that a reader can drop each document as soon
+/// as it is typed.
+#[derive(Default)]
+pub struct Typer {
+    objects: Objects,
+    warnings: Vec<String>,
+    errors: Vec<InputError>,
+}
+
+impl Typer {
+    pub fn add(&mut self, raw: &RawObject) {
+        let o = &mut self.objects;
         let (group, version) = raw.api_version.split_once('/').unwrap_or(("", raw.api_version.as_str()));
         if (group == "karpenter.sh" || group == "karpenter.k8s.aws") && version != "v1" {
             let msg = format!("{} is not supported: stowage reads Karpenter's v1 API ({group}/v1); convert the object as Karpenter's v1 migration guide says", raw.api_version);
-            errors.push(InputError::at(&raw.source, Some(raw.describe()), Some("apiVersion"), msg));
-            continue;
+            self.errors.push(InputError::at(&raw.source, Some(raw.describe()), Some("apiVersion"), msg));
+            return;
         }
+        let warnings = &mut self.warnings;
         let r = match (raw.kind.as_str(), group) {
             ("Pod", _) => typed(raw).map(|x| o.pods.push(x)),
             ("Deployment", _) => typed(raw).map(|x| o.deployments.push(x)),
@@ -108,10 +124,25 @@ pub fn type_all(raws: &[RawObject]) -> (Objects, Vec<String>, Vec<InputError>) {
             }
         };
         if let Err(e) = r {
-            errors.push(e);
+            self.errors.push(e);
         }
     }
-    (o, warnings, errors)
+
+    /// How many errors typing has found so far.
+    pub fn error_count(&self) -> usize {
+        self.errors.len()
+    }
+
+    /// Forgets the errors found after the first `n`: those of a file that then turned out unreadable,
+    /// which is reported instead, as when it was read whole before typing.
+    pub fn forget_errors_after(&mut self, n: usize) {
+        self.errors.truncate(n);
+    }
+
+    /// The objects, the warnings and the errors, in the order the objects were added.
+    pub fn finish(self) -> (Objects, Vec<String>, Vec<InputError>) {
+        (self.objects, self.warnings, self.errors)
+    }
 }
 
 /// Where the first copy of an object came from, and what it is.

@@ -4,6 +4,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use stowage_core::json::Stopped;
 
 use super::InputError;
 use crate::limits::Limits;
@@ -141,17 +142,48 @@ pub fn parse_text(file: &Path, text: &str) -> Result<Vec<RawObject>, InputError>
 /// Parses one file's text into raw objects. JSON is one document with no key twice
 /// (`stowage_core::json`); YAML runs under the parser budget of `limits` (aliases, anchors, nesting).
 pub fn parse_text_with(file: &Path, text: &str, limits: &Limits) -> Result<Vec<RawObject>, InputError> {
-    let docs: Vec<Value> = if is_json(file, text) {
-        vec![stowage_core::json::parse(text).map_err(|e| InputError::file(file, format!("invalid JSON: {e}")))?]
-    } else {
-        serde_saphyr::from_multiple_with_options(text, limits.yaml_options()).map_err(|e| InputError::file(file, format!("invalid YAML: {e}")))?
-    };
     let mut out = Vec::new();
-    for (i, doc) in docs.into_iter().enumerate() {
-        let source = Source { file: file.to_path_buf(), doc: i + 1, item: None };
-        flatten(doc, source, &mut out)?;
-    }
+    for_each_object(file, text, limits, &mut |raw| out.push(raw))?;
     Ok(out)
+}
+
+/// Parses one file's text, as [`parse_text_with`] does, and hands each object to `f` in order. A large
+/// JSON List ([`PRECOUNT_BYTES`] or more; its kind is read first, in a light pass, since kubectl writes
+/// `items` before `kind`) is read item by item, each item handed over before the next is read, so that
+/// the whole document never exists as one tree. On an error, the objects handed over before it are of
+/// no use.
+pub fn for_each_object(file: &Path, text: &str, limits: &Limits, f: &mut dyn FnMut(RawObject)) -> Result<(), InputError> {
+    let source = Source { file: file.to_path_buf(), doc: 1, item: None };
+    if is_json(file, text) {
+        if text.len() < PRECOUNT_BYTES || !kind_of(text).is_some_and(|k| k.ends_with("List")) {
+            let doc = stowage_core::json::parse(text).map_err(|e| InputError::file(file, format!("invalid JSON: {e}")))?;
+            return flatten(doc, source, f);
+        }
+        let top = stowage_core::json::parse_items(text, &mut |j, item| {
+            let s = Source { item: Some(j), ..source.clone() };
+            if !item.is_object() {
+                return Err(InputError::at(&s, None, None, "a List item must be an object"));
+            }
+            flatten(item, s, f)
+        });
+        return match top {
+            Ok(top) => flatten(top, source, f),
+            Err(Stopped::Json(e)) => Err(InputError::file(file, format!("invalid JSON: {e}"))),
+            Err(Stopped::Item(e)) => Err(e),
+        };
+    }
+    let docs: Vec<Value> = serde_saphyr::from_multiple_with_options(text, limits.yaml_options()).map_err(|e| InputError::file(file, format!("invalid YAML: {e}")))?;
+    for (i, doc) in docs.into_iter().enumerate() {
+        let source = Source { doc: i + 1, ..source.clone() };
+        flatten(doc, source, f)?;
+    }
+    Ok(())
+}
+
+/// Whether an object is a List whose items are its objects.
+fn is_list(m: &serde_json::Map<String, Value>) -> bool {
+    let kind = m.get("kind").and_then(Value::as_str).unwrap_or("");
+    kind == "List" || kind.ends_with("List") && m.contains_key("items")
 }
 
 /// JSON texts at least this long get a first, light pass that counts their Pods ([`count_json_pods`])
@@ -176,6 +208,17 @@ impl KindOnly {
     }
 }
 
+/// The top-level kind of a JSON text, read without building the document; None if it has none or the
+/// text does not read as one object.
+fn kind_of(text: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        #[serde(default)]
+        kind: Option<String>,
+    }
+    serde_json::from_str::<Kind>(text).ok().and_then(|k| k.kind)
+}
+
 /// The Pods a JSON text lists (top level or in Lists), counted without building the document; None if
 /// the text does not read as one object (the full parse then says why).
 pub fn count_json_pods(text: &str) -> Option<usize> {
@@ -191,7 +234,7 @@ pub fn is_json(file: &Path, text: &str) -> bool {
 /// Moves the objects of `doc` into `out`, a List's items one by one (moved, not copied: a
 /// 100,000-pod List was cloned item by item and then dropped whole, about 1 s of the 15 s a greedy
 /// plan of Karpenter's shapes took).
-fn flatten(mut doc: Value, source: Source, out: &mut Vec<RawObject>) -> Result<(), InputError> {
+fn flatten(mut doc: Value, source: Source, out: &mut dyn FnMut(RawObject)) -> Result<(), InputError> {
     match doc {
         Value::Null => Ok(()),
         Value::Object(ref mut m) => {
@@ -203,7 +246,7 @@ fn flatten(mut doc: Value, source: Source, out: &mut Vec<RawObject>) -> Result<(
             if kind.is_empty() {
                 return Err(InputError::at(&source, None, Some("kind"), "missing kind"));
             }
-            if kind == "List" || kind.ends_with("List") && m.contains_key("items") {
+            if is_list(m) {
                 let Some(Value::Array(items)) = m.get_mut("items") else {
                     return Err(InputError::at(&source, None, Some("items"), "a List needs an items array"));
                 };
@@ -219,7 +262,7 @@ fn flatten(mut doc: Value, source: Source, out: &mut Vec<RawObject>) -> Result<(
             if api_version.is_empty() {
                 return Err(InputError::at(&source, Some(kind), Some("apiVersion"), "missing apiVersion"));
             }
-            out.push(RawObject { source, api_version, kind, value: doc });
+            out(RawObject { source, api_version, kind, value: doc });
             Ok(())
         }
         _ => Err(InputError::at(&source, None, None, "a document must be a Kubernetes object (a mapping)")),

@@ -146,3 +146,58 @@ fn a_large_json_list_past_the_pods_limit_is_refused_before_it_is_parsed() {
     assert_eq!(stowage_input::read::count_json_pods(r#"{"kind":"List","items":[{"kind":"Node"},{"kind":"Pod"}]}"#), Some(1));
     assert_eq!(stowage_input::read::count_json_pods("[1, 2]"), None);
 }
+
+/// A JSON List of PRECOUNT_BYTES or more is read item by item (`read::for_each_object`). It must load
+/// what the same objects load in small files, with `items` before `kind` as kubectl writes it, and
+/// report a bad item as the whole-document parse does: a duplicate key with its line and column in the
+/// file, an item that is not an object on its index.
+#[test]
+fn a_large_json_list_read_item_by_item_loads_what_small_files_load() {
+    let pod = |i: usize| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p{i}","namespace":"default","labels":{{"app":"a{}"}}}},"spec":{{"containers":[{{"name":"c","image":"pause","resources":{{"requests":{{"cpu":"{}m","memory":"64Mi"}}}}}}]}}}}"#,
+            i % 7,
+            100 + i % 5
+        )
+    };
+    let n = stowage_input::read::PRECOUNT_BYTES / pod(0).len() + 1;
+    let pods: Vec<String> = (0..n).map(pod).collect();
+    let list = |items: &[String]| format!("{{\"apiVersion\":\"v1\",\"items\":[\n{}\n],\"kind\":\"List\",\"metadata\":{{}}}}", items.join(",\n"));
+    let big = list(&pods);
+    assert!(big.len() >= stowage_input::read::PRECOUNT_BYTES);
+    let limits = Limits { max_pods: n, ..Default::default() };
+    let streamed = stowage_input::load_texts_with([(Path::new("big.json"), big.as_str())], &limits).unwrap();
+    // The same pods in files below the size where items are streamed.
+    let halves: Vec<String> = pods.chunks(n / 4 + 1).map(list).collect();
+    assert!(halves.iter().all(|h| h.len() < stowage_input::read::PRECOUNT_BYTES));
+    let names: Vec<String> = (0..halves.len()).map(|i| format!("part{i}.json")).collect();
+    let whole = stowage_input::load_texts_with(names.iter().map(|f| Path::new(f.as_str())).zip(halves.iter().map(String::as_str)), &limits).unwrap();
+    assert_eq!(streamed.cluster.pods.len(), n);
+    assert_eq!(format!("{:?}", streamed.cluster.pods), format!("{:?}", whole.cluster.pods), "the same pods either way");
+    let sources = |w: &stowage_input::Workload| w.objects.pods.iter().map(|p| p.source.item).collect::<Vec<_>>();
+    assert_eq!(sources(&streamed), (0..n).map(Some).collect::<Vec<_>>(), "each pod knows its item");
+
+    // A duplicate key in the last item: the error the whole-document parse gives, line and column in
+    // the file included.
+    let mut bad = pods.clone();
+    bad[n - 1] = bad[n - 1].replace(r#""namespace":"default""#, r#""namespace":"default","namespace":"x""#);
+    let bad = list(&bad);
+    let msg = stowage_input::load_texts_with([(Path::new("big.json"), bad.as_str())], &limits).unwrap_err().to_string();
+    let want = stowage_core::json::parse(&bad).unwrap_err().to_string();
+    assert!(want.contains(&format!("line {}", n + 1)), "{want}");
+    assert_mentions(&msg, &["big.json", "invalid JSON", &want]);
+
+    // An item that is not an object, named by its index.
+    let mut bad = pods.clone();
+    bad[5] = "17".into();
+    let bad = list(&bad);
+    let msg = stowage_input::load_texts_with([(Path::new("big.json"), bad.as_str())], &limits).unwrap_err().to_string();
+    assert_mentions(&msg, &["big.json", "items[5]", "a List item must be an object"]);
+    let small = list(&bad_small());
+    let msg_small = stowage_input::load_texts_with([(Path::new("big.json"), small.as_str())], &limits).unwrap_err().to_string();
+    assert_eq!(msg, msg_small.replace("items[1]", "items[5]"), "the same error as a small List's");
+}
+
+fn bad_small() -> Vec<String> {
+    vec![r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"pause"}]}}"#.to_string(), "17".to_string()]
+}
