@@ -99,17 +99,22 @@ pub(crate) fn plan_in(p: &Problem, order: Order) -> Outcome {
 /// dearer, never invalid, and leaves pending only pods no node takes. Also returns how many pods the
 /// fast pass placed.
 pub(crate) fn plan_within(p: &Problem, order: Order, spent: super::Spent) -> (Outcome, usize) {
+    let t = std::time::Instant::now();
     let (mut o, mut fast) = run(p, Options { pessimistic_hostname: false, order }, spent);
+    let placed = t.elapsed();
     let mut failures = verify(p, &o);
     if !failures.is_empty() {
         (o, fast) = run(p, Options { pessimistic_hostname: true, order }, spent);
         failures = verify(p, &o);
     }
     let o = settle(p, o, failures);
+    let verified = t.elapsed();
     if spent() {
         return (o, fast);
     }
-    (improve::shrink_within(p, &o, spent).unwrap_or(o), fast)
+    let improved = improve::shrink_within(p, &o, spent).unwrap_or(o);
+    tracing::debug!(?order, placement_ms = placed.as_millis(), replay_ms = (verified - placed).as_millis(), improvement_ms = (t.elapsed() - verified).as_millis(), "greedy pass");
+    (improved, fast)
 }
 
 /// Drops placements that do not replay (should not happen; kept as a safety net) and the new nodes
