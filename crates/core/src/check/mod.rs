@@ -358,6 +358,9 @@ fn new_nodes<'a>(cluster: &'a Cluster, catalog: &Catalog, plan: &Plan, out: &mut
         }
     }
     let mut sims: Vec<SimNode<'a>> = Vec::new();
+    // A node's launch candidates depend on its pool and on the few labels `launch_types` reads; nodes
+    // alike in those share them (a candidate list per node held about 40 KB per planned pod).
+    let mut launch_memo: BTreeMap<(String, Vec<Option<String>>), std::sync::Arc<LaunchTypes>> = BTreeMap::new();
     // New nodes per capacity reservation id.
     let mut reserved: BTreeMap<String, u32> = BTreeMap::new();
     for n in &plan.new_nodes {
@@ -400,7 +403,11 @@ fn new_nodes<'a>(cluster: &'a Cluster, catalog: &Catalog, plan: &Plan, out: &mut
                 sim.seat(&ds.template);
             }
         }
-        let lt = std::sync::Arc::new(min_values::launch_types(pool, &view.types, &labels, catalog.region.as_deref(), &cluster.daemonsets));
+        let read = min_values::labels_read(pool).map(|k| labels.get(k).cloned()).collect();
+        let lt = launch_memo
+            .entry((pool.name.clone(), read))
+            .or_insert_with(|| std::sync::Arc::new(min_values::launch_types(pool, &view.types, &labels, catalog.region.as_deref(), &cluster.daemonsets)))
+            .clone();
         if plan.min_values_policy == MinValuesPolicy::Strict && !lt.rules.is_empty() {
             sim.launch = Some(NodeLaunch { types: lt.clone(), seated: sim.pods.len() });
         }

@@ -101,6 +101,12 @@ pub fn rules(pool: &NodePool) -> Vec<(String, u32)> {
     pool.requirements.iter().filter_map(|r| r.min_values.map(|m| (r.req.key.clone(), m))).collect()
 }
 
+/// The node labels [`launch_types`] reads for `pool` (a superset): two nodes of the pool that agree on
+/// them have the same launch types.
+pub fn labels_read(pool: &NodePool) -> impl Iterator<Item = &str> {
+    [keys::ZONE, keys::CAPACITY_TYPE, keys::CAPACITY_RESERVATION_ID].into_iter().chain(pool.requirements.iter().map(|r| r.req.key.as_str()))
+}
+
 /// `types(node)`: `node_labels` are the planned node's labels (zone, capacity type and the values of
 /// open keys are read from them; the hostname is ignored).
 pub fn launch_types(pool: &NodePool, view: &[InstanceType], node_labels: &Labels, region: Option<&str>, dss: &[DaemonSet]) -> LaunchTypes {
