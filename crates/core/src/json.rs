@@ -89,12 +89,11 @@ pub fn parse(text: &str) -> Result<Value, serde_json::Error> {
 /// Parses exactly one JSON document, as [`parse`] does, handing each element of the top-level object's
 /// `items` array to `item` as soon as it is read instead of keeping it: a 100,000-pod List then never
 /// exists as one tree (about 830 MB for a 48 MB text). The document comes back with `items: []`.
-/// An `Err` from `item` stops the parse; it is returned as `Err(Some(..))`, a JSON error as
-/// `Err(None)` with serde_json's error beside it.
+/// An `Err` from `item` stops the parse and is returned as [`Stopped::Item`].
 pub fn parse_items<E>(text: &str, item: &mut dyn FnMut(usize, Value) -> Result<(), E>) -> Result<Value, Stopped<E>> {
     let mut stop = None;
     let mut de = serde_json::Deserializer::from_str(text);
-    let r = de::DeserializeSeed::deserialize(Top { item, stop: &mut stop }, &mut de).and_then(|v| de.end().map(|()| v));
+    let r = de::DeserializeSeed::deserialize(Streamed { at: Level::Document, item, stop: &mut stop }, &mut de).and_then(|v| de.end().map(|()| v));
     match (r, stop) {
         (_, Some(e)) => Err(Stopped::Item(e)),
         (Ok(v), None) => Ok(v),
@@ -111,108 +110,57 @@ pub enum Stopped<E> {
     Item(E),
 }
 
-/// The top-level value: an object's `items` array is streamed, anything else is read as [`Strict`].
-struct Top<'a, E> {
+/// Where a [`Streamed`] value stands.
+#[derive(Clone, Copy, PartialEq)]
+enum Level {
+    /// The document: an object's `items` value is read at [`Level::Items`].
+    Document,
+    /// The document's `items`: an array is handed over element by element and comes back empty.
+    Items,
+}
+
+/// A value of [`parse_items`]'s document: read as [`Strict`] is, except where `at` streams.
+struct Streamed<'a, E> {
+    at: Level,
     item: &'a mut dyn FnMut(usize, Value) -> Result<(), E>,
     stop: &'a mut Option<E>,
 }
 
-impl<'de, E> de::DeserializeSeed<'de> for Top<'_, E> {
+impl<'de, E> de::DeserializeSeed<'de> for Streamed<'_, E> {
     type Value = Value;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de, E> Visitor<'de> for Top<'_, E> {
+impl<'de, E> Visitor<'de> for Streamed<'_, E> {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON value")
     }
-    fn visit_bool<X>(self, v: bool) -> Result<Value, X> {
-        Ok(Value::Bool(v))
+    fn visit_bool<X: de::Error>(self, v: bool) -> Result<Value, X> {
+        StrictVisitor.visit_bool(v).map(|Strict(v)| v)
     }
-    fn visit_i64<X>(self, v: i64) -> Result<Value, X> {
-        Ok(Value::from(v))
+    fn visit_i64<X: de::Error>(self, v: i64) -> Result<Value, X> {
+        StrictVisitor.visit_i64(v).map(|Strict(v)| v)
     }
-    fn visit_u64<X>(self, v: u64) -> Result<Value, X> {
-        Ok(Value::from(v))
+    fn visit_u64<X: de::Error>(self, v: u64) -> Result<Value, X> {
+        StrictVisitor.visit_u64(v).map(|Strict(v)| v)
     }
-    fn visit_f64<X>(self, v: f64) -> Result<Value, X> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    fn visit_f64<X: de::Error>(self, v: f64) -> Result<Value, X> {
+        StrictVisitor.visit_f64(v).map(|Strict(v)| v)
     }
-    fn visit_str<X>(self, v: &str) -> Result<Value, X> {
-        Ok(Value::String(v.to_string()))
+    fn visit_str<X: de::Error>(self, v: &str) -> Result<Value, X> {
+        StrictVisitor.visit_str(v).map(|Strict(v)| v)
     }
-    fn visit_unit<X>(self) -> Result<Value, X> {
-        Ok(Value::Null)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
-        StrictVisitor.visit_seq(seq).map(|Strict(v)| v)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut m = Map::new();
-        let mut item = Some(self.item);
-        while let Some(k) = map.next_key::<String>()? {
-            if m.contains_key(&k) {
-                return Err(de::Error::custom(format!("duplicate key {k:?} (a key may appear once in an object)")));
-            }
-            let v = match (k.as_str(), item.take()) {
-                ("items", Some(item)) => map.next_value_seed(Items { item, stop: &mut *self.stop })?,
-                (_, taken) => {
-                    item = taken;
-                    map.next_value::<Strict>()?.0
-                }
-            };
-            m.insert(k, v);
-        }
-        Ok(Value::Object(m))
-    }
-}
-
-/// The `items` value: an array is handed over element by element and comes back empty; anything else
-/// is kept as it is.
-struct Items<'a, E> {
-    item: &'a mut dyn FnMut(usize, Value) -> Result<(), E>,
-    stop: &'a mut Option<E>,
-}
-
-impl<'de, E> de::DeserializeSeed<'de> for Items<'_, E> {
-    type Value = Value;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de, E> Visitor<'de> for Items<'_, E> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_bool<X>(self, v: bool) -> Result<Value, X> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<X>(self, v: i64) -> Result<Value, X> {
-        Ok(Value::from(v))
-    }
-    fn visit_u64<X>(self, v: u64) -> Result<Value, X> {
-        Ok(Value::from(v))
-    }
-    fn visit_f64<X>(self, v: f64) -> Result<Value, X> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-    fn visit_str<X>(self, v: &str) -> Result<Value, X> {
-        Ok(Value::String(v.to_string()))
-    }
-    fn visit_unit<X>(self) -> Result<Value, X> {
-        Ok(Value::Null)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
-        StrictVisitor.visit_map(map).map(|Strict(v)| v)
+    fn visit_unit<X: de::Error>(self) -> Result<Value, X> {
+        StrictVisitor.visit_unit().map(|Strict(v)| v)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        if self.at != Level::Items {
+            return StrictVisitor.visit_seq(seq).map(|Strict(v)| v);
+        }
         let mut j = 0;
         while let Some(Strict(x)) = seq.next_element()? {
             if let Err(e) = (self.item)(j, x) {
@@ -222,6 +170,27 @@ impl<'de, E> Visitor<'de> for Items<'_, E> {
             j += 1;
         }
         Ok(Value::Array(Vec::new()))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        if self.at != Level::Document {
+            return StrictVisitor.visit_map(map).map(|Strict(v)| v);
+        }
+        let mut m = Map::new();
+        let mut item = Some(self.item);
+        while let Some(k) = map.next_key::<String>()? {
+            if m.contains_key(&k) {
+                return Err(de::Error::custom(format!("duplicate key {k:?} (a key may appear once in an object)")));
+            }
+            let v = match (k.as_str(), item.take()) {
+                ("items", Some(item)) => map.next_value_seed(Streamed { at: Level::Items, item, stop: &mut *self.stop })?,
+                (_, taken) => {
+                    item = taken;
+                    map.next_value::<Strict>()?.0
+                }
+            };
+            m.insert(k, v);
+        }
+        Ok(Value::Object(m))
     }
 }
 
