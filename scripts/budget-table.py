@@ -9,8 +9,9 @@
    100k / 10k of the greedy phase (n log n predicts 12.5).
 2. The MILP driver (`stowage plan`, the default solver) under each budget on mixed-10, karpenter-5000,
    karpenter-20000 and the two batches above: wall time of the whole process (reading and writing
-   included), the planner's reported time (problem build included), status, cost, and how many pods the
-   greedy planner's fast pass placed after the deadline.
+   included), the planner's reported time (problem build included), status, cost, how many pods the
+   greedy planner's fast pass placed after the deadline, and how many the cut deferred to the next batch
+   (docs/formats.md, Time budget).
 
 Markdown on stdout. Every plan is also judged by `stowage check` (a column says so)."""
 import json, pathlib, subprocess, sys, tempfile, time
@@ -71,13 +72,13 @@ def main():
             greedy[name] = phase(s, 'greedy')
             print(f"| {len(p['placements']) + len(p['unschedulable']):,} | {len(p['newNodes']):,} | {phase(s, 'problem'):.0f} | {greedy[name]:.0f} | {wall:.2f} | {p['costPerHour']:.4f} | {ok} |")
         print(f"\ngreedy ms 100k / 10k: {greedy['karpenter-100000'] / greedy['karpenter-10000']:.1f} (linear 10, n log n 12.5)\n")
-        print('| workload | budget | wall s | reported ms | problem ms | status | $/h | fast-pass pods | check |')
-        print('|---|---|---:|---:|---:|---|---:|---:|---|')
+        print('| workload | budget | wall s | reported ms | problem ms | status | $/h | fast-pass pods | deferred pods | check |')
+        print('|---|---|---:|---:|---:|---|---:|---:|---:|---|')
         for name, files, cat in WORKLOADS:
             for b in budgets:
                 p, wall, ok = plan(bin_, files, cat, ['--time-budget', b], out)
                 s = p['solver']
-                print(f"| {name} | {b} | {wall:.2f} | {s['timeMs']:.0f} | {phase(s, 'problem'):.0f} | {s['status']} | {p['costPerHour']:.4f} | {fast_pods(s['detail'])} | {ok} |", flush=True)
+                print(f"| {name} | {b} | {wall:.2f} | {s['timeMs']:.0f} | {phase(s, 'problem'):.0f} | {s['status']} | {p['costPerHour']:.4f} | {fast_pods(s['detail'])} | {len(p.get('deferred', []))} | {ok} |", flush=True)
 
 
 if __name__ == '__main__':

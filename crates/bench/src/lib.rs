@@ -125,6 +125,7 @@ pub struct Row {
     pub weights: String,
     pub cost_per_hour: Option<f64>,
     pub nodes: Option<usize>,
+    /// Pods the plan leaves without a node: unschedulable, or deferred by the budget to a later batch.
     pub unschedulable: Option<usize>,
     /// The planner's own time (stowage: problem building + solving; Karpenter: NewTopology +
     /// NewScheduler + Solve + TruncateInstanceTypes).
@@ -247,7 +248,8 @@ fn row_from_plan(e: &Entry, pods: usize, planner: &str, weights: &str, p: &Plan,
         weights: weights.into(),
         cost_per_hour: Some(p.cost_per_hour),
         nodes: Some(p.new_nodes.len()),
-        unschedulable: Some(p.unschedulable.len()),
+        // A pod the budget deferred to a later batch has no node either: it is not money saved.
+        unschedulable: Some(p.unschedulable.len() + p.deferred.len()),
         time_ms: Some(p.solver.time_ms),
         wall_ms: None,
         status: serde_json::to_value(p.solver.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
@@ -481,7 +483,7 @@ pub(crate) fn objective_of(cluster: &stowage_core::domain::Cluster, plan: &Plan,
             weights.node_cost(n.price_per_hour, n.capacity_type == "spot", max_weight - pool_weight)
         })
         .sum();
-    nodes + weights.unschedulable_pod * plan.unschedulable.len() as f64
+    nodes + weights.unschedulable_pod * (plan.unschedulable.len() + plan.deferred.len()) as f64
 }
 
 /// Whether the objective under `weights` is the price of the new nodes (plus the tie-break): price

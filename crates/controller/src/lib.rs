@@ -622,6 +622,19 @@ fn look_at_pending<P: CloudProvider + 'static>(ctx: &Ctx<P>, cluster: &stowage_c
     }
 }
 
+/// A plan's status as the plan file spells it (the `status` label of the batch metrics).
+fn status_name(status: stowage_core::plan::Status) -> &'static str {
+    use stowage_core::plan::Status;
+    match status {
+        Status::Optimal => "optimal",
+        Status::GapReached => "gapReached",
+        Status::TimeLimit => "timeLimit",
+        Status::Heuristic => "heuristic",
+        Status::Fallback => "fallback",
+        Status::Infeasible => "infeasible",
+    }
+}
+
 async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usize) -> Result<(), BatchError> {
     // The cloud needs every NodeClass resolved before it can size the catalog's zones and launch.
     nodeclass::reconcile_all(ctx).await;
@@ -659,14 +672,7 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
         .map_err(BatchError::Join)?
         .inspect_err(|_| ctx.metrics.error(Stage::Plan))?;
     let solver = &decision.plan.solver;
-    let status = match solver.status {
-        stowage_core::plan::Status::Optimal => "optimal",
-        stowage_core::plan::Status::GapReached => "gapReached",
-        stowage_core::plan::Status::TimeLimit => "timeLimit",
-        stowage_core::plan::Status::Heuristic => "heuristic",
-        stowage_core::plan::Status::Fallback => "fallback",
-        stowage_core::plan::Status::Infeasible => "infeasible",
-    };
+    let status = status_name(solver.status);
     ctx.metrics.batch(pending, status, solver.time_ms / 1000.0, solver.gap, decision.plan.cost_per_hour);
     ctx.metrics.pods(pending, decision.nominations.len(), decision.unschedulable.len());
     let key = |p: &provisioner::PodRef| (p.namespace.clone(), p.name.clone());
@@ -675,9 +681,14 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
     ctx.metrics.pods_nodes().decided(&placed, &unplaced, ctx.clock.now());
     tracing::info!(
         batch = %batch_id, triggers, pending, pinned = decision.pins.len(), new_nodes = decision.claims.len(), unschedulable = decision.unschedulable.len(),
-        cost_per_hour = decision.plan.cost_per_hour, solver = %solver.name, status, time_ms = solver.time_ms, detail = %solver.detail,
+        deferred = decision.plan.deferred.len(), cost_per_hour = decision.plan.cost_per_hour, solver = %solver.name, status, time_ms = solver.time_ms, detail = %solver.detail,
         "batch planned"
     );
+    if !decision.plan.deferred.is_empty() {
+        // The budget cut the batch: the pods it deferred are the next batch's, at once (the batch
+        // window still gathers pods that come meanwhile).
+        ctx.request_batch("replan/deferred");
+    }
     if !ctx.is_leader() {
         tracing::info!(batch = %batch_id, "lost leadership while planning; dropping the batch");
         return Ok(());

@@ -154,3 +154,33 @@ fn a_valid_plan_can_still_leave_a_pod_to_kube_schedulers_own_order() {
         assert!(left.iter().all(|(_, msg)| msg.contains("Insufficient cpu")), "{left:?}");
     }
 }
+
+/// Pods a budget deferred (`deferred`) are outside the plan's batch: the plan is judged without them
+/// (kube-scheduler's queue would bind p2 and p3 here, but they are not the batch's to place), and the
+/// bookkeeping still holds every pending pod to exactly one list.
+#[test]
+fn deferred_pods_are_judged_as_outside_the_batch() {
+    let w = grid("ab", "1", 4, "100m");
+    let cat = common::small_catalog();
+    let mut plan = by_hand(&w, &["n-a1", "n-b1"]);
+    let missing = check::check(&w.cluster, cat, &plan);
+    assert!(missing.violations.iter().any(|v| v.pod.as_deref() == Some("default/p2") && v.message.contains("missing from the plan")), "{:#?}", missing.violations);
+    plan.deferred = vec!["default/p2".into(), "default/p3".into()];
+    plan.finish();
+    assert_eq!(plan.totals.pods_deferred, 2);
+    let r = check::check(&w.cluster, cat, &plan);
+    assert!(r.valid(), "{:#?}", r.violations);
+    assert!(r.queue_order.is_empty(), "deferred pods are not left pending by this plan: {:#?}", r.queue_order);
+    let text = plan.to_json();
+    assert!(text.contains("\"podsDeferred\": 2"), "{text}");
+    assert_eq!(stowage_core::plan::Plan::from_json(&text).expect("reads back"), plan);
+
+    let mut twice = plan.clone();
+    twice.deferred.push("default/p0".into());
+    let r = check::check(&w.cluster, cat, &twice);
+    assert!(r.violations.iter().any(|v| v.pod.as_deref() == Some("default/p0") && v.message.contains("listed 2 times")), "placed and deferred: {:#?}", r.violations);
+    let mut unknown = plan.clone();
+    unknown.deferred.push("default/nope".into());
+    let r = check::check(&w.cluster, cat, &unknown);
+    assert!(r.violations.iter().any(|v| v.pod.as_deref() == Some("default/nope") && v.message.contains("no such pod")), "{:#?}", r.violations);
+}

@@ -779,6 +779,7 @@ mod shrink {
             new_nodes: vec![config("t.medium", "zone-a"), config("t.small", zone_b)],
             placements: vec![(id("a"), Target::New(0)), (id("x"), Target::New(0)), (id("b"), Target::New(1))],
             unschedulable: vec![],
+            deferred: vec![],
         };
         assert!(verify(&p, &o).is_empty(), "the hand-made plan is valid");
         let better = improve::shrink(&p, &o)?;
@@ -833,6 +834,7 @@ mod shrink {
             new_nodes: vec![config("t.medium"), config("t.small")],
             placements: vec![(id("a"), Target::New(0)), (id("x1"), Target::New(0)), (id("b"), Target::New(1)), (id("x2"), Target::New(1))],
             unschedulable: vec![],
+            deferred: vec![],
         };
         assert!(verify(&p, &o).is_empty(), "the hand-made plan is valid");
         let better = improve::shrink(&p, &o).expect("an improvement");
@@ -865,6 +867,7 @@ mod shrink {
             new_nodes: vec![config("t.large"), config("t.small")],
             placements: vec![(id("a"), Target::New(0)), (id("x"), Target::New(0)), (id("w"), Target::New(0)), (id("b"), Target::New(1))],
             unschedulable: vec![],
+            deferred: vec![],
         };
         assert!(verify(&p, &o).is_empty(), "the hand-made plan is valid");
         let better = improve::shrink(&p, &o).expect("an improvement");

@@ -230,6 +230,7 @@ fn the_milps_own_solution_keeps_attach_limits() {
             .map(|&(pod, _)| (pod, stowage_core::semantics::Reject::new(stowage_core::semantics::Plugin::NodeResourcesFit, "not planned")))
             .chain(g.unschedulable.iter().cloned())
             .collect(),
+        deferred: Vec::new(),
     };
 
     let mut docs = format!("{}{}", common::NODECLASS, common::default_pool());

@@ -846,7 +846,8 @@ impl<'i> Search<'i, '_, '_> {
             Ok(d) => d,
             Err(source) => return Err(ConsolidationError::Provision { nodes: names.into_iter().collect::<Vec<_>>().join(", "), source }),
         };
-        if !replacements.unschedulable.is_empty() {
+        // A pod the budget deferred has no place yet either.
+        if !replacements.unschedulable.is_empty() || !replacements.plan.deferred.is_empty() {
             return Ok(None);
         }
         // The plan shows one bind order that works; kube-scheduler takes its own (module doc). A forced

@@ -730,7 +730,12 @@ impl<'a> Engine<'a> {
             new_nodes: plan.new_nodes.len(),
             cost_per_hour: plan.cost_per_hour,
             on_existing,
-            unschedulable: plan.unschedulable.iter().map(|u| format!("{} ({})", u.pod, u.reason)).collect(),
+            unschedulable: plan
+                .unschedulable
+                .iter()
+                .map(|u| format!("{} ({})", u.pod, u.reason))
+                .chain(plan.deferred.iter().map(|p| format!("{p} (deferred to the next batch: the time budget ran out)")))
+                .collect(),
             check,
             disputed,
         });
@@ -873,6 +878,15 @@ impl<'a> Engine<'a> {
                 let uid = &cluster.pod(id).uid;
                 self.planned.remove(uid);
                 self.nominated.remove(uid);
+            }
+        }
+        // Pods the budget deferred are the next batch's, as in the controller.
+        for pod in &plan.deferred {
+            if let Some(&id) = by_key.get(pod) {
+                let uid = cluster.pod(id).uid.clone();
+                self.planned.remove(&uid);
+                self.nominated.remove(&uid);
+                self.batcher.trigger(&uid, self.now);
             }
         }
     }

@@ -3,7 +3,8 @@
 //! It reads only the workload, the catalog and the plan file, and shares nothing with the planners but
 //! the semantic primitives (`semantics`). It checks
 //!
-//! 1. the plan's bookkeeping: every pending pod exactly once (placed or unschedulable), known nodes,
+//! 1. the plan's bookkeeping: every pending pod exactly once (placed, unschedulable or deferred: a pod
+//!    the budget cut off, judged as outside the batch), known nodes,
 //!    per-node pod lists agreeing with the placements, and the workload built under the cluster-default
 //!    topology spread the plan records (`topologySpreadDefaults`, `semantics::spread_defaults`: the pods'
 //!    defaulted constraints come from it, so a plan made under another was made for other pods);
@@ -176,6 +177,10 @@ pub fn check_with_budget(cluster: &Cluster, catalog: &Catalog, plan: &Plan, orde
     let pending: BTreeSet<String> = cluster.pending().into_iter().map(|id| cluster.pod(id).key()).collect();
     let pod_by_key: BTreeMap<String, usize> = cluster.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect();
     let listed = bookkeeping(cluster, plan, &pending, &pod_by_key, &mut r.violations);
+    // Deferred pods are outside the plan's batch (the budget cut them off): the plan is judged as if
+    // they had arrived after its window closed.
+    let deferred: BTreeSet<&str> = plan.deferred.iter().map(String::as_str).collect();
+    let pending: BTreeSet<String> = pending.into_iter().filter(|k| !deferred.contains(k.as_str())).collect();
     let (sims, launches) = new_nodes(cluster, catalog, plan, &mut r.violations);
     r.queue_order = queue_order(cluster, plan, &pending, &pod_by_key, sims.clone());
     let mut fs = replay_state(cluster, sims);
@@ -289,6 +294,9 @@ fn bookkeeping<'p>(cluster: &Cluster, plan: &'p Plan, pending: &BTreeSet<String>
     for u in &plan.unschedulable {
         *seen.entry(u.pod.as_str()).or_default() += 1;
     }
+    for pod in &plan.deferred {
+        *seen.entry(pod.as_str()).or_default() += 1;
+    }
     for (pod, n) in &seen {
         if !pod_by_key.contains_key(*pod) {
             out.push(v(Some(pod), None, "Plan", "no such pod in the workload"));
@@ -301,7 +309,7 @@ fn bookkeeping<'p>(cluster: &Cluster, plan: &'p Plan, pending: &BTreeSet<String>
     }
     for pod in pending {
         if !seen.contains_key(pod.as_str()) {
-            out.push(v(Some(pod), None, "Plan", "pending pod missing from the plan (neither placed nor unschedulable)"));
+            out.push(v(Some(pod), None, "Plan", "pending pod missing from the plan (neither placed, unschedulable nor deferred)"));
         }
     }
     let mut new_names = BTreeSet::new();

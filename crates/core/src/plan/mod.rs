@@ -143,7 +143,15 @@ pub struct Totals {
     pub new_nodes: usize,
     pub pods_placed: usize,
     pub pods_unschedulable: usize,
+    /// Pods in `deferred`; absent when none (plans written before the field, and every plan whose
+    /// batch the budget did not cut).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pods_deferred: usize,
     pub cost_per_hour: f64,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -162,6 +170,11 @@ pub struct Plan {
     pub placements: Vec<Placement>,
     #[serde(default)]
     pub unschedulable: Vec<Unschedulable>,
+    /// Pending pods the planner's time budget cut off before they were planned (docs/formats.md, Time
+    /// budget): outside this plan's batch, as pods that arrive after a batch window closed are; they
+    /// wait for the next batch. The checker judges the plan without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deferred: Vec<String>,
     #[serde(default)]
     pub totals: Totals,
     /// The hostname-spread rule the plan was made under (the weights' `hostnameSpread`); the checker
@@ -209,7 +222,13 @@ impl Plan {
             n.pods = by_node.remove(n.name.as_str()).unwrap_or_default();
         }
         self.existing_nodes = by_node.into_iter().map(|(name, pods)| ExistingNode { name: name.to_string(), pods }).collect();
-        self.totals = Totals { new_nodes: self.new_nodes.len(), pods_placed: self.placements.len(), pods_unschedulable: self.unschedulable.len(), cost_per_hour: self.cost_per_hour };
+        self.totals = Totals {
+            new_nodes: self.new_nodes.len(),
+            pods_placed: self.placements.len(),
+            pods_unschedulable: self.unschedulable.len(),
+            pods_deferred: self.deferred.len(),
+            cost_per_hour: self.cost_per_hour,
+        };
     }
 
     /// Reads a plan file's text; the error names the field (or the line, for text that is not JSON).

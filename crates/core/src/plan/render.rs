@@ -72,10 +72,18 @@ pub fn table(p: &Plan) -> String {
     for u in &p.unschedulable {
         let _ = writeln!(s, "  {:<40} {}: {}", u.pod, u.plugin, u.reason);
     }
+    if !p.deferred.is_empty() {
+        let _ = writeln!(s, "\ndeferred to the next batch (the time budget ran out before they were planned): {}", p.deferred.len());
+        for pod in &p.deferred {
+            let _ = writeln!(s, "  {pod}");
+        }
+    }
     let _ = writeln!(s, "\nplacements (bind order):");
     for pl in &p.placements {
         let _ = writeln!(s, "  {:<40} -> {}", pl.pod, pl.node);
     }
-    let _ = writeln!(s, "\ntotal: {} new node(s), {} pod(s) placed, {} unschedulable, ${:.4}/h", p.totals.new_nodes, p.totals.pods_placed, p.totals.pods_unschedulable, p.totals.cost_per_hour);
+    let deferred = if p.totals.pods_deferred > 0 { format!(", {} deferred", p.totals.pods_deferred) } else { String::new() };
+    let _ =
+        writeln!(s, "\ntotal: {} new node(s), {} pod(s) placed, {} unschedulable{deferred}, ${:.4}/h", p.totals.new_nodes, p.totals.pods_placed, p.totals.pods_unschedulable, p.totals.cost_per_hour);
     s
 }

@@ -75,6 +75,10 @@ pub(crate) enum Order {
     Queue,
 }
 
+/// The placement is never cut before this many pods are placed (a few milliseconds of careful
+/// placement): however small the budget, batch after batch makes progress in useful steps.
+pub(crate) const CUT_AFTER_PODS: usize = 256;
+
 /// How many configurations per group are examined with the look-ahead, and how many following classes
 /// the look-ahead counts.
 const TOP_PER_GROUP: usize = 16;
@@ -89,22 +93,24 @@ pub fn plan(p: &Problem) -> Outcome {
 /// The greedy plan in the given order: placed, replayed (again with the pessimistic hostname rule if
 /// it does not replay), settled and improved locally.
 pub(crate) fn plan_in(p: &Problem, order: Order) -> Outcome {
-    plan_within(p, order, &super::never).0
+    plan_within(p, order, &super::never, &super::never).0
 }
 
 /// [`plan_in`] under a budget: once `spent()`, the remaining pods are placed by the fast pass
 /// (`Greedy::place_fast`: the class's recent nodes and configurations first, the careful choice only
 /// when none of them takes the pod) and the local improvement is skipped or stops. Every placement
 /// still passes the same filters and the plan is replayed as always, so a spent budget makes the plan
-/// dearer, never invalid, and leaves pending only pods no node takes. Also returns how many pods the
-/// fast pass placed.
-pub(crate) fn plan_within(p: &Problem, order: Order, spent: super::Spent) -> (Outcome, usize) {
+/// dearer, never invalid. Once `cut()`, the placement stops: the pods not placed yet, and those a pass
+/// rejected while pods were still being placed (their in-batch targets may be among the first), are
+/// deferred to the next batch (`Outcome::deferred`), once [`CUT_AFTER_PODS`] pods are placed. A plan that defers pods and does not replay is settled (the failing pods
+/// deferred too) rather than planned again. Also returns how many pods the fast pass placed.
+pub(crate) fn plan_within(p: &Problem, order: Order, spent: super::Spent, cut: super::Spent) -> (Outcome, usize) {
     let t = std::time::Instant::now();
-    let (mut o, mut fast) = run(p, Options { pessimistic_hostname: false, order }, spent);
+    let (mut o, mut fast) = run(p, Options { pessimistic_hostname: false, order }, spent, cut);
     let placed = t.elapsed();
     let mut failures = verify(p, &o);
-    if !failures.is_empty() {
-        (o, fast) = run(p, Options { pessimistic_hostname: true, order }, spent);
+    if !failures.is_empty() && o.deferred.is_empty() && !cut() {
+        (o, fast) = run(p, Options { pessimistic_hostname: true, order }, spent, cut);
         failures = verify(p, &o);
     }
     let o = settle(p, o, failures);
@@ -117,9 +123,11 @@ pub(crate) fn plan_within(p: &Problem, order: Order, spent: super::Spent) -> (Ou
     (improved, fast)
 }
 
-/// Drops placements that do not replay (should not happen; kept as a safety net) and the new nodes
-/// left empty, until the outcome replays cleanly. `failures` is the replay of `o` as given (each
-/// replay of a large batch costs as much as a good part of the placement, so it is not repeated).
+/// Drops placements that do not replay (should not happen but under a cut batch, whose plan is not
+/// planned again; kept as a safety net) and the new nodes left empty, until the outcome replays
+/// cleanly. The dropped pods are left pending, or deferred if the batch was cut. `failures` is the
+/// replay of `o` as given (each replay of a large batch costs as much as a good part of the placement,
+/// so it is not repeated).
 fn settle(p: &Problem, mut o: Outcome, mut failures: Vec<(PodId, Reject)>) -> Outcome {
     for round in 0..8 {
         if round > 0 {
@@ -130,7 +138,11 @@ fn settle(p: &Problem, mut o: Outcome, mut failures: Vec<(PodId, Reject)>) -> Ou
         }
         let failed: BTreeSet<PodId> = failures.iter().map(|(id, _)| *id).collect();
         o.placements.retain(|(id, _)| !failed.contains(id));
-        o.unschedulable.append(&mut failures);
+        if o.deferred.is_empty() {
+            o.unschedulable.append(&mut failures);
+        } else {
+            o.deferred.extend(failures.drain(..).map(|(id, _)| id));
+        }
         super::resize::remove_empty_nodes(&mut o);
     }
     o
@@ -325,7 +337,7 @@ fn permanent(r: &Reject) -> bool {
 /// The placement: pods in class order (`class_order`), each placed carefully (`Greedy::place`) until
 /// `spent()`, then by the fast pass; pods that fit nowhere are retried while a pass makes progress.
 /// Returns the outcome, downsized, and how many pods the fast pass placed.
-fn run(p: &Problem, opts: Options, spent: super::Spent) -> (Outcome, usize) {
+fn run(p: &Problem, opts: Options, spent: super::Spent, cut: super::Spent) -> (Outcome, usize) {
     let (fs, _) = scheduler_state(p, &[]);
     let mut targets = vec![None; p.cluster.nodes.len()];
     let mut free = BTreeSet::new();
@@ -375,11 +387,16 @@ fn run(p: &Problem, opts: Options, spent: super::Spent) -> (Outcome, usize) {
         queue.make_contiguous().sort_by(|a, b| crate::semantics::queue::key(p.pod(a.1)).cmp(&crate::semantics::queue::key(p.pod(b.1))));
     }
     let mut unschedulable: Vec<(PodId, Reject)> = Vec::new();
+    let mut deferred: Vec<PodId> = Vec::new();
     let mut fast = 0;
     loop {
         let mut failed = VecDeque::new();
         let before = g.placements.len();
         while let Some((c, id)) = queue.pop_front() {
+            if g.placements.len() >= CUT_AFTER_PODS && cut() {
+                deferred.extend(failed.drain(..).map(|(_, id, _)| id).chain([id]).chain(queue.drain(..).map(|(_, id)| id)));
+                break;
+            }
             let placed = if spent() {
                 fast += 1;
                 g.place_fast(c, id, &order)
@@ -390,13 +407,16 @@ fn run(p: &Problem, opts: Options, spent: super::Spent) -> (Outcome, usize) {
                 failed.push_back((c, id, r));
             }
         }
+        if !deferred.is_empty() {
+            break;
+        }
         if failed.is_empty() || g.placements.len() == before {
             unschedulable.extend(failed.into_iter().map(|(_, id, r)| (id, r)));
             break;
         }
         queue = failed.into_iter().map(|(c, id, _)| (c, id)).collect();
     }
-    let mut o = Outcome { new_nodes: g.new_nodes.clone(), placements: g.placements.clone(), unschedulable };
+    let mut o = Outcome { new_nodes: g.new_nodes.clone(), placements: g.placements.clone(), unschedulable, deferred };
     downsize(p, &mut o);
     (o, fast)
 }

@@ -885,7 +885,7 @@ pub(crate) fn shrink_within(p: &Problem, o: &Outcome, spent: super::Spent) -> Op
             break;
         }
     }
-    let mut out = Outcome { new_nodes: s.new_nodes, placements: s.placements, unschedulable: o.unschedulable.clone() };
+    let mut out = Outcome { new_nodes: s.new_nodes, placements: s.placements, unschedulable: o.unschedulable.clone(), deferred: o.deferred.clone() };
     remove_empty_nodes(&mut out);
     downsize(p, &mut out);
     let better = objective(p, &out).total() < objective(p, o).total() - 1e-9;

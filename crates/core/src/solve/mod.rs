@@ -60,6 +60,10 @@ pub struct Outcome {
     /// Bind order.
     pub placements: Vec<(PodId, Target)>,
     pub unschedulable: Vec<(PodId, Reject)>,
+    /// Pods the budget cut off before they were planned (`greedy::plan_within`): not part of this
+    /// batch's plan, left pending for the next batch, as Karpenter's scheduler leaves to its next loop
+    /// what its timeout cut off (docs/formats.md, Time budget).
+    pub deferred: Vec<PodId>,
 }
 
 /// The pieces of the objective.
@@ -97,8 +101,9 @@ pub(crate) fn placement_soft(w: &Weights, pod: &Pod, labels: &Labels, name: Opti
     soft
 }
 
-/// Evaluates an outcome under the problem's weights; a pending pod costs its class's penalty
-/// (`Problem::pending_penalty`: `unschedulablePod`, tiered by priority and queue position). Soft
+/// Evaluates an outcome under the problem's weights; a pending pod, deferred ones included (a pod
+/// the budget cut off saves no money), costs its class's penalty (`Problem::pending_penalty`:
+/// `unschedulablePod`, tiered by priority and queue position). Soft
 /// terms counted here: `placement_soft` per pod (preferred node affinity, PreferNoSchedule taints),
 /// preferred pod (anti-)affinity in the final state (`interpod_soft`) and, under `hostnameSpread:
 /// intent`, the ScheduleAnyway hostname spreads' pods beyond maxSkew on new nodes
@@ -106,7 +111,8 @@ pub(crate) fn placement_soft(w: &Weights, pod: &Pod, labels: &Labels, name: Opti
 pub fn objective(p: &Problem, o: &Outcome) -> Objective {
     let w = p.weights;
     let nodes: f64 = o.new_nodes.iter().map(|&f| p.configs[f].cost).sum();
-    let unschedulable = o.unschedulable.iter().map(|(id, _)| p.class_of.get(id).map_or(w.unschedulable_pod, |&c| p.pending_penalty[c])).sum();
+    let pending = o.unschedulable.iter().map(|(id, _)| id).chain(&o.deferred);
+    let unschedulable = pending.map(|id| p.class_of.get(id).map_or(w.unschedulable_pod, |&c| p.pending_penalty[c])).sum();
     let mut soft = 0.0;
     for (pod, t) in &o.placements {
         let pod = p.pod(*pod);
@@ -285,6 +291,7 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
         })
         .collect();
     let unschedulable = o.unschedulable.iter().map(|(pod, r)| Unschedulable { pod: p.pod(*pod).key(), plugin: r.plugin.as_str().into(), reason: r.reason.clone() }).collect();
+    let deferred = o.deferred.iter().map(|&pod| p.pod(pod).key()).collect();
     let mut plan = Plan {
         schema: plan::SCHEMA.into(),
         solver: report,
@@ -294,6 +301,7 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
         existing_nodes: Vec::new(),
         placements,
         unschedulable,
+        deferred,
         totals: Default::default(),
         hostname_spread: p.weights.hostname_spread,
         min_values_policy: p.weights.min_values_policy,

@@ -78,7 +78,8 @@ mod tests {
 
     #[test]
     fn removing_empty_nodes_renumbers_targets() {
-        let mut o = Outcome { new_nodes: vec![7, 8, 9], placements: vec![(PodId(0), Target::New(2)), (PodId(1), Target::Existing(0)), (PodId(2), Target::New(0))], unschedulable: vec![] };
+        let mut o =
+            Outcome { new_nodes: vec![7, 8, 9], placements: vec![(PodId(0), Target::New(2)), (PodId(1), Target::Existing(0)), (PodId(2), Target::New(0))], unschedulable: vec![], deferred: vec![] };
         remove_empty_nodes(&mut o);
         assert_eq!(o.new_nodes, vec![7, 9]);
         assert_eq!(o.placements[0].1, Target::New(1));
