@@ -103,7 +103,8 @@ pub(crate) fn plan_in(p: &Problem, order: Order) -> Outcome {
 /// dearer, never invalid. Once `cut()`, the placement stops: the pods not placed yet, and those a pass
 /// rejected while pods were still being placed (their in-batch targets may be among the first), are
 /// deferred to the next batch (`Outcome::deferred`), once [`CUT_AFTER_PODS`] pods are placed. A plan that defers pods and does not replay is settled (the failing pods
-/// deferred too) rather than planned again. Also returns how many pods the fast pass placed.
+/// deferred too) rather than planned again, and not improved. Also returns how many pods the fast
+/// pass placed.
 pub(crate) fn plan_within(p: &Problem, order: Order, spent: super::Spent, cut: super::Spent) -> (Outcome, usize) {
     let t = std::time::Instant::now();
     let (mut o, mut fast) = run(p, Options { pessimistic_hostname: false, order }, spent, cut);
@@ -115,11 +116,17 @@ pub(crate) fn plan_within(p: &Problem, order: Order, spent: super::Spent, cut: s
     }
     let o = settle(p, o, failures);
     let verified = t.elapsed();
-    if spent() {
-        return (o, fast);
-    }
-    let improved = improve::shrink_within(p, &o, spent).unwrap_or(o);
-    tracing::debug!(?order, placement_ms = placed.as_millis(), replay_ms = (verified - placed).as_millis(), improvement_ms = (t.elapsed() - verified).as_millis(), "greedy pass");
+    // A cut batch has spent what the budget allows (the cut comes before the deadline, with room for
+    // the replay only).
+    let improved = if spent() || !o.deferred.is_empty() { o } else { improve::shrink_within(p, &o, spent).unwrap_or(o) };
+    tracing::debug!(
+        ?order,
+        placement_ms = placed.as_millis(),
+        replay_ms = (verified - placed).as_millis(),
+        improvement_ms = (t.elapsed() - verified).as_millis(),
+        deferred = improved.deferred.len(),
+        "greedy pass"
+    );
     (improved, fast)
 }
 
