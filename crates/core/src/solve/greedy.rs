@@ -77,7 +77,7 @@ pub(crate) enum Order {
 
 /// The placement is never cut before this many pods are placed (a few milliseconds of careful
 /// placement): however small the budget, batch after batch makes progress in useful steps.
-pub(crate) const CUT_AFTER_PODS: usize = 256;
+const CUT_AFTER_PODS: usize = 256;
 
 /// How many configurations per group are examined with the look-ahead, and how many following classes
 /// the look-ahead counts.
@@ -100,11 +100,11 @@ pub(crate) fn plan_in(p: &Problem, order: Order) -> Outcome {
 /// (`Greedy::place_fast`: the class's recent nodes and configurations first, the careful choice only
 /// when none of them takes the pod) and the local improvement is skipped or stops. Every placement
 /// still passes the same filters and the plan is replayed as always, so a spent budget makes the plan
-/// dearer, never invalid. Once `cut()`, the placement stops: the pods not placed yet, and those a pass
-/// rejected while pods were still being placed (their in-batch targets may be among the first), are
-/// deferred to the next batch (`Outcome::deferred`), once [`CUT_AFTER_PODS`] pods are placed. A plan that defers pods and does not replay is settled (the failing pods
-/// deferred too) rather than planned again, and not improved. Also returns how many pods the fast
-/// pass placed.
+/// dearer, never invalid. Once `cut()` (and [`CUT_AFTER_PODS`] pods are placed), the placement stops:
+/// the pods not placed yet, and those the pass rejected meanwhile (their in-batch targets may be among
+/// the first), are deferred to the next batch (`Outcome::deferred`). A plan that defers pods is not
+/// planned again if it does not replay (it is settled, the failing pods deferred too) and not
+/// improved. Also returns how many pods the fast pass placed.
 pub(crate) fn plan_within(p: &Problem, order: Order, spent: super::Spent, cut: super::Spent) -> (Outcome, usize) {
     let t = std::time::Instant::now();
     let (mut o, mut fast) = run(p, Options { pessimistic_hostname: false, order }, spent, cut);
@@ -342,8 +342,9 @@ fn permanent(r: &Reject) -> bool {
 }
 
 /// The placement: pods in class order (`class_order`), each placed carefully (`Greedy::place`) until
-/// `spent()`, then by the fast pass; pods that fit nowhere are retried while a pass makes progress.
-/// Returns the outcome, downsized, and how many pods the fast pass placed.
+/// `spent()`, then by the fast pass, until `cut()` defers the rest (`plan_within`); pods that fit
+/// nowhere are retried while a pass makes progress. Returns the outcome, downsized, and how many pods
+/// the fast pass placed.
 fn run(p: &Problem, opts: Options, spent: super::Spent, cut: super::Spent) -> (Outcome, usize) {
     let (fs, _) = scheduler_state(p, &[]);
     let mut targets = vec![None; p.cluster.nodes.len()];
