@@ -4,14 +4,12 @@
 //! The aggregated relaxation (`Master::aggregate`) pools the capacity of a group's nodes, so it never
 //! pays for the room a node's integer size leaves over. This relaxation keeps nodes whole and drops
 //! instead what couples them:
-//! - dropped: spread, domain-level anti-affinity, affinity, hostname spread under `exact`, host-port
-//!   and pairwise hostname conflicts, NodePool limits, and preferred-affinity costs (never negative);
+//! - dropped: spread, domain-level anti-affinity, affinity, hostname spread, host-port and pairwise
+//!   hostname conflicts, NodePool limits, and preferred-affinity costs (never negative);
 //! - kept: requests against each configuration's room, the configuration groups a class may use, the
 //!   existing nodes a class may use (their capacity pooled per node, fractionally), cliques of classes
-//!   that may not share a node (hostname anti-affinity matching itself), one-per-node classes, the
-//!   hostname spreads' caps under `hostnameSpread: intent` (a new node holds at most maxSkew of a
-//!   spread's constrained members, in every valid plan: the checker judges plans by that rule), and
-//!   the penalty for pending pods.
+//!   that may not share a node (hostname anti-affinity matching itself), one-per-node classes, and the
+//!   penalty for pending pods.
 //!
 //! Classes alike in everything kept merge into items `i` (`n_i` pods); groups that admit the same items
 //! merge, keeping per distinct room the cheapest configuration and dropping dominated ones. What is left
@@ -29,7 +27,6 @@
 //! ```text
 //!   min  Σ_f κ_f y_f − Σ_i π_i a_i
 //!   s.t. Σ_f y_f ≤ 1;   Σ_i req_{i,r} a_i ≤ Σ_f room_{f,r} y_f  ∀ r;   Σ_{i∈K} a_i ≤ 1  ∀ cliques K;
-//!        Σ_{i∈H} a_i ≤ s_H  ∀ hostname spreads H under intent (their constrained members, maxSkew s_H);
 //!        a_i ∈ {0..ub_i} (ub_i = classes merged if one-per-node, else n_i),  y_f ∈ {0,1}
 //! ```
 //!
@@ -69,8 +66,6 @@ struct Item {
     /// Most pods of the item one node can hold by the rules kept (not by resources).
     ub: f64,
     cliques: Vec<usize>,
-    /// Hostname spreads (indices into `Items::caps`) that count the item against their per-node cap.
-    caps: Vec<usize>,
     /// (target index, most pods of the item the node can hold).
     targets: Vec<(usize, f64)>,
 }
@@ -142,7 +137,7 @@ const FILLS_PER_ROUND: usize = 8;
 /// nodes, until `deadline`.
 pub fn size_bound(p: &Problem, s: &Structure, fams: &Families, greedy: &Outcome, deadline: Instant, opts: Options) -> Result<SizeBound, SolveError> {
     let scale: Vec<f64> = s.dims.iter().map(|d| unit(d)).collect();
-    let Items { items, groups: item_groups, of_class: item_of_class, caps } = merge_items(s, fams, &scale);
+    let Items { items, groups: item_groups, of_class: item_of_class } = merge_items(s, fams, &scale);
     let Some(bins) = merge_bins(p, s, &item_groups, &scale) else {
         // The node-count argument needs every node to cost something.
         return Ok(SizeBound { bound: None, items: items.len(), rounds: 0, columns: 0, converged: false });
@@ -178,7 +173,7 @@ pub fn size_bound(p: &Problem, s: &Structure, fams: &Families, greedy: &Outcome,
                 proven = false;
                 break;
             }
-            let Priced { lower, column } = price(bin, &items, &caps, &pi, opts, left)?;
+            let Priced { lower, column } = price(bin, &items, &pi, opts, left)?;
             if lower == f64::NEG_INFINITY {
                 proven = false;
             }
@@ -189,7 +184,7 @@ pub fn size_bound(p: &Problem, s: &Structure, fams: &Families, greedy: &Outcome,
                 columns.push(col);
                 added += 1;
             }
-            for col in fills(bin, &items, &caps, &pi, FILLS_PER_ROUND) {
+            for col in fills(bin, &items, &pi, FILLS_PER_ROUND) {
                 if exact.as_ref() != Some(&col.counts) {
                     columns.push(col);
                     added += 1;
@@ -219,17 +214,15 @@ pub fn size_bound(p: &Problem, s: &Structure, fams: &Families, greedy: &Outcome,
     Ok(out)
 }
 
-/// The items, each item's allowed configuration groups (sorted), each class's item, and the per-node
-/// cap of each hostname spread the bound keeps.
+/// The items, each item's allowed configuration groups (sorted) and each class's item.
 struct Items {
     items: Vec<Item>,
     groups: Vec<Vec<usize>>,
     of_class: Vec<usize>,
-    caps: Vec<f64>,
 }
 
 /// Merges classes alike in everything the relaxation keeps (requests, groups, targets, cliques,
-/// one-per-node, hostname-spread caps) into items, in class order.
+/// one-per-node) into items, in class order.
 fn merge_items(s: &Structure, fams: &Families, scale: &[f64]) -> Items {
     let nc = s.n.len();
     // What the node-conflict family leaves the bound: cliques and one-per-node classes.
@@ -240,21 +233,7 @@ fn merge_items(s: &Structure, fams: &Families, scale: &[f64]) -> Items {
             class_cliques[c.ix()].push(k);
         }
     }
-    // Under intent every valid plan's new nodes hold at most maxSkew constrained members of a hard
-    // hostname spread (`HostSpread::intent`); under exact the cap depends on the regime, so it is dropped.
-    let mut caps: Vec<f64> = Vec::new();
-    let mut class_caps: Vec<Vec<usize>> = vec![Vec::new(); nc];
-    for hs in fams.host_spread.spreads.iter().filter(|hs| hs.intent) {
-        let limited: Vec<usize> = hs.constrained.iter().filter(|c| hs.members.binary_search(c).is_ok()).map(|c| c.ix()).collect();
-        if limited.is_empty() || limited.iter().map(|&c| s.n[c] as u64).sum::<u64>() <= hs.max_skew as u64 {
-            continue;
-        }
-        for &c in &limited {
-            class_caps[c].push(caps.len());
-        }
-        caps.push(hs.max_skew as f64);
-    }
-    type ItemKey = (Vec<i64>, Vec<usize>, Vec<(usize, u32)>, Vec<usize>, bool, Vec<usize>);
+    type ItemKey = (Vec<i64>, Vec<usize>, Vec<(usize, u32)>, Vec<usize>, bool);
     let mut item_of_key: FxHashMap<ItemKey, usize> = FxHashMap::default();
     let mut items: Vec<Item> = Vec::new();
     let mut item_groups: Vec<Vec<usize>> = Vec::new();
@@ -265,14 +244,13 @@ fn merge_items(s: &Structure, fams: &Families, scale: &[f64]) -> Items {
         let mut allowed: Vec<(usize, u32)> = s.allowed[c].iter().map(|&(t, cap)| (t.ix(), cap)).collect();
         allowed.sort_unstable();
         let one = conflicts.one_per_node[c] && class_cliques[c].is_empty();
-        let key = (s.req[c].clone(), groups.clone(), allowed.clone(), class_cliques[c].clone(), one, class_caps[c].clone());
+        let key = (s.req[c].clone(), groups.clone(), allowed.clone(), class_cliques[c].clone(), one);
         let i = *item_of_key.entry(key).or_insert_with(|| {
             items.push(Item {
                 n: 0.0,
                 req: s.req[c].iter().zip(scale).map(|(&q, u)| q as f64 * u).collect(),
                 ub: 0.0,
                 cliques: class_cliques[c].clone(),
-                caps: class_caps[c].clone(),
                 targets: allowed.iter().map(|&(t, _)| (t, 0.0)).collect(),
             });
             item_groups.push(groups);
@@ -292,7 +270,7 @@ fn merge_items(s: &Structure, fams: &Families, scale: &[f64]) -> Items {
             t.1 = t.1.min(it.n);
         }
     }
-    Items { items, groups: item_groups, of_class: item_of_class, caps }
+    Items { items, groups: item_groups, of_class: item_of_class }
 }
 
 /// Bins: configuration groups keyed by the items they admit, with the cheapest configuration per
@@ -416,8 +394,8 @@ fn restricted_master(
 /// Up to `k` patterns of the bin that price out under `pi`, the best first: per configuration of every
 /// family, the items taken by dual value per unit of the room they use, as many copies as fit and the
 /// rules kept allow. They cost no exact pricing problem and give column generation several columns a
-/// round (with one a round karpenter-100 took 145 rounds, 3.4 s, to converge; with eight, 80 rounds, 2.7 s).
-fn fills(bin: &Bin, items: &[Item], caps: &[f64], pi: &[f64], k: usize) -> Vec<Column> {
+/// round (karpenter-100 converged after 145 rounds without them, 80 with eight).
+fn fills(bin: &Bin, items: &[Item], pi: &[f64], k: usize) -> Vec<Column> {
     let useful: Vec<usize> = bin.items.iter().copied().filter(|&i| pi[i] > 0.0).collect();
     if useful.is_empty() || k == 0 {
         return Vec::new();
@@ -437,7 +415,6 @@ fn fills(bin: &Bin, items: &[Item], caps: &[f64], pi: &[f64], k: usize) -> Vec<C
             order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             let mut left = room.clone();
             let mut clique_used: Vec<usize> = Vec::new();
-            let mut cap_left: FxHashMap<usize, f64> = FxHashMap::default();
             let mut counts: Vec<(usize, f64)> = Vec::new();
             let mut value = 0.0;
             for &(_, i) in &order {
@@ -454,9 +431,6 @@ fn fills(bin: &Bin, items: &[Item], caps: &[f64], pi: &[f64], k: usize) -> Vec<C
                 if !it.cliques.is_empty() {
                     n = n.min(1.0);
                 }
-                for &h in &it.caps {
-                    n = n.min(*cap_left.get(&h).unwrap_or(&caps[h]));
-                }
                 if n < 1.0 {
                     continue;
                 }
@@ -464,9 +438,6 @@ fn fills(bin: &Bin, items: &[Item], caps: &[f64], pi: &[f64], k: usize) -> Vec<C
                     *l -= n * q;
                 }
                 clique_used.extend(it.cliques.iter().copied());
-                for &h in &it.caps {
-                    *cap_left.entry(h).or_insert(caps[h]) -= n;
-                }
                 counts.push((i, n));
                 value += pi[i] * n;
             }
@@ -476,21 +447,19 @@ fn fills(bin: &Bin, items: &[Item], caps: &[f64], pi: &[f64], k: usize) -> Vec<C
             }
         }
     }
-    found.sort_by(|a, b| {
-        let rc = |c: &Column| c.cost - c.counts.iter().map(|&(i, n)| pi[i] * n).sum::<f64>();
-        rc(a).total_cmp(&rc(b))
-    });
-    // The same counts on a dearer configuration add nothing.
-    let mut seen: Vec<Vec<(usize, f64)>> = Vec::new();
-    found.retain(|c| {
-        let new = !seen.contains(&c.counts);
-        if new {
-            seen.push(c.counts.clone());
+    // The best k by reduced cost; the same counts on a dearer configuration add nothing.
+    let mut ranked: Vec<(f64, Column)> = found.into_iter().map(|c| (c.cost - c.counts.iter().map(|&(i, n)| pi[i] * n).sum::<f64>(), c)).collect();
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out: Vec<Column> = Vec::with_capacity(k);
+    for (_, c) in ranked {
+        if out.len() == k {
+            break;
         }
-        new
-    });
-    found.truncate(k);
-    found
+        if !out.iter().any(|o| o.counts == c.counts) {
+            out.push(c);
+        }
+    }
+    out
 }
 
 struct Priced {
@@ -501,7 +470,7 @@ struct Priced {
 }
 
 /// The pricing integer program of one bin under item duals `pi`.
-fn price(bin: &Bin, items: &[Item], caps: &[f64], pi: &[f64], opts: Options, left: Duration) -> Result<Priced, SolveError> {
+fn price(bin: &Bin, items: &[Item], pi: &[f64], opts: Options, left: Duration) -> Result<Priced, SolveError> {
     // Items with no dual value never improve a pattern.
     let useful: Vec<usize> = bin.items.iter().copied().filter(|&i| pi[i] > 0.0).collect();
     if useful.is_empty() {
@@ -518,17 +487,10 @@ fn price(bin: &Bin, items: &[Item], caps: &[f64], pi: &[f64], opts: Options, lef
             clique_row.entry(k).or_insert_with(|| pb.add_row(..=1.0));
         }
     }
-    let mut cap_row: FxHashMap<usize, highs::Row> = FxHashMap::default();
-    for &i in &useful {
-        for &k in &items[i].caps {
-            cap_row.entry(k).or_insert_with(|| pb.add_row(..=caps[k]));
-        }
-    }
     for &i in &useful {
         let it = &items[i];
         let mut e: Vec<(highs::Row, f64)> = (0..nd).filter(|&d| it.req[d] != 0.0).map(|d| (dims[d], it.req[d])).collect();
         e.extend(it.cliques.iter().map(|k| (clique_row[k], 1.0)));
-        e.extend(it.caps.iter().map(|k| (cap_row[k], 1.0)));
         pb.add_column_with_integrality(-pi[i], 0.0..=it.ub, e, true);
     }
     // Per family: y (the node is of this family) and s (its size step), s ≤ (len − 1)·y.
