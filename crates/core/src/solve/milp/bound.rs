@@ -400,7 +400,8 @@ fn fills(bin: &Bin, items: &[Item], pi: &[f64], k: usize) -> Vec<Column> {
     if useful.is_empty() || k == 0 {
         return Vec::new();
     }
-    let mut found: Vec<Column> = Vec::new();
+    // (reduced cost, pattern) of every fill that prices out.
+    let mut found: Vec<(f64, Column)> = Vec::new();
     let mut order: Vec<(f64, usize)> = Vec::with_capacity(useful.len());
     for fam in &bin.families {
         for (size, &cost) in fam.costs.iter().enumerate() {
@@ -443,15 +444,14 @@ fn fills(bin: &Bin, items: &[Item], pi: &[f64], k: usize) -> Vec<Column> {
             }
             if cost - value < -RC_EPS {
                 counts.sort_unstable_by_key(|a| a.0);
-                found.push(Column { counts, cost });
+                found.push((cost - value, Column { counts, cost }));
             }
         }
     }
     // The best k by reduced cost; the same counts on a dearer configuration add nothing.
-    let mut ranked: Vec<(f64, Column)> = found.into_iter().map(|c| (c.cost - c.counts.iter().map(|&(i, n)| pi[i] * n).sum::<f64>(), c)).collect();
-    ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+    found.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut out: Vec<Column> = Vec::with_capacity(k);
-    for (_, c) in ranked {
+    for (_, c) in found {
         if out.len() == k {
             break;
         }
