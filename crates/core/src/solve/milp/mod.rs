@@ -241,6 +241,10 @@ struct Log {
     phases: Vec<(String, f64)>,
     note: String,
     lower_bound: Option<f64>,
+    /// Why the model is no relaxation of kube-scheduler's rules, if it is not: its own bounds (the
+    /// aggregated relaxation, its integer program, an enumerated model's dual bound) then bound the
+    /// model's plans only, and are not reported.
+    model_narrower: Option<String>,
 }
 
 impl Log {
@@ -250,6 +254,13 @@ impl Log {
 
     fn raise_bound(&mut self, b: f64) {
         self.lower_bound = Some(self.lower_bound.map_or(b, |l: f64| l.max(b)));
+    }
+
+    /// A bound taken from the model: kept only while the model is a relaxation.
+    fn raise_model_bound(&mut self, b: f64) {
+        if self.model_narrower.is_none() {
+            self.raise_bound(b);
+        }
     }
 
     /// The run that ends because the budget was spent before `phase`.
@@ -290,6 +301,10 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
     let t0 = Instant::now();
     let agg = Master::aggregate(p);
     trace_model("aggregate", || agg.dump(true, 0));
+    if let Some((h, why)) = agg.fams.host_spread.narrower_than_rule(&agg.s) {
+        log.note.push_str(&format!("hostname spread {h}: {why}, so only the size-class bound bounds every plan; "));
+        log.model_narrower = Some(why.to_string());
+    }
     if Instant::now() >= deadline {
         return Ok(log.out_of_time("the aggregated relaxation"));
     }
@@ -310,7 +325,8 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
             return Ok(log.without_mip("the size-class bound proves the greedy plan within the target gap"));
         }
     }
-    if Instant::now() < deadline {
+    // Its bound would not be reported when the model is narrower than the rules.
+    if Instant::now() < deadline && log.model_narrower.is_none() {
         aggregated_integer_bound(&agg, deadline, gap, opts, &mut log)?;
         if proven(&log) {
             return Ok(log.without_mip("the aggregated integer program proves the greedy plan within the target gap"));
@@ -355,7 +371,7 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
     if complete {
         log.note.push_str("every pattern enumerated; ");
         if let Some(db) = mip.dual_bound.filter(|b| b.is_finite()) {
-            log.raise_bound(db);
+            log.raise_model_bound(db);
         }
     }
     Ok(Run {
@@ -379,7 +395,7 @@ fn aggregated_relaxation(agg: &Master, deadline: Instant, opts: Options, log: &m
     let agg_sol = highs_lp::solve_lp(agg, opts, agg_left)?;
     let agg_bound = (agg_sol.status == MipStatus::Optimal).then_some(agg_sol.objective);
     match agg_bound {
-        Some(b) => log.raise_bound(b),
+        Some(b) => log.raise_model_bound(b),
         None => log.note.push_str(&format!("aggregated relaxation ended {:?}; ", agg_sol.status)),
     }
     Ok((agg_sol.row_duals.len() >= agg.shared_rows && agg_bound.is_some()).then(|| agg_sol.row_duals[..agg.shared_rows].to_vec()))
@@ -420,7 +436,7 @@ fn aggregated_integer_bound(agg: &Master, deadline: Instant, gap: f64, opts: Opt
     let ib = aggregated_integer(agg, share, gap, opts)?;
     match (ib.bound, ib.broken) {
         (Some(b), _) => {
-            log.raise_bound(b);
+            log.raise_model_bound(b);
             log.note.push_str(&format!("aggregated integer bound {b:.4} ({:?}); ", ib.status));
         }
         (None, Some(why)) => log.note.push_str(&format!("the aggregated integer program's answer does not hold ({why}), no bound from it; ")),

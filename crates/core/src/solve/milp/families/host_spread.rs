@@ -27,6 +27,11 @@
 //! take the minimum as the static `m̄`, so the model misses plans where existing nodes fill in rounds
 //! past `s + m̄` (four nodes with one replica each taking five more); the greedy plan, which follows
 //! kube-scheduler's minimum as it grows, finds those, and the driver keeps the cheaper plan.
+//!
+//! So the model is a relaxation only while the final minimum can be 0 or `m̄` alone. Where the batch
+//! can make it another value ([`HostSpread::narrower_than_rule`]: under `exact` with no existing
+//! eligible node one new node may hold every member; a batch with a member for each node at the minimum
+//! can raise it), the driver reports none of the model's own bounds, only the size-class bound.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -37,7 +42,7 @@ use crate::semantics::filter::FilterState;
 use crate::semantics::spread::{self, HostnameSpread};
 use crate::solve::milp::ids::{Class, Col, Group, Row, Target};
 use crate::solve::milp::model::{INF, Model};
-use crate::solve::milp::structure::{Context, Eligibility, matches_selector};
+use crate::solve::milp::structure::{Context, Eligibility, Structure, matches_selector};
 
 /// A hard spread constraint over `kubernetes.io/hostname`.
 #[derive(Clone, Debug)]
@@ -55,6 +60,11 @@ pub struct HostSpread {
     pub target_count: Vec<Option<u32>>,
     /// `hostnameSpread: intent`: a new node holds at most `max_skew` constrained members.
     pub intent: bool,
+    /// Existing eligible nodes of the cluster.
+    pub domains: u32,
+    /// The eligible nodes holding `mbar` matching pods (they all need one more before the minimum can
+    /// rise), as targets (None: the node takes no pod of the batch).
+    pub at_min: Vec<Option<Target>>,
 }
 
 impl HostSpread {
@@ -66,6 +76,40 @@ impl HostSpread {
     /// Most constrained members a new node may hold (under regime 1 when that is larger).
     fn new_node_cap(&self) -> u32 {
         if self.intent { self.max_skew } else { self.max_skew + self.mbar }
+    }
+
+    /// Why the model's caps may cut off plans kube-scheduler (or the intent rule) accepts, if they may.
+    /// The model knows two minimums, 0 (regime 0) and `m̄` (regime 1); a plan whose final minimum over
+    /// the eligible nodes, new ones included, is another value has caps `s + min` the model does not
+    /// offer. Then the model is no relaxation and a bound taken from it bounds the model only:
+    /// - no existing eligible node (or too few for minDomains): under `exact` the new nodes are every
+    ///   domain, so one node may hold all the batch's members (a single domain has skew 0); it matters
+    ///   once more than `s` constrained pods come (under intent a new node holds `s` by the rule);
+    /// - the batch has a member for each of the `at_min` nodes at the minimum, so it can raise it;
+    /// - `m̄ ≥ 2` and a new node may be eligible: a new node holding between 1 and `m̄ − 1` members sets a
+    ///   minimum between the two.
+    ///
+    /// A node at the minimum that no member may go to keeps it, and so does a batch with fewer members
+    /// than such nodes; a new node sets it only if a member may go there.
+    pub fn narrower_than_rule(&self, s: &Structure) -> Option<&'static str> {
+        let constrained: u32 = self.constrained.iter().map(|&c| s.n_of(c)).sum();
+        let members: u32 = self.members.iter().map(|&c| s.n_of(c)).sum();
+        if constrained == 0 {
+            return None;
+        }
+        if self.at_min.is_empty() {
+            let exact_new = !self.intent && constrained > self.max_skew;
+            return (exact_new || self.domains > 0).then_some("the new nodes can set the minimum, and the model keeps it at 0");
+        }
+        let reachable = |t: Target| self.members.iter().any(|&c| s.allowed[c.ix()].iter().any(|&(u, _)| u == t));
+        if members as usize >= self.at_min.len() && self.at_min.iter().all(|t| t.is_some_and(reachable)) {
+            return Some("the batch can raise the minimum over the existing nodes, and the model keeps it");
+        }
+        let member_on_new = self.members.iter().any(|&c| s.class_groups[c.ix()].iter().any(|g| self.group_eligible.contains(g)));
+        if self.mbar >= 2 && member_on_new {
+            return Some("a new node can set a minimum between 0 and the existing nodes' minimum");
+        }
+        None
     }
 }
 
@@ -117,6 +161,12 @@ impl HostSpreads {
         }
         HostSpreads { spreads, soft: soft_spreads(cx), regimes: Vec::new(), cols: Vec::new() }
     }
+
+    /// The first hard hostname spread whose caps may cut off valid plans ([`HostSpread::narrower_than_rule`]),
+    /// with why: the bounds taken from the model do not bound every plan then.
+    pub fn narrower_than_rule(&self, s: &Structure) -> Option<(usize, &'static str)> {
+        self.spreads.iter().enumerate().find_map(|(h, hs)| hs.narrower_than_rule(s).map(|why| (h, why)))
+    }
 }
 
 /// Under intent, the ScheduleAnyway hostname spreads of the batch, one per (namespace, selector,
@@ -157,19 +207,21 @@ fn host_spread(cx: &Context, fs: &FilterState, pod: &Pod, sc: &SpreadConstraint,
         }
     }
     // The minimum runs over every eligible node of the cluster, not only targets.
-    let mut domains = 0;
-    for n in fs.nodes() {
+    let mut counts = Vec::new();
+    for (i, n) in fs.nodes().iter().enumerate() {
         if elig.admits(&n.labels, &n.taints, Some(&n.name)) {
             let cnt = n.pods.iter().filter(|q| matches_selector(sc.selector.as_ref(), &pod.namespace, q)).count() as u32;
             mbar = Some(mbar.map_or(cnt, |m| m.min(cnt)));
-            domains += 1;
+            counts.push((i, cnt));
         }
     }
+    let domains = counts.len() as u32;
     // minDomains as kube-scheduler: fewer real eligible nodes than minDomains make the minimum 0. New
     // nodes may add domains, but a minimum of 0 is never too high, so regime 0 alone stays safe.
     if (domains as i64) < sc.min_domains.max(1) as i64 {
         mbar = None;
     }
+    let at_min = counts.iter().filter(|&&(_, c)| c == mbar.unwrap_or(0)).map(|&(i, _)| cx.targets.iter().position(|&e| e == i).map(Target::at)).collect();
     let group_eligible = cx
         .groups()
         .filter(|&g| {
@@ -180,7 +232,7 @@ fn host_spread(cx: &Context, fs: &FilterState, pod: &Pod, sc: &SpreadConstraint,
         .collect();
     // A cluster default is not the user's intent: kube-scheduler's rule alone (`spread_defaults`).
     let intent = cx.p.weights.hostname_spread == HostnameSpread::Intent && !sc.defaulted;
-    HostSpread { max_skew: sc.max_skew as u32, members, constrained: Vec::new(), mbar: mbar.unwrap_or(0), group_eligible, target_count, intent }
+    HostSpread { max_skew: sc.max_skew as u32, members, constrained: Vec::new(), mbar: mbar.unwrap_or(0), group_eligible, target_count, intent, domains, at_min }
 }
 
 impl Family for HostSpreads {
