@@ -1,11 +1,13 @@
 //! Disruption in the controller: the cluster state's NodeClaims as candidates for the shared decision
 //! (`stowage_decide::disruption`, which the simulator runs too, and which documents the rules).
 //!
-//! A node is *nominated* (not empty, whatever its pods) while a recent plan put pods on it: in memory
-//! for `nomination_ttl` after the batch (the controller's own plans, on Nodes and NodeClaims alike),
-//! and, read back from the NodeClaims so that it survives a restart, while a pod the NodeClaim's
-//! nominated-pods annotation names is still pending and the NodeClaim has not been initialized for
-//! `nomination_ttl` yet ([`persisted_nominations`]).
+//! A node is *nominated* (not empty, whatever its pods) while a recent plan put pods on it that are
+//! still pending: in memory for at most `nomination_ttl` after the batch (the controller's own plans,
+//! on Nodes and NodeClaims alike), and, read back from the NodeClaims so that it survives a restart,
+//! while a pod the NodeClaim's nominated-pods annotation names is still pending and the NodeClaim has
+//! not been initialized for `nomination_ttl` yet ([`persisted_nominations`]). Once the plan's pods
+//! are bound (or gone) the node is judged by what it holds: a Job pod that ends a minute after its
+//! node came up leaves the node empty from then, not from the end of the nomination.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -48,15 +50,19 @@ pub fn candidates(s: &ClusterState, nominated: &dyn Fn(&str) -> bool) -> Vec<Can
     out
 }
 
-/// NodeClaims whose persisted nominations still hold at `now`: one of the pods they were created for
-/// is still pending (unbound, alive), and they have not been initialized (ready for pods) for `ttl` yet.
-pub fn persisted_nominations(s: &ClusterState, now: Timestamp, ttl: Duration) -> BTreeSet<String> {
-    let pending: BTreeSet<&str> = s
-        .pods
+/// The uids of the pods that are pending: unbound, not deleting, not terminal.
+pub fn pending_uids(s: &ClusterState) -> BTreeSet<&str> {
+    s.pods
         .iter()
         .filter(|p| p.spec.as_ref().and_then(|x| x.node_name.as_deref()).is_none_or(str::is_empty) && p.metadata.deletion_timestamp.is_none() && !is_terminal(p))
         .filter_map(|p| p.metadata.uid.as_deref())
-        .collect();
+        .collect()
+}
+
+/// NodeClaims whose persisted nominations still hold at `now`: one of the pods they were created for
+/// is still `pending` ([`pending_uids`]), and they have not been initialized (ready for pods) for `ttl`
+/// yet.
+pub fn persisted_nominations(s: &ClusterState, pending: &BTreeSet<&str>, now: Timestamp, ttl: Duration) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for c in s.nodeclaims.iter() {
         let initialized_at = condition(c, CONDITION_INITIALIZED).filter(|x| x.status == "True").and_then(|x| x.last_transition_time.as_deref()).and_then(|t| t.parse::<Timestamp>().ok());

@@ -215,8 +215,8 @@ pub struct Ctx<P> {
     /// `gc_interval` old): the facts of security-group and subnet drift (`stowage_decide::drift`),
     /// read without another cloud call per disruption round.
     pub(crate) instances: Mutex<Vec<stowage_decide::cloud::Instance>>,
-    /// Node or NodeClaim names a recent plan put pods on, until when.
-    nominations: Mutex<BTreeMap<String, Instant>>,
+    /// Node or NodeClaim names a recent plan put pods on: until when, and the uids of those pods.
+    nominations: Mutex<BTreeMap<String, Nomination>>,
     /// Pod uid → the last Nominated / FailedScheduling note sent (events only when it changes).
     pod_notes: Mutex<BTreeMap<String, String>>,
     catalog: tokio::sync::Mutex<Option<(Arc<Catalog>, Instant)>>,
@@ -274,8 +274,11 @@ impl<P: CloudProvider> Ctx<P> {
         }
     }
 
-    fn nominated(&self, name: &str) -> bool {
-        lock(&self.nominations).get(name).is_some_and(|until| *until > Instant::now())
+    /// Whether a recent plan's nomination still holds `name`: its time is not up and one of the pods
+    /// it was made for is still `pending` (unbound and alive). Once they are bound, here or elsewhere,
+    /// the node is judged by the pods it holds, as Karpenter judges a new NodeClaim (no minimum life).
+    fn nominated(&self, name: &str, pending: &BTreeSet<&str>) -> bool {
+        lock(&self.nominations).get(name).is_some_and(|n| n.until > Instant::now() && n.pods.iter().any(|u| pending.contains(u.as_str())))
     }
 
     /// Applies one watch event and raises the triggers it implies.
@@ -716,14 +719,16 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
     let until = Instant::now() + ctx.config.nomination_ttl;
     {
         let mut noms = lock(&ctx.nominations);
-        noms.retain(|_, t| *t > now);
-        for (_, target) in &decision.nominations {
+        noms.retain(|_, n| n.until > now);
+        for (pod, target) in &decision.nominations {
             let name = match target {
                 Nominated::Node(n) | Nominated::InFlight(n) => Some(n.clone()),
                 Nominated::New(k) => created.get(*k).cloned().flatten(),
             };
             if let Some(n) = name {
-                noms.insert(n, until);
+                let n = noms.entry(n).or_insert_with(|| Nomination { until, pods: BTreeSet::new() });
+                n.until = until;
+                n.pods.insert(pod.uid.clone());
             }
         }
     }
@@ -750,6 +755,12 @@ async fn run_batch<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, triggers: usiz
     });
     futures::future::join_all(launches).await;
     Ok(())
+}
+
+/// A plan's nomination of one node: until when it holds, and the pods it was made for.
+struct Nomination {
+    until: Instant,
+    pods: BTreeSet<String>,
 }
 
 /// Sends a pod event when its note differs from the last one sent for the pod.
@@ -835,9 +846,10 @@ async fn disrupt<P: CloudProvider + 'static>(ctx: &Arc<Ctx<P>>, d: &mut Disrupti
         let s = lock(&ctx.state);
         // Nominations survive a restart: the NodeClaims carry theirs (`stowage_decide::provision`), and
         // a consolidation's replacements theirs (`consolidation`).
-        let mut persisted = disruption::persisted_nominations(&s, now, ctx.config.nomination_ttl);
+        let pending = disruption::pending_uids(&s);
+        let mut persisted = disruption::persisted_nominations(&s, &pending, now, ctx.config.nomination_ttl);
         persisted.extend(consolidation::protected(&consolidation::in_progress(&s)));
-        let nominated = |n: &str| ctx.nominated(n) || persisted.contains(n);
+        let nominated = |n: &str| ctx.nominated(n, &pending) || persisted.contains(n);
         let pools: BTreeMap<String, disruption::PoolPolicy> = s.nodepools.iter().filter_map(|p| Some((p.metadata.name.clone()?, disruption::pool_policy_at(p, Some(now.as_second()))))).collect();
         (disruption::candidates(&s, &nominated), pools)
     };
