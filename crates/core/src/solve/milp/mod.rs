@@ -243,8 +243,8 @@ struct Log {
     lower_bound: Option<f64>,
     /// Why the model is no relaxation of kube-scheduler's rules, if it is not: its own bounds (the
     /// aggregated relaxation, its integer program, an enumerated model's dual bound) then bound the
-    /// model's plans only, and are not reported.
-    model_narrower: Option<String>,
+    /// model's plans only, and are not reported (the note says why).
+    model_narrower: bool,
 }
 
 impl Log {
@@ -258,7 +258,7 @@ impl Log {
 
     /// A bound taken from the model: kept only while the model is a relaxation.
     fn raise_model_bound(&mut self, b: f64) {
-        if self.model_narrower.is_none() {
+        if !self.model_narrower {
             self.raise_bound(b);
         }
     }
@@ -303,7 +303,7 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
     trace_model("aggregate", || agg.dump(true, 0));
     if let Some((h, why)) = agg.fams.host_spread.narrower_than_rule(&agg.s) {
         log.note.push_str(&format!("hostname spread {h}: {why}, so only the size-class bound bounds every plan; "));
-        log.model_narrower = Some(why.to_string());
+        log.model_narrower = true;
     }
     if Instant::now() >= deadline {
         return Ok(log.out_of_time("the aggregated relaxation"));
@@ -326,7 +326,7 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
         }
     }
     // Its bound would not be reported when the model is narrower than the rules.
-    if Instant::now() < deadline && log.model_narrower.is_none() {
+    if Instant::now() < deadline && !log.model_narrower {
         aggregated_integer_bound(&agg, deadline, gap, opts, &mut log)?;
         if proven(&log) {
             return Ok(log.without_mip("the aggregated integer program proves the greedy plan within the target gap"));

@@ -62,9 +62,9 @@ pub struct HostSpread {
     pub intent: bool,
     /// Existing eligible nodes of the cluster.
     pub domains: u32,
-    /// The eligible nodes holding `mbar` matching pods (they all need one more before the minimum can
-    /// rise), as targets (None: the node takes no pod of the batch).
-    pub at_min: Vec<Option<Target>>,
+    /// How many eligible nodes hold `mbar` matching pods (they all need one more before the minimum can
+    /// rise); those that are targets are the ones `target_count` gives `mbar`.
+    pub at_min: u32,
 }
 
 impl HostSpread {
@@ -97,12 +97,14 @@ impl HostSpread {
         if constrained == 0 {
             return None;
         }
-        if self.at_min.is_empty() {
+        if self.at_min == 0 {
             let exact_new = !self.intent && constrained > self.max_skew;
             return (exact_new || self.domains > 0).then_some("the new nodes can set the minimum, and the model keeps it at 0");
         }
+        // Every node at the minimum must be a target some member may go to.
         let reachable = |t: Target| self.members.iter().any(|&c| s.allowed[c.ix()].iter().any(|&(u, _)| u == t));
-        if members as usize >= self.at_min.len() && self.at_min.iter().all(|t| t.is_some_and(reachable)) {
+        let at_min_targets: Vec<Target> = self.target_count.iter().enumerate().filter(|&(_, &n)| n == Some(self.mbar)).map(|(t, _)| Target::at(t)).collect();
+        if members >= self.at_min && at_min_targets.len() as u32 == self.at_min && at_min_targets.into_iter().all(reachable) {
             return Some("the batch can raise the minimum over the existing nodes, and the model keeps it");
         }
         let member_on_new = self.members.iter().any(|&c| s.class_groups[c.ix()].iter().any(|g| self.group_eligible.contains(g)));
@@ -208,11 +210,11 @@ fn host_spread(cx: &Context, fs: &FilterState, pod: &Pod, sc: &SpreadConstraint,
     }
     // The minimum runs over every eligible node of the cluster, not only targets.
     let mut counts = Vec::new();
-    for (i, n) in fs.nodes().iter().enumerate() {
+    for n in fs.nodes() {
         if elig.admits(&n.labels, &n.taints, Some(&n.name)) {
             let cnt = n.pods.iter().filter(|q| matches_selector(sc.selector.as_ref(), &pod.namespace, q)).count() as u32;
             mbar = Some(mbar.map_or(cnt, |m| m.min(cnt)));
-            counts.push((i, cnt));
+            counts.push(cnt);
         }
     }
     let domains = counts.len() as u32;
@@ -221,7 +223,7 @@ fn host_spread(cx: &Context, fs: &FilterState, pod: &Pod, sc: &SpreadConstraint,
     if (domains as i64) < sc.min_domains.max(1) as i64 {
         mbar = None;
     }
-    let at_min = counts.iter().filter(|&&(_, c)| c == mbar.unwrap_or(0)).map(|&(i, _)| cx.targets.iter().position(|&e| e == i).map(Target::at)).collect();
+    let at_min = counts.iter().filter(|&&c| c == mbar.unwrap_or(0)).count() as u32;
     let group_eligible = cx
         .groups()
         .filter(|&g| {
