@@ -25,6 +25,12 @@ enum Who {
     Stowage,
 }
 
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Policy {
+    WhenEmptyOrUnderutilized,
+    WhenEmpty,
+}
+
 #[derive(Parser, Debug)]
 #[command(about = "stowage's controller and Karpenter's operator over one cluster history each")]
 struct Args {
@@ -50,6 +56,9 @@ struct Args {
     /// The NodePool's disruption budget (`nodes`).
     #[arg(long, default_value = "10%")]
     budget: String,
+    /// The NodePool's consolidationPolicy (`WhenEmpty`: each controller's bill without consolidation).
+    #[arg(long, value_enum, default_value = "when-empty-or-underutilized")]
+    consolidation_policy: Policy,
     /// Seed of the generated histories.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -112,7 +121,14 @@ async fn main() -> std::process::ExitCode {
         })
         .collect();
     let setup = match Setup::new(&stowage_lifetime::setup::DEFAULT_TYPES.map(String::from), &stowage_lifetime::setup::DEFAULT_ZONES.map(String::from), &["on-demand".to_string()], &a.budget) {
-        Ok(s) => s,
+        Ok(s) => Setup {
+            consolidation_policy: match a.consolidation_policy {
+                Policy::WhenEmptyOrUnderutilized => "WhenEmptyOrUnderutilized",
+                Policy::WhenEmpty => "WhenEmpty",
+            }
+            .to_string(),
+            ..s
+        },
         Err(e) => {
             eprintln!("error: {e}");
             return std::process::ExitCode::FAILURE;

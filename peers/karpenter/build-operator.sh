@@ -8,7 +8,8 @@
 #
 # The package is built from inside the peer's module, so go.mod/go.sum there pin every dependency (the
 # kwok package needs nothing the peer's module graph lacks; `-mod=readonly` would fail otherwise).
-# One patch (timescale/): the disruption and termination controllers' fixed timers are divided by
+# One patch (timescale/): the fixed timers of the disruption and termination controllers, of the cluster
+# state's consolidation memory and of the pod-event clock are divided by
 # $STOWAGE_TIME_SCALE when it is set (the lifetime benchmark's compression); unset, the binary behaves as Karpenter's own.
 # Idempotent: rebuilds only when go.mod, go.sum, this script, the patch or the Go version change (sha256
 # kept next to the binary); the peer's own *.go files do not go into this binary and are not hashed.
@@ -45,6 +46,9 @@ steps() {
   local d="$work/karpenter/pkg/controllers/disruption" t="$work/karpenter/pkg/controllers/node/termination"
   sed 's/__PKG__/disruption/g' "$here/timescale/stowage_timescale.go.in" > "$d/stowage_timescale.go"
   sed 's/__PKG__/termination/g' "$here/timescale/stowage_timescale.go.in" > "$t/stowage_timescale.go"
+  local st="$work/karpenter/pkg/controllers/state" pe="$work/karpenter/pkg/controllers/nodeclaim/podevents"
+  sed 's/__PKG__/state/g' "$here/timescale/stowage_timescale.go.in" > "$st/stowage_timescale.go"
+  sed 's/__PKG__/podevents/g' "$here/timescale/stowage_timescale.go.in" > "$pe/stowage_timescale.go"
   patch 1 "$d/controller.go" "const pollingPeriod = 10 * time.Second" "var pollingPeriod = scaledTimer(10 * time.Second)"
   patch 1 "$d/consolidation.go" "const commandValidationDelay = 15 * time.Second" "var commandValidationDelay = scaledTimer(15 * time.Second)"
   patch 1 "$d/queue.go" "NewTypedItemExponentialFailureRateLimiter[reconcile.Request](queueBaseDelay, queueMaxDelay)" "NewTypedItemExponentialFailureRateLimiter[reconcile.Request](scaledTimer(queueBaseDelay), scaledTimer(queueMaxDelay))"
@@ -54,6 +58,12 @@ steps() {
   patch 1 "$t/controller.go" "c.clock.Since(cond.LastTransitionTime.Time) < MinDrainTime)" "c.clock.Since(cond.LastTransitionTime.Time) < scaledTimer(MinDrainTime))"
   patch 3 "$t/controller.go" "return reconcile.Result{RequeueAfter: 1 * time.Second}, nil" "return reconcile.Result{RequeueAfter: scaledTimer(1 * time.Second)}, nil"
   patch 1 "$t/controller.go" "return reconcile.Result{RequeueAfter: 5 * time.Second}, nil" "return reconcile.Result{RequeueAfter: scaledTimer(5 * time.Second)}, nil"
+  # Consolidation's "nothing changed" memory: unchanged cluster state is re-examined after 5 minutes
+  # (`ConsolidationState`); a node whose consolidateAfter elapses with no other change waits for it.
+  patch 1 "$st/cluster.go" "if c.clock.Since(state) < time.Minute*5 {" "if c.clock.Since(state) < scaledTimer(time.Minute*5) {"
+  # A NodeClaim's lastPodEventTime (consolidateAfter's start) is not moved by a pod event within 10 s
+  # of the last one it recorded.
+  patch 1 "$pe/controller.go" "const dedupeTimeout = 10 * time.Second" "var dedupeTimeout = scaledTimer(10 * time.Second)"
   cp "$here/go.mod" "$work/go.mod" && cp "$here/go.sum" "$work/go.sum"
   echo "replace sigs.k8s.io/karpenter => $work/karpenter" >> "$work/go.mod"
   # -buildvcs=false: the module sits inside the stowage checkout; its VCS state means nothing here.

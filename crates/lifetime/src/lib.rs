@@ -53,7 +53,7 @@ pub async fn compare(tag: &str, history: &History, setup: &Setup, timing: Timing
     let (bound_curve, bound_usd) = report::bound_curve(history, setup, bound_step_s)?;
     let table = report::table(history, timing, &summaries, bound_usd);
     let svg = report::plot(history, &summaries, &bound_curve)?;
-    let cmp = Comparison { history: history.clone(), timing, summaries, bound_usd, bound_curve, runs };
+    let cmp = Comparison { history: history.clone(), timing, consolidation_policy: setup.consolidation_policy.clone(), budget: setup.budget.clone(), summaries, bound_usd, bound_curve, runs };
     run::write_json(out, "results.json", &cmp).map_err(|e| format!("writing results.json: {e}"))?;
     std::fs::write(out.join("table.md"), &table).map_err(|e| format!("writing table.md: {e}"))?;
     std::fs::write(out.join("cost.svg"), svg).map_err(|e| format!("writing cost.svg: {e}"))?;

@@ -344,6 +344,9 @@ pub fn plot(h: &History, rows: &[Summary], bound: &[(f64, Option<f64>)]) -> Resu
 pub struct Comparison {
     pub history: History,
     pub timing: Timing,
+    /// The NodePool's `consolidationPolicy` and disruption budget (`nodes`), the same for every run.
+    pub consolidation_policy: String,
+    pub budget: String,
     pub summaries: Vec<Summary>,
     pub bound_usd: f64,
     pub bound_curve: Vec<(f64, Option<f64>)>,

@@ -44,6 +44,10 @@ pub struct Setup {
     pub capacity_types: Vec<String>,
     /// The NodePool's disruption budget (`nodes`), Karpenter's default `10%` unless stated.
     pub budget: String,
+    /// The NodePool's `consolidationPolicy`: `WhenEmptyOrUnderutilized` (Karpenter's default) unless
+    /// stated; `WhenEmpty` gives each controller's bill without consolidation, the baseline of its
+    /// moves per saved dollar.
+    pub consolidation_policy: String,
 }
 
 impl Setup {
@@ -61,7 +65,7 @@ impl Setup {
         if !missing.is_empty() {
             return Err(format!("instance types with no offering in {zones:?} ({capacity_types:?}) in the embedded catalog: {missing:?}"));
         }
-        Ok(Setup { catalog, capacity_types: capacity_types.to_vec(), budget: budget.to_string() })
+        Ok(Setup { catalog, capacity_types: capacity_types.to_vec(), budget: budget.to_string(), consolidation_policy: "WhenEmptyOrUnderutilized".to_string() })
     }
 
     pub fn default_setup() -> Setup {
@@ -87,7 +91,7 @@ impl Setup {
                     ],
                 }},
                 "disruption": {
-                    "consolidationPolicy": "WhenEmptyOrUnderutilized",
+                    "consolidationPolicy": self.consolidation_policy,
                     "consolidateAfter": format!("{}s", (timing.consolidate_after_s / timing.compression).round().max(0.0)),
                     "budgets": [{"nodes": self.budget}],
                 },
