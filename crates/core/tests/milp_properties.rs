@@ -175,6 +175,33 @@ fn the_aggregated_integer_program_pays_for_whole_nodes() {
     assert!((obj - 10.10).abs() < 1e-4 && lb >= obj - 1e-4, "objective {obj}, bound {lb}");
 }
 
+/// Three 5000m pods: only a t.large (7.9 cpu allocatable, 0.36 $/h on demand) holds one, and no node
+/// holds two, so the optimum is three t.large, 1.08. Pooled capacity lets the aggregated integer
+/// program put the 15 cores on two t.large (15.8 cores, 0.72); the fit cuts (`milp::fit_cuts`: at
+/// most ⌊7900 / 5000⌋ = 1 such pod per t.large, none on the smaller types) prove the optimum.
+#[test]
+fn the_fit_cuts_keep_large_pods_to_the_nodes_that_hold_them() {
+    use std::time::Duration;
+    use stowage_core::solve::milp::{Options, aggregated_integer, master::Master};
+    use stowage_core::solve::problem::Problem;
+
+    let w = alike_pods(3, "5000m");
+    let weights = Weights::default();
+    let p = Problem::new(&w.cluster, small_catalog(), &weights).expect("builds");
+    let mut agg = Master::aggregate(&p);
+    agg.add_fit_cuts();
+    assert!(agg.model.rows().iter().any(|r| r.name.starts_with("agg.size[")), "a size row for the 5000m pods");
+    let ib = aggregated_integer(&agg, Duration::from_secs(30), 0.0, Options { threads: 1, seed: 0 }).expect("solves");
+    assert!(ib.broken.is_none(), "{:?}", ib.broken);
+    let b = ib.bound.expect("a bound");
+    assert!((b - 1.08).abs() < 1e-4, "aggregated integer bound {b}, optimum 1.08 (0.72 with pooled capacity only)");
+
+    let plan = plan_cluster(&w.cluster, small_catalog(), &weights, Solver::Milp).expect("plans");
+    assert!(check::check(&w.cluster, small_catalog(), &plan).valid());
+    let (obj, lb) = (plan.solver.objective.expect("an objective"), plan.solver.lower_bound.expect("a bound"));
+    assert!((obj - 1.08).abs() < 1e-4 && lb >= obj - 1e-4, "objective {obj}, bound {lb}");
+}
+
 /// Four 1000m pods under a hostname spread (maxSkew 1). Under `hostnameSpread: intent` (the default)
 /// every valid plan puts each on its own new node: four t.small, 0.40 $/h. Under `exact` one t.large
 /// holding all four is valid (0.36). The size-class bound drops hostname spread, so it converges at

@@ -6,6 +6,7 @@ use rustc_hash::FxHashMap;
 
 use super::families::capacity::unit;
 use super::families::{self, AggRow, Cx, Families, Node};
+use super::fit_cuts::FitCuts;
 use super::ids::{Class, Col, Config, Group, Place, Row, Target};
 use super::model::{ColKind, INF, Model, Pattern};
 use super::structure::Structure;
@@ -136,6 +137,8 @@ impl<'p, 'a> Master<'p, 'a> {
     ///           cliques and one-per-node classes (k = 1), hostname spreads (k = maxSkew + mbar; maxSkew under intent)
     /// ```
     ///
+    /// [`Master::add_fit_cuts`] adds the fit cuts to it for its integer program.
+    ///
     /// Every plan maps onto it (y_f counts nodes, x_{c,g} pods per group), so its LP value is a lower
     /// bound on the optimum, and its row duals on the shared rows (same indices as the pattern master)
     /// are a stable start for pricing.
@@ -196,6 +199,29 @@ impl<'p, 'a> Master<'p, 'a> {
             }
         }
         m
+    }
+
+    /// Adds the fit cuts ([`super::fit_cuts`]: capacity over only the configurations a class fits,
+    /// per-node counts of large pods) to the aggregated relaxation. The driver adds them after the
+    /// relaxation's LP has given its bound and duals, for the integer program only: in the LP they
+    /// cost more time than they raise its bound on large batches (mixed-25's LP ran out of its share).
+    pub fn add_fit_cuts(&mut self) {
+        let fit = FitCuts::build(self.p, &self.s, &mut self.model);
+        let cols: Vec<(Col, Vec<(Row, f64)>)> = self
+            .model
+            .columns()
+            .filter_map(|(j, c)| {
+                let e = match c.kind {
+                    ColKind::AggNodes(f) => fit.node_entries.get(&f),
+                    ColKind::AggPods { class, group } => fit.pod_entries.get(&(class, group)),
+                    _ => None,
+                }?;
+                Some((j, e.clone()))
+            })
+            .collect();
+        for (j, e) in cols {
+            self.model.extend_col(j, e);
+        }
     }
 
     /// Row coefficients of one pod of class `c` on a new node of configuration group `g`.

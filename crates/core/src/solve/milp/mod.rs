@@ -22,6 +22,7 @@
 
 pub mod bound;
 pub mod families;
+pub mod fit_cuts;
 pub mod highs_lp;
 pub mod ids;
 pub mod master;
@@ -299,7 +300,7 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
 
     // The aggregated relaxation's model (its structure serves the size-class bound too).
     let t0 = Instant::now();
-    let agg = Master::aggregate(p);
+    let mut agg = Master::aggregate(p);
     trace_model("aggregate", || agg.dump(true, 0));
     if let Some((h, why)) = agg.fams.host_spread.narrower_than_rule(&agg.s) {
         log.note.push_str(&format!("hostname spread {h}: {why}, so only the size-class bound bounds every plan; "));
@@ -327,6 +328,7 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
     }
     // Its bound would not be reported when the model is narrower than the rules.
     if Instant::now() < deadline && !log.model_narrower {
+        agg.add_fit_cuts();
         aggregated_integer_bound(&agg, deadline, gap, opts, &mut log)?;
         if proven(&log) {
             return Ok(log.without_mip("the aggregated integer program proves the greedy plan within the target gap"));

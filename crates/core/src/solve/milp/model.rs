@@ -124,6 +124,11 @@ impl Model {
         Col::at(self.cols.len() - 1)
     }
 
+    /// Appends entries (rows not yet in it) to column `j`.
+    pub fn extend_col(&mut self, j: Col, entries: impl IntoIterator<Item = (Row, f64)>) {
+        self.cols[j.ix()].entries.extend(entries);
+    }
+
     /// An auxiliary column (no cost) named `name`.
     pub fn aux_col(&mut self, name: String, lo: f64, hi: f64, integer: bool, entries: Vec<(Row, f64)>) -> Col {
         self.add_col(0.0, lo, hi, integer, entries, ColKind::Aux(name))
