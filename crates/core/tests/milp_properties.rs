@@ -151,6 +151,14 @@ fn the_size_class_bound_sees_whole_nodes() {
     assert!(b > volume + 0.04, "{b} is no better than the volume bound {volume}");
 }
 
+/// The MILP's plan for `w` passes the checker, costs `optimum` and is proven optimal by its bound.
+fn assert_milp_proves(w: &stowage_input::Workload, weights: &Weights, optimum: f64) {
+    let plan = plan_cluster(&w.cluster, small_catalog(), weights, Solver::Milp).expect("plans");
+    assert!(check::check(&w.cluster, small_catalog(), &plan).valid());
+    let (obj, lb) = (plan.solver.objective.expect("an objective"), plan.solver.lower_bound.expect("a bound"));
+    assert!((obj - optimum).abs() < 1e-4 && lb >= obj - 1e-4, "objective {obj}, bound {lb}, optimum {optimum}");
+}
+
 /// Three 100m pods under weights that charge $10/h per new node: one t.small holds them, so the optimum
 /// is 10 + 0.10 (on-demand, the default pool). The aggregated relaxation's LP pays only the fraction of
 /// a node the pods fill (about 10 × 0.3 / 7.9 on a t.large); its integer program pays for a whole node
@@ -169,10 +177,7 @@ fn the_aggregated_integer_program_pays_for_whole_nodes() {
     let b = ib.bound.expect("a bound");
     assert!((b - 10.10).abs() < 1e-4, "aggregated integer bound {b}, optimum 10.10");
 
-    let plan = plan_cluster(&w.cluster, small_catalog(), &weights, Solver::Milp).expect("plans");
-    assert!(check::check(&w.cluster, small_catalog(), &plan).valid());
-    let (obj, lb) = (plan.solver.objective.expect("an objective"), plan.solver.lower_bound.expect("a bound"));
-    assert!((obj - 10.10).abs() < 1e-4 && lb >= obj - 1e-4, "objective {obj}, bound {lb}");
+    assert_milp_proves(&w, &weights, 10.10);
 }
 
 /// Three 5000m pods: only a t.large (7.9 cpu allocatable, 0.36 $/h on demand) holds one, and no node
@@ -196,10 +201,7 @@ fn the_fit_cuts_keep_large_pods_to_the_nodes_that_hold_them() {
     let b = ib.bound.expect("a bound");
     assert!((b - 1.08).abs() < 1e-4, "aggregated integer bound {b}, optimum 1.08 (0.72 with pooled capacity only)");
 
-    let plan = plan_cluster(&w.cluster, small_catalog(), &weights, Solver::Milp).expect("plans");
-    assert!(check::check(&w.cluster, small_catalog(), &plan).valid());
-    let (obj, lb) = (plan.solver.objective.expect("an objective"), plan.solver.lower_bound.expect("a bound"));
-    assert!((obj - 1.08).abs() < 1e-4 && lb >= obj - 1e-4, "objective {obj}, bound {lb}");
+    assert_milp_proves(&w, &weights, 1.08);
 }
 
 /// Four 1000m pods under a hostname spread (maxSkew 1). Under `hostnameSpread: intent` (the default)

@@ -56,7 +56,6 @@ pub struct FitCuts {
     pub node_entries: FxHashMap<Config, Vec<(Row, f64)>>,
     /// Per (class, group): (row, coefficient) for its pod-count column.
     pub pod_entries: FxHashMap<(Class, Group), Vec<(Row, f64)>>,
-    pub rows: usize,
 }
 
 impl FitCuts {
@@ -83,7 +82,6 @@ impl FitCuts {
                 for &(c, v) in &cut.pods {
                     out.pod_entries.entry((c, g)).or_default().push((cut.row, v));
                 }
-                out.rows += 1;
             }
         }
         out
@@ -100,8 +98,8 @@ fn cheapest_unit(rooms: &[Vec<i64>], costs: &[f64], d: usize, inside: impl Fn(us
 /// their `costs`. A row is made only where it can cut the pooled optimum: a fit row where a
 /// configuration outside the set has cheaper room in that dimension than every one inside it, a size
 /// row where rounding each node's room down to whole pods of that size makes the cheapest room dearer
-/// by more than [`MIN_ROUNDING`] (the rows cost the LP time on large batches: karpenter-1000's ran out
-/// of its share with every row).
+/// by more than [`MIN_ROUNDING`] (every row costs the integer program time; with every row in the LP,
+/// karpenter-1000's ran out of its share).
 fn cuts(g: Group, classes: &[Class], configs: &[Config], rooms: &[Vec<i64>], costs: &[f64], s: &Structure, m: &mut Model) -> Vec<Cut> {
     let mut out = Vec::new();
     let dims = s.dims.len();

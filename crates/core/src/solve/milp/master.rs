@@ -206,17 +206,17 @@ impl<'p, 'a> Master<'p, 'a> {
     /// relaxation's LP has given its bound and duals, for the integer program only: in the LP they
     /// cost more time than they raise its bound on large batches (mixed-25's LP ran out of its share).
     pub fn add_fit_cuts(&mut self) {
-        let fit = FitCuts::build(self.p, &self.s, &mut self.model);
+        let mut fit = FitCuts::build(self.p, &self.s, &mut self.model);
         let cols: Vec<(Col, Vec<(Row, f64)>)> = self
             .model
             .columns()
             .filter_map(|(j, c)| {
                 let e = match c.kind {
-                    ColKind::AggNodes(f) => fit.node_entries.get(&f),
-                    ColKind::AggPods { class, group } => fit.pod_entries.get(&(class, group)),
+                    ColKind::AggNodes(f) => fit.node_entries.remove(&f),
+                    ColKind::AggPods { class, group } => fit.pod_entries.remove(&(class, group)),
                     _ => None,
                 }?;
-                Some((j, e.clone()))
+                Some((j, e))
             })
             .collect();
         for (j, e) in cols {
