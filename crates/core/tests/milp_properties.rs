@@ -151,6 +151,14 @@ fn the_size_class_bound_sees_whole_nodes() {
     assert!(b > volume + 0.04, "{b} is no better than the volume bound {volume}");
 }
 
+/// The aggregated integer program `agg` solved to optimality (30 s at most), its answer holding.
+fn solve_aggregated(agg: &stowage_core::solve::milp::master::Master) -> stowage_core::solve::milp::IntegerBound {
+    use stowage_core::solve::milp::{Options, aggregated_integer};
+    let ib = aggregated_integer(agg, std::time::Duration::from_secs(30), 0.0, Options { threads: 1, seed: 0 }).expect("solves");
+    assert!(ib.broken.is_none(), "{:?}", ib.broken);
+    ib
+}
+
 /// The MILP's plan for `w` passes the checker, costs `optimum` and is proven optimal by its bound.
 fn assert_milp_proves(w: &stowage_input::Workload, weights: &Weights, optimum: f64) {
     let plan = plan_cluster(&w.cluster, small_catalog(), weights, Solver::Milp).expect("plans");
@@ -165,15 +173,13 @@ fn assert_milp_proves(w: &stowage_input::Workload, weights: &Weights, optimum: f
 /// and proves the optimum.
 #[test]
 fn the_aggregated_integer_program_pays_for_whole_nodes() {
-    use std::time::Duration;
-    use stowage_core::solve::milp::{Options, aggregated_integer, master::Master};
+    use stowage_core::solve::milp::master::Master;
     use stowage_core::solve::problem::Problem;
 
     let w = alike_pods(3, "100m");
     let weights = Weights { per_node: 10.0, ..Weights::default() };
     let p = Problem::new(&w.cluster, small_catalog(), &weights).expect("builds");
-    let ib = aggregated_integer(&Master::aggregate(&p), Duration::from_secs(30), 0.0, Options { threads: 1, seed: 0 }).expect("solves");
-    assert!(ib.broken.is_none(), "{:?}", ib.broken);
+    let ib = solve_aggregated(&Master::aggregate(&p));
     let b = ib.bound.expect("a bound");
     assert!((b - 10.10).abs() < 1e-4, "aggregated integer bound {b}, optimum 10.10");
 
@@ -186,8 +192,7 @@ fn the_aggregated_integer_program_pays_for_whole_nodes() {
 /// most ⌊7900 / 5000⌋ = 1 such pod per t.large, none on the smaller types) prove the optimum.
 #[test]
 fn the_fit_cuts_keep_large_pods_to_the_nodes_that_hold_them() {
-    use std::time::Duration;
-    use stowage_core::solve::milp::{Options, aggregated_integer, master::Master};
+    use stowage_core::solve::milp::master::Master;
     use stowage_core::solve::problem::Problem;
 
     let w = alike_pods(3, "5000m");
@@ -196,12 +201,45 @@ fn the_fit_cuts_keep_large_pods_to_the_nodes_that_hold_them() {
     let mut agg = Master::aggregate(&p);
     agg.add_fit_cuts();
     assert!(agg.model.rows().iter().any(|r| r.name.starts_with("agg.size[")), "a size row for the 5000m pods");
-    let ib = aggregated_integer(&agg, Duration::from_secs(30), 0.0, Options { threads: 1, seed: 0 }).expect("solves");
-    assert!(ib.broken.is_none(), "{:?}", ib.broken);
+    let ib = solve_aggregated(&agg);
     let b = ib.bound.expect("a bound");
     assert!((b - 1.08).abs() < 1e-4, "aggregated integer bound {b}, optimum 1.08 (0.72 with pooled capacity only)");
 
     assert_milp_proves(&w, &weights, 1.08);
+}
+
+/// The aggregated integer program's solution packed into nodes (`milp::disaggregate`). Three 5000m
+/// pods: without the fit cuts the program pools two t.large's 15.8 cores for the 15 cores (0.72 $/h);
+/// each t.large holds one pod, so the third gets a node of its own, the cheapest that holds it, a
+/// t.large: 1.08. With the fit cuts the solution is three t.large already and packs as it is. Either
+/// way the packed start holds every row and bound of the pattern model and leaves no pod pending.
+#[test]
+fn the_aggregated_integer_solution_packs_into_nodes_and_a_pod_without_room_gets_its_own() {
+    use stowage_core::solve::milp::{disaggregate, master::Master, model::ColKind};
+    use stowage_core::solve::problem::Problem;
+
+    let w = alike_pods(3, "5000m");
+    let weights = Weights::default();
+    let p = Problem::new(&w.cluster, small_catalog(), &weights).expect("builds");
+    for (cuts, aggregated, extra) in [(false, 0.72, 1), (true, 1.08, 0)] {
+        let mut agg = Master::aggregate(&p);
+        if cuts {
+            agg.add_fit_cuts();
+        }
+        let ib = solve_aggregated(&agg);
+        let sol = ib.solution.expect("a solution");
+        let agg_obj = agg.model.objective(&sol);
+        assert!((agg_obj - aggregated).abs() < 1e-4, "fit cuts {cuts}: aggregated solution {agg_obj}, expected {aggregated}");
+        let mut m = Master::new(&p);
+        let pk = disaggregate::pack(&mut m, &agg, &sol).expect("packs");
+        assert_eq!(pk.extra_nodes, extra, "fit cuts {cuts}");
+        assert!((pk.objective - 1.08).abs() < 1e-4, "fit cuts {cuts}: packed at {}", pk.objective);
+        assert_eq!(m.violation(&pk.start), None, "fit cuts {cuts}");
+        let pending: f64 = m.model.columns().filter(|(_, c)| matches!(c.kind, ColKind::Pending(_))).map(|(j, _)| pk.start[j.ix()]).sum();
+        assert_eq!(pending, 0.0, "fit cuts {cuts}: no pod left pending");
+        let nodes: f64 = m.model.columns().filter(|(_, c)| matches!(c.kind, ColKind::Pattern(_))).map(|(j, _)| pk.start[j.ix()]).sum();
+        assert_eq!(nodes, 3.0, "fit cuts {cuts}: one t.large per pod");
+    }
 }
 
 /// Four 1000m pods under a hostname spread (maxSkew 1). Under `hostnameSpread: intent` (the default)

@@ -20,7 +20,8 @@
 //! program (in the LP they cost more time than they raise its bound on large batches).
 //!
 //! Rows are kept few: fit sets other than the whole group, at most [`MAX_FIT_SETS`] per group (the
-//! smallest first, which cut the most), and sizes where a node of the group's largest room holds at
+//! smallest first, which cut the most) and [`MAX_BUSY_FIT_SETS`] more (those whose classes have the
+//! most pods), and sizes where a node of the group's largest room holds at
 //! most [`MAX_PER_NODE`] such pods, at most [`MAX_SIZES`] per group and dimension (the largest first).
 
 use rustc_hash::FxHashMap;
@@ -31,8 +32,10 @@ use super::model::{INF, Model};
 use super::structure::Structure;
 use crate::solve::problem::Problem;
 
-/// Fit sets per group that get rows.
+/// Fit sets per group that get rows, the smallest first.
 pub const MAX_FIT_SETS: usize = 8;
+/// Fit sets per group that get rows beyond those, the ones whose classes have the most pods first.
+pub const MAX_BUSY_FIT_SETS: usize = 8;
 /// Size thresholds per group and dimension that get rows.
 pub const MAX_SIZES: usize = 8;
 /// A size gets a row only when a node of the group's largest room holds at most this many pods of it;
@@ -112,10 +115,16 @@ fn cuts(g: Group, classes: &[Class], configs: &[Config], rooms: &[Vec<i64>], cos
             sets.push(f.clone());
         }
     }
+    let members_of = |set: &[bool]| -> Vec<Class> { classes.iter().zip(&class_fit).filter(|(_, f)| f.iter().zip(set).all(|(&a, &b)| !a || b)).map(|(&c, _)| c).collect() };
+    // The smallest sets cut the most where they apply; the sets holding the most pods apply the most
+    // (openb-7d: dozens of fit sets in its GPU group, the 1-GPU pods of 4 or more cores in one of the
+    // larger ones, and pooled, those pods used the cores of 1-GPU nodes they do not fit).
     sets.sort_by_key(|set| set.iter().filter(|&&b| b).count());
-    sets.truncate(MAX_FIT_SETS);
+    let mut rest = sets.split_off(sets.len().min(MAX_FIT_SETS));
+    rest.sort_by_cached_key(|set| std::cmp::Reverse(members_of(set).iter().map(|&c| s.n_of(c)).sum::<u32>()));
+    sets.extend(rest.into_iter().take(MAX_BUSY_FIT_SETS));
     for (k, set) in sets.iter().enumerate() {
-        let members: Vec<Class> = classes.iter().zip(&class_fit).filter(|(_, f)| f.iter().zip(set).all(|(&a, &b)| !a || b)).map(|(&c, _)| c).collect();
+        let members = members_of(set);
         for d in 0..dims {
             if s.dims[d] == "pods" || cheapest_unit(rooms, costs, d, |i| !set[i], |r| r) >= cheapest_unit(rooms, costs, d, |i| set[i], |r| r) {
                 continue;
@@ -192,6 +201,27 @@ mod tests {
         assert_eq!(size.len(), 1);
         assert_eq!(size[0].pods, vec![(Class(0), 1.0)]);
         assert_eq!(size[0].nodes, vec![(Config(1), 2.0)], "⌊2000/8000⌋ = 0 leaves the small configuration out");
+    }
+
+    #[test]
+    fn beyond_the_smallest_fit_sets_the_ones_holding_the_most_pods_get_rows() {
+        // Configurations of 1..=20 cores, the smaller the cheaper per core; class j (j = 1..=20) asks
+        // j cores less 500m, so it fits the configurations of j cores and more: 19 fit sets besides
+        // the whole group. The 8 smallest (j = 13..=20) get rows, then the 8 whose classes hold the
+        // most pods: {j..=20} holds classes j..=20, so j = 2..=9, and not j = 10..=12.
+        let n = 20;
+        let s = structure((1..=n).map(|j| vec![j * 1000 - 500, 0]).collect());
+        let mut m = Model::default();
+        let rooms: Vec<Vec<i64>> = (1..=n).map(|i| vec![i * 1000, 64 * GI]).collect();
+        let costs: Vec<f64> = (1..=n).map(|i| 0.1 * i as f64 + 0.01 * (i * i) as f64).collect();
+        let classes: Vec<Class> = (0..n as u32).map(Class).collect();
+        let configs: Vec<Config> = (0..n as u32).map(Config).collect();
+        let cuts = cuts(Group(0), &classes, &configs, &rooms, &costs, &s, &mut m);
+        let smallest_class: Vec<u32> = cuts.iter().filter(|c| m.row_def(c.row).name.starts_with("agg.fit")).map(|c| c.pods.iter().map(|p| p.0.0).min().expect("members")).collect();
+        let mut got = smallest_class.clone();
+        got.sort_unstable();
+        let want: Vec<u32> = (1..=8).chain(12..=19).collect();
+        assert_eq!(got, want, "fit rows by their smallest member class (j - 1)");
     }
 
     #[test]

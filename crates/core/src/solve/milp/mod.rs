@@ -21,6 +21,7 @@
 //! The budget, the comparison with greedy and the fallback live in [`crate::solve::driver`].
 
 pub mod bound;
+pub mod disaggregate;
 pub mod families;
 pub mod fit_cuts;
 pub mod highs_lp;
@@ -226,7 +227,7 @@ fn check_answer(m: &Master, mip: &mut highs_lp::Solved) -> Option<String> {
         mip.dual_bound = None;
         return Some(v);
     }
-    let obj: f64 = m.model.cols().iter().zip(&mip.columns).map(|(c, x)| c.cost * x).sum();
+    let obj = m.model.objective(&mip.columns);
     if (obj - mip.objective).abs() <= 1e-6 * (1.0 + obj.abs()) {
         return None;
     }
@@ -327,9 +328,10 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
         }
     }
     // Its bound would not be reported when the model is narrower than the rules.
+    let mut agg_solution = None;
     if Instant::now() < deadline && !log.model_narrower {
         agg.add_fit_cuts();
-        aggregated_integer_bound(&agg, deadline, gap, opts, &mut log)?;
+        agg_solution = aggregated_integer_bound(&agg, deadline, gap, opts, &mut log)?;
         if proven(&log) {
             return Ok(log.without_mip("the aggregated integer program proves the greedy plan within the target gap"));
         }
@@ -346,10 +348,24 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
     }
     let t1 = Instant::now();
     let mut m = Master::new(p);
-    let start = warm_start(&mut m, greedy);
+    let mut start = warm_start(&mut m, greedy);
+    let start_greedy = start.is_some();
+    let packed = agg_solution.and_then(|sol| packed_start(&mut m, &agg, &sol, greedy_objective, &mut log));
     let complete = initial_columns(&mut m, center.as_deref());
-    trace_model("initial", || format!("{}{}", m.dump(true, 0), dump_start(start.as_deref())));
     log.phase("milp-model", t1);
+    if let Some(mut pk) = packed {
+        pk.start.resize(m.model.n_cols(), 0.0);
+        // Within the target gap of the bound: nothing the integer program could find would be proven
+        // better, so the packed plan is the answer.
+        if log.lower_bound.is_some_and(|b| pk.objective - b <= gap * pk.objective.abs()) {
+            return Ok(packed_answer(&m, &pk, log, start_greedy, complete));
+        }
+        if start.is_none() || pk.objective < greedy_objective {
+            log.note.push_str("the integer program starts from it; ");
+            start = Some(pk.start);
+        }
+    }
+    trace_model("initial", || format!("{}{}", m.dump(true, 0), dump_start(start.as_deref())));
     if Instant::now() >= deadline {
         return Ok(log.out_of_time("the integer program"));
     }
@@ -381,13 +397,50 @@ pub fn solve(p: &Problem, greedy: &Outcome, deadline: Instant, gap: f64, opts: O
         lower_bound: log.lower_bound,
         mip_status: Some(mip.status),
         mip_objective: mip.has_solution.then_some(mip.objective),
-        start_accepted: start_vec.is_some(),
+        start_accepted: start_greedy,
         columns: m.patterns.len(),
         cg_rounds: rounds,
         complete,
         phases: log.phases,
         note: log.note,
     })
+}
+
+/// The run that ends with the packed aggregated solution `pk`, within the target gap of the bound: the
+/// integer program could find nothing proven better.
+fn packed_answer(m: &Master, pk: &disaggregate::Packed, mut log: Log, start_greedy: bool, complete: bool) -> Run {
+    log.note.push_str("the packed aggregated solution is within the target gap; ");
+    Run {
+        outcome: Some(decode(m, &pk.start)),
+        lower_bound: log.lower_bound,
+        mip_status: None,
+        mip_objective: Some(pk.objective),
+        start_accepted: start_greedy,
+        columns: m.patterns.len(),
+        cg_rounds: 0,
+        complete,
+        phases: log.phases,
+        note: log.note,
+    }
+}
+
+/// The aggregated integer solution packed into nodes ([`disaggregate`]), as columns of `m` and, if it
+/// holds every row, a start; noted in the log.
+fn packed_start(m: &mut Master, agg: &Master, sol: &[f64], greedy_objective: f64, log: &mut Log) -> Option<disaggregate::Packed> {
+    let t = Instant::now();
+    let packed = disaggregate::pack(m, agg, sol);
+    let agg_objective = agg.model.objective(sol);
+    match &packed {
+        Some(pk) => log.note.push_str(&format!(
+            "aggregated integer solution at {agg_objective:.4} packed at {:.4}{} ({}); ",
+            pk.objective,
+            if pk.extra_nodes > 0 { format!(" with {} more nodes", pk.extra_nodes) } else { String::new() },
+            if pk.objective < greedy_objective { "below greedy" } else { "not below greedy" }
+        )),
+        None => log.note.push_str("the aggregated integer solution did not pack; "),
+    }
+    log.phase("pack-aggregated", t);
+    packed
 }
 
 /// The aggregated relaxation: a lower bound valid for the whole model, and stable duals on the rows
@@ -413,6 +466,8 @@ pub struct IntegerBound {
     /// The row or bound HiGHS's answer broke, or how its reported objective disagrees with its
     /// solution's, if it did (the bound is then void).
     pub broken: Option<String>,
+    /// HiGHS's solution (columns of the aggregated model), if it had one that holds.
+    pub solution: Option<Vec<f64>>,
 }
 
 /// The aggregated relaxation `agg` ([`Master::aggregate`]) as an integer program, for at most `time`:
@@ -428,11 +483,12 @@ pub fn aggregated_integer(agg: &Master, time: Duration, gap: f64, opts: Options)
     // with its own solution's): a bound from such a run could claim a proof that does not hold.
     let broken = if sol.has_solution { check_answer(agg, &mut sol) } else { None };
     let bound = sol.dual_bound.filter(|b| b.is_finite() && broken.is_none());
-    Ok(IntegerBound { bound, status: sol.status, broken })
+    let solution = (sol.has_solution && broken.is_none()).then_some(sol.columns);
+    Ok(IntegerBound { bound, status: sol.status, broken, solution })
 }
 
-/// [`aggregated_integer`] on its share of what is left of the budget.
-fn aggregated_integer_bound(agg: &Master, deadline: Instant, gap: f64, opts: Options, log: &mut Log) -> Result<(), SolveError> {
+/// [`aggregated_integer`] on its share of what is left of the budget; returns its solution, if any.
+fn aggregated_integer_bound(agg: &Master, deadline: Instant, gap: f64, opts: Options, log: &mut Log) -> Result<Option<Vec<f64>>, SolveError> {
     let t = Instant::now();
     let share = deadline.saturating_duration_since(t).mul_f64(AGGREGATE_MIP_SHARE);
     let ib = aggregated_integer(agg, share, gap, opts)?;
@@ -445,7 +501,7 @@ fn aggregated_integer_bound(agg: &Master, deadline: Instant, gap: f64, opts: Opt
         (None, None) => log.note.push_str(&format!("aggregated integer program ended {:?} without a bound; ", ib.status)),
     }
     log.phase("aggregated-integer-bound", t);
-    Ok(())
+    Ok(ib.solution)
 }
 
 /// The size-class bound ([`bound`]) on its share of what is left of the budget.

@@ -100,6 +100,19 @@ fn family_cap(m: &Master, c: Class, counts: &[(Class, u32)], purpose: Purpose, m
     k
 }
 
+/// The most pods of class `c` (at most `k`) a node of configuration `f` holding `counts` takes under
+/// every family's cap, its volume limits and strict minValues (resources aside).
+pub(crate) fn cap(m: &Master, f: Config, c: Class, counts: &[(Class, u32)], k: i64) -> i64 {
+    let mut k = family_cap(m, c, counts, Purpose::Fill { first_pass: false }, k);
+    if let Some(cap) = VolumeLimits::cap_on(&m.cx(), f, c, counts) {
+        k = k.min(cap);
+    }
+    if k > 0 && m.p.strict_min_values(f.ix()) {
+        k = MinValues::cap_on(&m.cx(), f, c, counts, k as u32) as i64;
+    }
+    k
+}
+
 /// Greedy fill of configuration `f` with the classes of positive value, in the given order.
 fn fill(m: &Master, f: Config, order: &[(Class, f64)]) -> Option<Pattern> {
     let room = m.p.configs[f.ix()].room();
