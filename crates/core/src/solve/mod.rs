@@ -313,7 +313,7 @@ pub fn to_plan(p: &Problem, o: &Outcome, report: SolverReport) -> Plan {
 }
 
 /// Pods and where they go, in bind order.
-pub(crate) type Placements = Vec<(PodId, Target)>;
+pub type Placements = Vec<(PodId, Target)>;
 
 /// Orders an outcome's placements so that kube-scheduler, binding them one at a time, accepts each: the
 /// order a replay of the plan and the controller's nominations follow. Returns the placements in that
@@ -324,9 +324,11 @@ pub(crate) type Placements = Vec<(PodId, Target)>;
 ///    (class, spread domains) bucket with the most pods left. With maxSkew 1 every step must land in a
 ///    domain at the minimum of every constraint at once; a final state balanced on two keys (zone and a
 ///    capacity split) is a sum of such rounds (König), and draining the fullest bucket first finds them
-///    where interleaving each class's domains in turn gets stuck.
+///    where interleaving each class's domains in turn gets stuck. Classes that do not count each other
+///    (no hard spread or anti-affinity term of one selects the other) are ordered one group at a time,
+///    so that a dead end in one is backtracked within it, not through the other classes' steps.
 /// 3. The rest, then anything left over, in passes until a pass places nothing.
-pub(crate) fn order_placements<'a>(p: &Problem<'a>, o: &Outcome) -> (Placements, Vec<(PodId, Reject)>) {
+pub fn order_placements<'a>(p: &Problem<'a>, o: &Outcome) -> (Placements, Vec<(PodId, Reject)>) {
     let (mut fs, ix) = scheduler_state(p, &o.new_nodes);
     let node_of = |t: Target| match t {
         Target::Existing(n) => n,
@@ -336,22 +338,26 @@ pub(crate) fn order_placements<'a>(p: &Problem<'a>, o: &Outcome) -> (Placements,
     let mut done = Vec::new();
     let mut last: BTreeMap<PodId, Reject> = BTreeMap::new();
     let mut left = replay_passes(p, &mut fs, &node_of, first, &mut done, &mut last);
-    let base = done.len();
-    if let Some(best) = buckets.drain(p, &mut fs, &node_of, &mut done, &mut last) {
-        // No complete order within the budget: keep the deepest partial order found, and leave every
-        // other pod to the passes below.
-        for &(id, t) in done[base..].iter().rev() {
-            fs.remove_pod(p.pod(id), node_of(t));
+    for group in buckets.groups(p) {
+        let base = done.len();
+        if let Some(best) = buckets.drain(p, &group, &mut fs, &node_of, &mut done, &mut last) {
+            // No complete order within the budget: keep the deepest partial order found, and leave the
+            // group's other pods to the passes below.
+            for &(id, t) in done[base..].iter().rev() {
+                fs.remove_pod(p.pod(id), node_of(t));
+            }
+            done.truncate(base);
+            let kept: std::collections::BTreeSet<PodId> = best.iter().map(|x| x.0).collect();
+            for &(id, t) in &best {
+                fs.add_pod(p.pod(id), node_of(t));
+                done.push((id, t));
+            }
+            let unplaced = o.placements.iter().copied().filter(|(id, _)| buckets.bucket_of.get(id).is_some_and(|b| group.contains(b)) && !kept.contains(id));
+            left.extend(unplaced);
+            for &b in &group {
+                buckets.pods[b].clear();
+            }
         }
-        done.truncate(base);
-        for &(id, t) in &best {
-            fs.add_pod(p.pod(id), node_of(t));
-            done.push((id, t));
-        }
-        let taken: std::collections::BTreeSet<PodId> = done.iter().chain(&left).chain(&rest).map(|x| x.0).collect();
-        let mut unplaced: Vec<(PodId, Target)> = o.placements.iter().copied().filter(|(id, _)| !taken.contains(id)).collect();
-        unplaced.reverse(); // undone by the reverse below
-        buckets.pods = vec![unplaced];
     }
     left.extend(buckets.pods.into_iter().flat_map(|mut b| {
         b.reverse();
@@ -372,6 +378,10 @@ struct Buckets {
     pairs: Vec<Vec<usize>>,
     /// Per (spread key, domain) pair: the pods left in every bucket that has it.
     left: Vec<usize>,
+    /// Per bucketed pod: its bucket.
+    bucket_of: BTreeMap<PodId, usize>,
+    /// Per bucket: a pod of its class, which stands for the class's spreads, terms and labels.
+    sample: Vec<PodId>,
 }
 
 /// A step of the depth-first search in `Buckets::drain`: the buckets to try in order, the next one to
@@ -389,7 +399,6 @@ impl Buckets {
         let mut first: Vec<(PodId, Target)> = Vec::new();
         let mut buckets: BTreeMap<(usize, String), Vec<(PodId, Target)>> = BTreeMap::new();
         let mut pairs: BTreeMap<(usize, String), Vec<(String, String)>> = BTreeMap::new();
-        let mut left_in: BTreeMap<(String, String), usize> = BTreeMap::new();
         let mut rest: Vec<(PodId, Target)> = Vec::new();
         for &(id, t) in placements {
             let pod = p.pod(id);
@@ -400,9 +409,6 @@ impl Buckets {
                 let labels = &fs.nodes()[node_of(t)].labels;
                 let dom: String = pod.spread.iter().map(|s| labels.get(&s.key).cloned().unwrap_or_default()).collect::<Vec<_>>().join("/");
                 let kd: Vec<(String, String)> = pod.spread.iter().filter(|s| s.is_hard()).map(|s| (s.key.clone(), labels.get(&s.key).cloned().unwrap_or_default())).collect();
-                for x in &kd {
-                    *left_in.entry(x.clone()).or_default() += 1;
-                }
                 pairs.entry((c, dom.clone())).or_insert(kd);
                 buckets.entry((c, dom)).or_default().push((id, t));
             } else {
@@ -410,8 +416,10 @@ impl Buckets {
             }
         }
         let mut pair_ix: BTreeMap<(String, String), usize> = BTreeMap::new();
-        let mut out = Buckets { pods: Vec::new(), pairs: Vec::new(), left: Vec::new() };
+        let mut out = Buckets { pods: Vec::new(), pairs: Vec::new(), left: Vec::new(), bucket_of: BTreeMap::new(), sample: Vec::new() };
         for (k, mut v) in buckets {
+            out.sample.push(v[0].0);
+            out.bucket_of.extend(v.iter().map(|&(id, _)| (id, out.pods.len())));
             let ixs = pairs[&k]
                 .iter()
                 .map(|x| {
@@ -423,33 +431,91 @@ impl Buckets {
             v.reverse(); // pop() takes them in plan order
             out.pods.push(v);
         }
+        // Counted per group when it is drained.
         out.left = vec![0usize; pair_ix.len()];
-        for (x, &i) in &pair_ix {
-            out.left[i] = left_in[x];
-        }
         (first, out, rest)
     }
 
-    /// Non-empty buckets, those whose (key, domain) pairs have the most pods left first, then the
-    /// fullest.
-    fn candidates(&self) -> Vec<usize> {
+    /// The buckets in groups that are ordered apart: two buckets are in one group when a hard spread
+    /// or a required anti-affinity term of one's pods selects the other's (either way), or through a
+    /// chain of such buckets. The pods of one group never enter another's filter checks for spread or
+    /// anti-affinity, so any order of one group's pods composes with any order of another's. Classes
+    /// are compared once each (the buckets of a class share its spec and labels).
+    fn groups(&self, p: &Problem) -> Vec<Vec<usize>> {
+        let counts = |a: &Pod, b: &Pod| {
+            a.spread.iter().any(|s| s.is_hard() && a.namespace == b.namespace && crate::semantics::selectors::opt_matches(s.selector.as_ref(), &b.labels))
+                || a.anti_affinity.iter().any(|t| interpod::term_matches(t, b))
+        };
+        // One representative bucket per class: buckets of one class are always grouped.
+        let mut rep: BTreeMap<usize, usize> = BTreeMap::new();
+        let mut parent: Vec<usize> = (0..self.pods.len()).collect();
+        fn root(parent: &mut [usize], mut x: usize) -> usize {
+            while parent[x] != x {
+                parent[x] = parent[parent[x]];
+                x = parent[x];
+            }
+            x
+        }
+        for b in 0..self.pods.len() {
+            let c = p.class_of.get(&self.sample[b]).copied().unwrap_or(usize::MAX - b);
+            let r = *rep.entry(c).or_insert(b);
+            let (x, y) = (root(&mut parent, b), root(&mut parent, r));
+            parent[x] = y;
+        }
+        let reps: Vec<usize> = rep.values().copied().collect();
+        for (i, &a) in reps.iter().enumerate() {
+            for &b in &reps[i + 1..] {
+                let (pa, pb) = (p.pod(self.sample[a]), p.pod(self.sample[b]));
+                if counts(pa, pb) || counts(pb, pa) {
+                    let (x, y) = (root(&mut parent, a), root(&mut parent, b));
+                    parent[x] = y;
+                }
+            }
+        }
+        let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for b in 0..self.pods.len() {
+            groups.entry(root(&mut parent, b)).or_default().push(b);
+        }
+        let mut out: Vec<Vec<usize>> = groups.into_values().collect();
+        out.sort();
+        out
+    }
+
+    /// Non-empty buckets of `group`, those whose (key, domain) pairs have the most pods left first,
+    /// then the fullest.
+    fn candidates(&self, group: &[usize]) -> Vec<usize> {
         let mut c: Vec<(usize, usize, usize)> =
-            (0..self.pods.len()).filter(|&b| !self.pods[b].is_empty()).map(|b| (self.pairs[b].iter().map(|&x| self.left[x]).sum::<usize>(), self.pods[b].len(), b)).collect();
+            group.iter().copied().filter(|&b| !self.pods[b].is_empty()).map(|b| (self.pairs[b].iter().map(|&x| self.left[x]).sum::<usize>(), self.pods[b].len(), b)).collect();
         c.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
         c.into_iter().map(|x| x.2).collect()
     }
 
-    /// Binds every bucketed pod, depth-first over the buckets (most constrained domains first), with
-    /// backtracking under a budget of `5 · pods + 1000` filter checks. Returns None when every pod is
-    /// bound (appended to `done`), else the deepest partial order found, `done` then holding wherever
-    /// the search stopped.
-    fn drain<'a>(&mut self, p: &Problem<'a>, fs: &mut FilterState<'a>, node_of: &dyn Fn(Target) -> usize, done: &mut Placements, last: &mut BTreeMap<PodId, Reject>) -> Option<Placements> {
-        let total: usize = self.pods.iter().map(Vec::len).sum();
+    /// Binds every pod of the buckets `group`, depth-first over them (most constrained domains first),
+    /// with backtracking under a budget of `5 · pods + 1000` filter checks. Returns None when every pod
+    /// is bound (appended to `done`), else the deepest partial order found, `done` then holding
+    /// wherever the search stopped.
+    fn drain<'a>(
+        &mut self,
+        p: &Problem<'a>,
+        group: &[usize],
+        fs: &mut FilterState<'a>,
+        node_of: &dyn Fn(Target) -> usize,
+        done: &mut Placements,
+        last: &mut BTreeMap<PodId, Reject>,
+    ) -> Option<Placements> {
+        let total: usize = group.iter().map(|&b| self.pods[b].len()).sum();
+        // The pods left per (key, domain) pair count this group's pods only.
+        self.left.fill(0);
+        for &b in group {
+            for &x in &self.pairs[b] {
+                self.left[x] += self.pods[b].len();
+            }
+        }
         let mut budget = 5 * total + 1_000;
         let mut best_depth = 0;
         let mut best_done: Option<Placements> = None;
         let base = done.len();
-        let mut stack = vec![Frame { cands: self.candidates(), next: 0, placed: None }];
+        let mut stack = vec![Frame { cands: self.candidates(group), next: 0, placed: None }];
         while let Some(top) = stack.last_mut() {
             if done.len() - base == total {
                 break;
@@ -479,7 +545,7 @@ impl Buckets {
                 }
             }
             if moved {
-                stack.push(Frame { cands: self.candidates(), next: 0, placed: None });
+                stack.push(Frame { cands: self.candidates(group), next: 0, placed: None });
                 continue;
             }
             if done.len() - base > best_depth || best_done.is_none() {

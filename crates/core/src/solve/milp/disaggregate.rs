@@ -16,7 +16,8 @@
 //! Best fit runs once per class order (dominant share, then each resource alone) and the cheapest
 //! packing is kept. Pods that find no room go where they add the least cost: on a node moved to the
 //! cheapest configuration of its group that holds it and them, or on a node of their own. Every node
-//! becomes a pattern column of the pattern master. Every pod
+//! of every packing becomes a pattern column of the pattern master, so the integer program can
+//! combine the tight nodes of one packing with those of another. Every pod
 //! keeps its group, so every domain count the coupling rows read is the aggregated solution's; the
 //! result is checked against the whole pattern model all the same ([`Master::violation`]) before it is
 //! used. When every pod packs into the solution's own nodes the plan costs what the aggregated
@@ -64,19 +65,26 @@ pub fn pack(m: &mut Master, agg: &Master, sol: &[f64]) -> Option<Packed> {
     let mut groups: Vec<Group> = want.keys().copied().collect();
     groups.sort();
     let mut patterns: Vec<Pattern> = Vec::new();
+    let mut also: Vec<Pattern> = Vec::new();
     let mut extra_nodes = 0;
     for g in groups {
         let mut on = nodes.remove(&g).unwrap_or_default();
         // Largest room first (by cpu, then memory): the tie-break of the best fit.
         on.sort_by_key(|&f| std::cmp::Reverse(room_of(m, f)));
-        let (packed, extra) = pack_group(m, g, &on, &want[&g])?;
-        patterns.extend(packed);
-        extra_nodes += extra;
+        let pk = pack_group(m, g, &on, &want[&g])?;
+        patterns.extend(pk.patterns);
+        also.extend(pk.also);
+        extra_nodes += pk.extra;
     }
     let mut z: FxHashMap<super::ids::Col, f64> = FxHashMap::default();
     for pat in patterns {
         let col = m.add_pattern(pat);
         *z.entry(col).or_default() += 1.0;
+    }
+    // The nodes of the dearer packings are columns too: the integer program may combine a tight node
+    // of one with the nodes of another.
+    for pat in also {
+        m.add_pattern(pat);
     }
     let mut x = vec![0.0; m.model.n_cols()];
     for (col, v) in z {
@@ -95,6 +103,14 @@ pub fn pack(m: &mut Master, agg: &Master, sol: &[f64]) -> Option<Packed> {
     }
     let objective = m.model.objective(&x);
     Some(Packed { start: x, objective, extra_nodes })
+}
+
+/// One group packed: the nodes of its cheapest packing, how many pods of it needed a node the
+/// aggregated solution did not have, and the nodes of its other packings.
+struct Packing {
+    patterns: Vec<Pattern>,
+    extra: usize,
+    also: Vec<Pattern>,
 }
 
 /// Dominant share of a class's requests in `room`.
@@ -142,15 +158,16 @@ fn orders(m: &Master, want: &[(Class, u32)], largest: &[i64]) -> Vec<Vec<(Class,
 }
 
 /// The patterns of one group: its pods `want` on its nodes `on`, then what did not fit on larger
-/// configurations of those nodes or on nodes of their own. None if some pod fits no configuration of
-/// the group.
-fn pack_group(m: &Master, g: Group, on: &[Config], want: &[(Class, u32)]) -> Option<(Vec<Pattern>, usize)> {
+/// configurations of those nodes or on nodes of their own; the cheapest of the packings, with the
+/// others' nodes beside it. None if some pod fits no configuration of the group.
+fn pack_group(m: &Master, g: Group, on: &[Config], want: &[(Class, u32)]) -> Option<Packing> {
     let p = m.p;
     let dims = &m.s.dims;
     let largest: Vec<i64> = (0..dims.len()).map(|d| p.groups[g.ix()].iter().map(|&f| room_of(m, Config(f))[d]).max().unwrap_or(0)).collect();
     let mut by_cost: Vec<Config> = p.groups[g.ix()].iter().map(|&f| Config(f)).collect();
     by_cost.sort_by(|&a, &b| p.configs[a.ix()].cost.total_cmp(&p.configs[b.ix()].cost).then(a.cmp(&b)));
     let mut best: Option<(f64, Vec<Bin>, usize)> = None;
+    let mut also: Vec<Pattern> = Vec::new();
     for order in orders(m, want, &largest) {
         let mut bins: Vec<Bin> = on.iter().map(|&f| Bin { f, counts: Vec::new(), left: room_of(m, f) }).collect();
         let rest = best_fit(m, &mut bins, &order, &largest);
@@ -162,12 +179,16 @@ fn pack_group(m: &Master, g: Group, on: &[Config], want: &[(Class, u32)]) -> Opt
         let cost: f64 = bins.iter().map(|b| p.configs[b.f.ix()].cost).sum();
         tracing::debug!(group = %g, nodes = on.len(), extra, cost, "packed a group");
         if best.as_ref().is_none_or(|(c, _, _)| cost < *c) {
-            best = Some((cost, bins, extra));
+            if let Some((_, old, _)) = best.replace((cost, bins, extra)) {
+                also.extend(old.into_iter().filter_map(|b| pricing::validate(m, b.f, b.counts).ok()));
+            }
+        } else {
+            also.extend(bins.into_iter().filter_map(|b| pricing::validate(m, b.f, b.counts).ok()));
         }
     }
     let (_, bins, extra) = best?;
     let pats: Option<Vec<Pattern>> = bins.into_iter().map(|b| pricing::validate(m, b.f, b.counts).ok()).collect();
-    Some((pats?, extra))
+    Some(Packing { patterns: pats?, extra, also })
 }
 
 fn room_of(m: &Master, f: Config) -> Vec<i64> {

@@ -439,6 +439,17 @@ fn packed_start(m: &mut Master, agg: &Master, sol: &[f64], greedy_objective: f64
         )),
         None => log.note.push_str("the aggregated integer solution did not pack; "),
     }
+    // The master's rows hold the plan's final state; kube-scheduler binds one pod at a time. A packing
+    // the bind-order search cannot order (mixed-3's web pods, spread maxSkew 1 over zones and over a
+    // capacity split, at a 60 s budget) would be repaired greedily at a far higher cost than column
+    // generation finds, so it is neither the answer nor the start.
+    let packed = packed.filter(|pk| {
+        let unordered = super::order_placements(m.p, &decode(m, &pk.start)).1.len();
+        if unordered > 0 {
+            log.note.push_str(&format!("no bind order found for {unordered} of its pods, so it is dropped; "));
+        }
+        unordered == 0
+    });
     log.phase("pack-aggregated", t);
     packed
 }
