@@ -342,21 +342,22 @@ pub fn order_placements<'a>(p: &Problem<'a>, o: &Outcome) -> (Placements, Vec<(P
         let base = done.len();
         if let Some(best) = buckets.drain(p, &group, &mut fs, &node_of, &mut done, &mut last) {
             // No complete order within the budget: keep the deepest partial order found, and leave the
-            // group's other pods to the passes below.
+            // group's other pods to the passes below, in plan order. Where the search stopped, the
+            // group's pods are those it bound (`done[base..]`) and those still in its buckets.
+            let mut others: std::collections::BTreeSet<PodId> = done[base..].iter().map(|x| x.0).collect();
+            for &b in &group {
+                others.extend(buckets.pods[b].drain(..).map(|x| x.0));
+            }
             for &(id, t) in done[base..].iter().rev() {
                 fs.remove_pod(p.pod(id), node_of(t));
             }
             done.truncate(base);
-            let kept: std::collections::BTreeSet<PodId> = best.iter().map(|x| x.0).collect();
             for &(id, t) in &best {
                 fs.add_pod(p.pod(id), node_of(t));
                 done.push((id, t));
+                others.remove(&id);
             }
-            let unplaced = o.placements.iter().copied().filter(|(id, _)| buckets.bucket_of.get(id).is_some_and(|b| group.contains(b)) && !kept.contains(id));
-            left.extend(unplaced);
-            for &b in &group {
-                buckets.pods[b].clear();
-            }
+            left.extend(o.placements.iter().copied().filter(|(id, _)| others.contains(id)));
         }
     }
     left.extend(buckets.pods.into_iter().flat_map(|mut b| {
@@ -378,8 +379,6 @@ struct Buckets {
     pairs: Vec<Vec<usize>>,
     /// Per (spread key, domain) pair: the pods left in every bucket that has it.
     left: Vec<usize>,
-    /// Per bucketed pod: its bucket.
-    bucket_of: BTreeMap<PodId, usize>,
     /// Per bucket: a pod of its class, which stands for the class's spreads, terms and labels.
     sample: Vec<PodId>,
 }
@@ -416,10 +415,9 @@ impl Buckets {
             }
         }
         let mut pair_ix: BTreeMap<(String, String), usize> = BTreeMap::new();
-        let mut out = Buckets { pods: Vec::new(), pairs: Vec::new(), left: Vec::new(), bucket_of: BTreeMap::new(), sample: Vec::new() };
+        let mut out = Buckets { pods: Vec::new(), pairs: Vec::new(), left: Vec::new(), sample: Vec::new() };
         for (k, mut v) in buckets {
             out.sample.push(v[0].0);
-            out.bucket_of.extend(v.iter().map(|&(id, _)| (id, out.pods.len())));
             let ixs = pairs[&k]
                 .iter()
                 .map(|x| {

@@ -27,10 +27,10 @@
 
 use rustc_hash::FxHashMap;
 
-use super::fill_aux;
 use super::ids::{Class, Config, Group};
 use super::master::Master;
 use super::model::{ColKind, Pattern};
+use super::point;
 use super::pricing;
 
 /// A full column vector of the pattern master built from the aggregated solution, its objective, and
@@ -76,27 +76,13 @@ pub fn pack(m: &mut Master, agg: &Master, sol: &[f64]) -> Option<Packed> {
         also.extend(pk.also);
         extra_nodes += pk.extra;
     }
-    let mut z: FxHashMap<super::ids::Col, f64> = FxHashMap::default();
-    for pat in patterns {
-        let col = m.add_pattern(pat);
-        *z.entry(col).or_default() += 1.0;
-    }
+    let z: Vec<(super::ids::Col, f64)> = patterns.into_iter().map(|pat| (m.add_pattern(pat), 1.0)).collect();
     // The nodes of the dearer packings are columns too: the integer program may combine a tight node
     // of one with the nodes of another.
     for pat in also {
         m.add_pattern(pat);
     }
-    let mut x = vec![0.0; m.model.n_cols()];
-    for (col, v) in z {
-        x[col.ix()] = v;
-    }
-    for (key, v) in assign {
-        x[m.assign_col.get(&key)?.ix()] = v;
-    }
-    for (c, v) in pending {
-        x[m.pending_col[c.ix()].ix()] = v;
-    }
-    fill_aux(m, &mut x);
+    let x = point(m, z, assign, pending)?;
     if let Some(why) = m.violation(&x) {
         tracing::debug!("the packed aggregated solution breaks {why}");
         return None;
@@ -293,7 +279,7 @@ fn place(m: &Master, f: Config, counts: &mut Vec<(Class, u32)>, left: &mut [i64]
         }
     }
     // The families' caps count the pods of c already there: ask for the total, take the difference.
-    k = k.min(pricing::cap(m, f, c, &others, had as i64 + k) - had as i64);
+    k = k.min(pricing::cap(m, f, c, &others, had as i64 + k, false) - had as i64);
     // The caps are each family's own; together (and the rules without a cap) the validation decides.
     while k > 0 {
         let mut trial = others.clone();

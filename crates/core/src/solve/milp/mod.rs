@@ -110,13 +110,13 @@ fn warm_start(m: &mut Master, greedy: &Outcome) -> Option<Vec<f64>> {
             },
         }
     }
-    let mut z: FxHashMap<Col, f64> = FxHashMap::default();
+    let mut z: Vec<(Col, f64)> = Vec::new();
     for (k, counts) in per_node.into_iter().enumerate() {
         let counts: Vec<(Class, u32)> = counts.into_iter().collect();
         match pricing::validate(m, Config::at(greedy.new_nodes[k]), counts) {
             Ok(pat) => {
                 let col = m.add_pattern(pat);
-                *z.entry(col).or_default() += 1.0;
+                z.push((col, 1.0));
             }
             Err(why) => {
                 tracing::debug!("greedy node {k} is not a valid pattern: {why}");
@@ -127,21 +127,8 @@ fn warm_start(m: &mut Master, greedy: &Outcome) -> Option<Vec<f64>> {
     if !ok {
         return None;
     }
-    let mut x = vec![0.0; m.model.n_cols()];
-    for (col, v) in z {
-        x[col.ix()] = v;
-    }
-    for ((c, t), v) in assign {
-        x[m.assign_col[&(c, t)].ix()] = v as f64;
-    }
-    let mut pending = vec![0.0; m.s.n.len()];
-    for (id, _) in &greedy.unschedulable {
-        pending[p.class_of[id]] += 1.0;
-    }
-    for (c, v) in pending.iter().enumerate() {
-        x[m.pending_col[c].ix()] = *v;
-    }
-    fill_aux(m, &mut x);
+    let pending = greedy.unschedulable.iter().map(|(id, _)| (Class::at(p.class_of[id]), 1.0));
+    let x = point(m, z, assign.into_iter().map(|(k, v)| (k, v as f64)), pending)?;
     if tracing::enabled!(tracing::Level::DEBUG) {
         for v in violations(m, &x) {
             tracing::debug!("greedy start violates {v}");
@@ -155,6 +142,24 @@ pub fn violations(m: &Master, x: &[f64]) -> Vec<String> {
     let act = m.model.activities(x, |_, _| false);
     let rows = m.model.rows();
     (0..act.len()).filter(|&r| act[r] < rows[r].lo - 1e-6 || act[r] > rows[r].hi + 1e-6).map(|r| format!("row {r} {}: {} not in [{}, {}]", rows[r].name, act[r], rows[r].lo, rows[r].hi)).collect()
+}
+
+/// The full column vector of `m` with the given pattern-column counts, pods per (class, existing
+/// target) and pending pods per class (each summed), its auxiliary columns set by [`fill_aux`]. None
+/// if a (class, target) pair has no assignment column.
+fn point(m: &Master, patterns: impl IntoIterator<Item = (Col, f64)>, assign: impl IntoIterator<Item = ((Class, TargetId), f64)>, pending: impl IntoIterator<Item = (Class, f64)>) -> Option<Vec<f64>> {
+    let mut x = vec![0.0; m.model.n_cols()];
+    for (col, v) in patterns {
+        x[col.ix()] += v;
+    }
+    for (key, v) in assign {
+        x[m.assign_col.get(&key)?.ix()] += v;
+    }
+    for (c, v) in pending {
+        x[m.pending_col[c.ix()].ix()] += v;
+    }
+    fill_aux(m, &mut x);
+    Some(x)
 }
 
 /// Sets the auxiliary columns to values consistent with the other columns: each family sets its own

@@ -134,12 +134,12 @@ impl Model {
         self.add_col(0.0, lo, hi, integer, entries, ColKind::Aux(name))
     }
 
-    /// Row activities of a full column vector; columns `skip` says to leave out count nothing.
     /// The objective `Σ_j cost_j x_j` of a column vector.
     pub fn objective(&self, x: &[f64]) -> f64 {
         self.cols.iter().zip(x).map(|(c, v)| c.cost * v).sum()
     }
 
+    /// Row activities of a full column vector; columns `skip` says to leave out count nothing.
     pub fn activities(&self, x: &[f64], skip: impl Fn(&Column, f64) -> bool) -> Vec<f64> {
         let mut act = vec![0.0; self.rows.len()];
         for (c, &v) in self.cols.iter().zip(x) {

@@ -101,9 +101,10 @@ fn family_cap(m: &Master, c: Class, counts: &[(Class, u32)], purpose: Purpose, m
 }
 
 /// The most pods of class `c` (at most `k`) a node of configuration `f` holding `counts` takes under
-/// every family's cap, its volume limits and strict minValues (resources aside).
-pub(crate) fn cap(m: &Master, f: Config, c: Class, counts: &[(Class, u32)], k: i64) -> i64 {
-    let mut k = family_cap(m, c, counts, Purpose::Fill { first_pass: false }, k);
+/// every family's cap (for a fill, in its first pass or not), its volume limits and strict minValues
+/// (resources aside).
+pub(crate) fn cap(m: &Master, f: Config, c: Class, counts: &[(Class, u32)], k: i64, first_pass: bool) -> i64 {
+    let mut k = family_cap(m, c, counts, Purpose::Fill { first_pass }, k);
     if let Some(cap) = VolumeLimits::cap_on(&m.cx(), f, c, counts) {
         k = k.min(cap);
     }
@@ -125,18 +126,13 @@ fn fill(m: &Master, f: Config, order: &[(Class, f64)]) -> Option<Pattern> {
             if counts.iter().any(|x| x.0 == c) {
                 continue;
             }
-            let mut k = family_cap(m, c, &counts, Purpose::Fill { first_pass: pass == 0 }, s.n_of(c) as i64);
+            let mut k = s.n_of(c) as i64;
             for (l, &q) in left.iter().zip(&s.req[c.ix()]) {
                 if q > 0 {
                     k = k.min(l / q);
                 }
             }
-            if let Some(cap) = VolumeLimits::cap_on(&m.cx(), f, c, &counts) {
-                k = k.min(cap);
-            }
-            if k > 0 && m.p.strict_min_values(f.ix()) {
-                k = MinValues::cap_on(&m.cx(), f, c, &counts, k as u32) as i64;
-            }
+            let k = cap(m, f, c, &counts, k, pass == 0);
             if k <= 0 {
                 continue;
             }
