@@ -979,10 +979,12 @@ impl<'p, 'a> Greedy<'p, 'a> {
                 continue;
             }
             let q = p.pod(p.classes[c].rep);
-            // Copies of the class a node of `f` would take alone, so what it costs the class per pod.
-            let alone = q.requests.copies_in(&self.rooms[f]).min(cap as u32);
-            if self.opts.priced_lookahead && (alone == 0 || p.configs[f].cost / alone as f64 > DEAR_FOR_NEXT * self.unit[c]) {
-                continue;
+            if self.opts.priced_lookahead {
+                // Copies of the class a node of `f` would take alone, so what it costs the class per pod.
+                let alone = q.requests.copies_in(&self.rooms[f]).min(cap as u32);
+                if alone == 0 || p.configs[f].cost / alone as f64 > DEAR_FOR_NEXT * self.unit[c] {
+                    continue;
+                }
             }
             let t = q.requests.copies_in(&left).min(copies(q, &volumes_left)).min(self.remaining[c] as u32).min(cap as u32) as usize;
             if t > 0 {
