@@ -980,8 +980,9 @@ impl<'p, 'a> Greedy<'p, 'a> {
             }
             let q = p.pod(p.classes[c].rep);
             if self.opts.priced_lookahead {
-                // Copies of the class a node of `f` would take alone, so what it costs the class per pod.
-                let alone = q.requests.copies_in(&self.rooms[f]).min(cap as u32);
+                // Copies of the class a node of `f` would take alone (by resources and attach limits, as
+                // `fits` counts them for `unit`), so what it costs the class per pod.
+                let alone = q.requests.copies_in(&self.rooms[f]).min(copies(q, &None)).min(cap as u32);
                 if alone == 0 || p.configs[f].cost / alone as f64 > DEAR_FOR_NEXT * self.unit[c] {
                     continue;
                 }

@@ -281,15 +281,29 @@ fn place(m: &Master, f: Config, counts: &mut Vec<(Class, u32)>, left: &mut [i64]
     // The families' caps count the pods of c already there: ask for the total, take the difference.
     k = k.min(pricing::cap(m, f, c, &others, had as i64 + k, false) - had as i64);
     // The caps are each family's own; together (and the rules without a cap) the validation decides.
-    while k > 0 {
+    // The per-node rules only tighten as pods are added, so the pods that fit are a prefix: try all k,
+    // then bisect for the most (not halve, which could stop at half of a count one short of k).
+    let fits = |k: i64| {
         let mut trial = others.clone();
         trial.push((c, had + k as u32));
-        if pricing::validate(m, f, trial).is_ok() {
-            break;
-        }
-        k /= 2;
-    }
+        pricing::validate(m, f, trial).is_ok()
+    };
     if k <= 0 {
+        return 0;
+    }
+    if !fits(k) {
+        let (mut lo, mut hi) = (0, k);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        k = lo;
+    }
+    if k == 0 {
         return 0;
     }
     for (l, &q) in left.iter_mut().zip(req) {
