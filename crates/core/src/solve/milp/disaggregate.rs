@@ -266,6 +266,28 @@ fn repair(m: &Master, bins: &mut Vec<Bin>, rest: Vec<(Class, u32)>, by_cost: &[C
     Some(())
 }
 
+/// The most pods, at most `k`, that `fits` accepts: `k` itself, or a bisection between 0 and `k`. The
+/// per-node rules only tighten as pods are added, so the counts that fit are a prefix; halving from
+/// `k` instead could stop at half of a count one short of it. 0 when none fits.
+fn most_that_fit(k: i64, fits: impl Fn(i64) -> bool) -> i64 {
+    if k <= 0 {
+        return 0;
+    }
+    if fits(k) {
+        return k;
+    }
+    let (mut lo, mut hi) = (0, k);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 /// Puts as many of `n` pods of class `c` as the node of configuration `f` holding `counts` (residual
 /// room `left`) takes under the per-node rules; returns how many.
 fn place(m: &Master, f: Config, counts: &mut Vec<(Class, u32)>, left: &mut [i64], c: Class, n: u32) -> u32 {
@@ -281,28 +303,11 @@ fn place(m: &Master, f: Config, counts: &mut Vec<(Class, u32)>, left: &mut [i64]
     // The families' caps count the pods of c already there: ask for the total, take the difference.
     k = k.min(pricing::cap(m, f, c, &others, had as i64 + k, false) - had as i64);
     // The caps are each family's own; together (and the rules without a cap) the validation decides.
-    // The per-node rules only tighten as pods are added, so the pods that fit are a prefix: try all k,
-    // then bisect for the most (not halve, which could stop at half of a count one short of k).
-    let fits = |k: i64| {
+    k = most_that_fit(k, |k| {
         let mut trial = others.clone();
         trial.push((c, had + k as u32));
         pricing::validate(m, f, trial).is_ok()
-    };
-    if k <= 0 {
-        return 0;
-    }
-    if !fits(k) {
-        let (mut lo, mut hi) = (0, k);
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if fits(mid) {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        k = lo;
-    }
+    });
     if k == 0 {
         return 0;
     }
@@ -314,4 +319,28 @@ fn place(m: &Master, f: Config, counts: &mut Vec<(Class, u32)>, left: &mut [i64]
         None => counts.push((c, k as u32)),
     }
     k as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::most_that_fit;
+
+    #[test]
+    fn the_most_that_fit_is_the_largest_count_the_rules_accept() {
+        // A node with room for 7 by resources whose rules take 6: halving from 7 would have stopped at 3.
+        assert_eq!(most_that_fit(7, |k| k <= 6), 6);
+        assert_eq!(most_that_fit(7, |k| k <= 7), 7);
+        assert_eq!(most_that_fit(100, |k| k <= 37), 37);
+        assert_eq!(most_that_fit(5, |k| k <= 0), 0);
+        assert_eq!(most_that_fit(0, |_| true), 0);
+        assert_eq!(most_that_fit(-3, |_| true), 0);
+        // Only counts in 1..=k are asked.
+        assert_eq!(
+            most_that_fit(9, |k| {
+                assert!((1..=9).contains(&k), "asked {k}");
+                k <= 4
+            }),
+            4
+        );
+    }
 }
