@@ -27,6 +27,7 @@
 
 use rustc_hash::FxHashMap;
 
+use super::families;
 use super::ids::{Class, Config, Group};
 use super::master::Master;
 use super::model::{ColKind, Pattern};
@@ -266,28 +267,6 @@ fn repair(m: &Master, bins: &mut Vec<Bin>, rest: Vec<(Class, u32)>, by_cost: &[C
     Some(())
 }
 
-/// The most pods, at most `k`, that `fits` accepts: `k` itself, or a bisection between 0 and `k`. The
-/// per-node rules only tighten as pods are added, so the counts that fit are a prefix; halving from
-/// `k` instead could stop at half of a count one short of it. 0 when none fits.
-fn most_that_fit(k: i64, fits: impl Fn(i64) -> bool) -> i64 {
-    if k <= 0 {
-        return 0;
-    }
-    if fits(k) {
-        return k;
-    }
-    let (mut lo, mut hi) = (0, k);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if fits(mid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
-}
-
 /// Puts as many of `n` pods of class `c` as the node of configuration `f` holding `counts` (residual
 /// room `left`) takes under the per-node rules; returns how many.
 fn place(m: &Master, f: Config, counts: &mut Vec<(Class, u32)>, left: &mut [i64], c: Class, n: u32) -> u32 {
@@ -303,44 +282,23 @@ fn place(m: &Master, f: Config, counts: &mut Vec<(Class, u32)>, left: &mut [i64]
     // The families' caps count the pods of c already there: ask for the total, take the difference.
     k = k.min(pricing::cap(m, f, c, &others, had as i64 + k, false) - had as i64);
     // The caps are each family's own; together (and the rules without a cap) the validation decides.
-    k = most_that_fit(k, |k| {
+    if k <= 0 {
+        return 0;
+    }
+    let k = families::most_that_fit(k as u32, |k| {
         let mut trial = others.clone();
-        trial.push((c, had + k as u32));
+        trial.push((c, had + k));
         pricing::validate(m, f, trial).is_ok()
     });
     if k == 0 {
         return 0;
     }
     for (l, &q) in left.iter_mut().zip(req) {
-        *l -= q * k;
+        *l -= q * k as i64;
     }
     match counts.iter_mut().find(|x| x.0 == c) {
-        Some(x) => x.1 += k as u32,
-        None => counts.push((c, k as u32)),
+        Some(x) => x.1 += k,
+        None => counts.push((c, k)),
     }
-    k as u32
-}
-
-#[cfg(test)]
-mod tests {
-    use super::most_that_fit;
-
-    #[test]
-    fn the_most_that_fit_is_the_largest_count_the_rules_accept() {
-        // A node with room for 7 by resources whose rules take 6: halving from 7 would have stopped at 3.
-        assert_eq!(most_that_fit(7, |k| k <= 6), 6);
-        assert_eq!(most_that_fit(7, |k| k <= 7), 7);
-        assert_eq!(most_that_fit(100, |k| k <= 37), 37);
-        assert_eq!(most_that_fit(5, |k| k <= 0), 0);
-        assert_eq!(most_that_fit(0, |_| true), 0);
-        assert_eq!(most_that_fit(-3, |_| true), 0);
-        // Only counts in 1..=k are asked.
-        assert_eq!(
-            most_that_fit(9, |k| {
-                assert!((1..=9).contains(&k), "asked {k}");
-                k <= 4
-            }),
-            4
-        );
-    }
+    k
 }

@@ -42,12 +42,7 @@ impl MinValues {
             v.push((c, had + k));
             v
         };
-        let (mut lo, mut hi) = (0u32, most);
-        while lo < hi {
-            let mid = lo + (hi - lo).div_ceil(2);
-            if shortfall(cx, f.ix(), &with(mid)).is_none() { lo = mid } else { hi = mid - 1 }
-        }
-        lo
+        super::most_that_fit(most, |k| shortfall(cx, f.ix(), &with(k)).is_none())
     }
 }
 

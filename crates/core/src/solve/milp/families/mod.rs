@@ -86,6 +86,26 @@ pub struct Node<'n> {
     pub counts: &'n [(Class, u32)],
 }
 
+/// The most pods, at most `most`, that `fits` accepts: `most` itself, or a bisection between 0 and
+/// `most`. The per-node rules only tighten as pods are added, so the counts that fit are a prefix;
+/// halving from `most` instead could stop at half of a count one short of it. 0 when none fits; only
+/// counts in `1..=most` are asked.
+pub(crate) fn most_that_fit(most: u32, fits: impl Fn(u32) -> bool) -> u32 {
+    if most == 0 || fits(most) {
+        return most;
+    }
+    let (mut lo, mut hi) = (0, most);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 /// What a per-node cap is for. The pattern heuristics prune differently (the enumeration's count limit
 /// depends on what it prunes), so a family says per use how many pods it lets a node take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -228,4 +248,27 @@ pub fn build(p: &Problem) -> (Structure, Families) {
     }
     fams.demand.exact = exact;
     (s, fams)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::most_that_fit;
+
+    #[test]
+    fn the_most_that_fit_is_the_largest_count_the_rules_accept() {
+        // A node with room for 7 by resources whose rules take 6: halving from 7 would have stopped at 3.
+        assert_eq!(most_that_fit(7, |k| k <= 6), 6);
+        assert_eq!(most_that_fit(7, |k| k <= 7), 7);
+        assert_eq!(most_that_fit(100, |k| k <= 37), 37);
+        assert_eq!(most_that_fit(5, |k| k == 0), 0);
+        assert_eq!(most_that_fit(0, |_| true), 0);
+        // Only counts in 1..=most are asked.
+        assert_eq!(
+            most_that_fit(9, |k| {
+                assert!((1..=9).contains(&k), "asked {k}");
+                k <= 4
+            }),
+            4
+        );
+    }
 }
