@@ -25,7 +25,7 @@ pub fn runs_on(ds: &DaemonSet, labels: &Labels, node_taints: &[Taint], node_name
         return false;
     }
     let auto = taints::daemonset_tolerations();
-    node_taints.iter().filter(|t| matches!(t.effect, Effect::NoSchedule | Effect::NoExecute)).all(|t| taints::tolerated(&ds.template.tolerations, t) || taints::tolerated(&auto, t))
+    node_taints.iter().filter(|t| matches!(t.effect, Effect::NoSchedule | Effect::NoExecute)).all(|t| taints::tolerated(&ds.template.tolerations, t) || taints::tolerated(auto, t))
 }
 
 /// The DaemonSets that will put a pod on an existing node that has none of theirs yet. The DaemonSet

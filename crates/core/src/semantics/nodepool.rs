@@ -43,6 +43,18 @@ pub(crate) fn type_ruled_out(pool: &NodePool, itype: &InstanceType) -> bool {
     pool.requirements.iter().any(|r| fixed_by_type(&r.req.key) && !node_affinity::requirement_matches(&r.req, &itype.labels))
 }
 
+/// Whether a requirement of `pool` on the zone or capacity type, which the offering alone fixes (unless
+/// the template overrides the label), fails: then no node of that offering is allowed, and its label
+/// sets need not be built. A pool that asks for spot rules out every on-demand offering here.
+pub(crate) fn offering_ruled_out(pool: &NodePool, o: &Offering) -> bool {
+    let fixed = |k: &str| match k {
+        keys::ZONE => Some(o.zone.as_str()),
+        keys::CAPACITY_TYPE => Some(o.capacity_type.as_str()),
+        _ => None,
+    };
+    pool.requirements.iter().any(|r| !pool.labels.contains_key(&r.req.key) && fixed(&r.req.key).is_some_and(|v| !node_affinity::requirement_matches_value(&r.req, Some(v))))
+}
+
 /// The labels of a node launched from `pool` with `itype` in (`zone`, `capacity_type`), before open
 /// keys get their values and before the hostname is known.
 pub fn base_labels(pool: &NodePool, itype: &InstanceType, zone: &str, capacity_type: &str, region: Option<&str>) -> Labels {
@@ -170,5 +182,25 @@ mod tests {
         // Offering keys and keys the type does not carry are left to the label sets.
         assert!(!type_ruled_out(&pool(vec![NodeRequirement::new(keys::ZONE, NodeOp::In, ["us-east-1a"])], &[]), &itype("c5")));
         assert!(!type_ruled_out(&pool(vec![NodeRequirement::new("capacity-spread", NodeOp::In, ["1"])], &[]), &itype("c5")));
+    }
+
+    #[test]
+    fn only_the_zone_and_capacity_type_rule_an_offering_out() {
+        let o = |zone: &str, ct: &str| Offering { zone: zone.into(), capacity_type: ct.into(), price: 1.0, available: true, synthetic: false, reservation: None };
+        let spot = pool(vec![NodeRequirement::new(keys::CAPACITY_TYPE, NodeOp::In, ["spot"])], &[]);
+        assert!(offering_ruled_out(&spot, &o("us-east-1a", "on-demand")));
+        assert!(!offering_ruled_out(&spot, &o("us-east-1a", "spot")));
+        let not_a = pool(vec![NodeRequirement::new(keys::ZONE, NodeOp::NotIn, ["us-east-1a"])], &[]);
+        assert!(offering_ruled_out(&not_a, &o("us-east-1a", "spot")));
+        assert!(!offering_ruled_out(&not_a, &o("us-east-1b", "spot")));
+        // Other keys are left to the label sets, and the whole offering agrees with its label set.
+        let family = pool(vec![NodeRequirement::new("karpenter.k8s.aws/instance-family", NodeOp::In, ["m5"])], &[]);
+        assert!(!offering_ruled_out(&family, &o("us-east-1a", "spot")));
+        for p in [&spot, &not_a] {
+            for off in [o("us-east-1a", "spot"), o("us-east-1b", "on-demand")] {
+                let labels = offering_labels(p, &itype("m5"), &off, Some("us-east-1"));
+                assert_eq!(offering_ruled_out(p, &off), violated(p, &labels).is_some(), "{off:?}");
+            }
+        }
     }
 }

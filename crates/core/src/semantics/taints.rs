@@ -65,7 +65,13 @@ pub fn filter(taints: &[Taint], unschedulable: bool, tols: &[Toleration], prefer
 
 /// Tolerations the DaemonSet controller adds to every DaemonSet pod
 /// (`pkg/controller/daemon/util` `AddOrUpdateDaemonPodTolerations`).
-pub(crate) fn daemonset_tolerations() -> Vec<Toleration> {
+/// Built once: [`super::daemonsets::runs_on`] asks for every DaemonSet on every candidate configuration.
+pub(crate) fn daemonset_tolerations() -> &'static [Toleration] {
+    static AUTO: std::sync::LazyLock<Vec<Toleration>> = std::sync::LazyLock::new(build_daemonset_tolerations);
+    &AUTO
+}
+
+fn build_daemonset_tolerations() -> Vec<Toleration> {
     let mut v = vec![
         Toleration::exists(well_known::NOT_READY, Some(Effect::NoExecute)),
         Toleration::exists(well_known::UNREACHABLE, Some(Effect::NoExecute)),

@@ -439,7 +439,7 @@ impl PoolEnv<'_> {
                 continue;
             }
             let alloc = it.allocatable();
-            for o in it.offerings.iter().filter(|o| o.available) {
+            for o in it.offerings.iter().filter(|o| o.available && !nodepool::offering_ruled_out(pool, o)) {
                 let base = nodepool::offering_labels(pool, it, o, self.region);
                 let open = nodepool::open_keys(pool, &base, &wanted);
                 let Some(combos) = label_combos(base, &open, self.enumerate) else {
@@ -495,16 +495,19 @@ fn label_combos(base: Labels, open: &[nodepool::OpenKey], relevant: &BTreeSet<St
             continue;
         }
         let vals: Vec<&String> = if relevant.contains(&ok.key) { ok.values.iter().collect() } else { vec![&ok.values[0]] };
-        combos = combos
-            .into_iter()
-            .flat_map(|l| {
-                vals.iter().map(move |v| {
-                    let mut l = l.clone();
-                    l.insert(ok.key.clone(), (*v).clone());
-                    l
-                })
-            })
-            .collect();
+        let mut next = Vec::with_capacity(combos.len() * vals.len());
+        for l in combos {
+            // Every value but the last extends a copy; the last takes the label set itself.
+            for v in &vals[..vals.len() - 1] {
+                let mut c = l.clone();
+                c.insert(ok.key.clone(), (*v).clone());
+                next.push(c);
+            }
+            let mut l = l;
+            l.insert(ok.key.clone(), vals[vals.len() - 1].clone());
+            next.push(l);
+        }
+        combos = next;
     }
     Some(combos)
 }
@@ -513,18 +516,16 @@ fn label_combos(base: Labels, open: &[nodepool::OpenKey], relevant: &BTreeSet<St
 /// in every compared dimension, without more capacity in a NodePool-limited resource.
 fn prune_dominated(mut group: Vec<Config>, dims: &[String], limited: &[String]) -> Vec<Config> {
     group.sort_by(|a, b| a.cost.total_cmp(&b.cost).then_with(|| a.instance_type.cmp(&b.instance_type)));
-    let mut kept: Vec<Config> = Vec::new();
+    // The kept configurations with their room, computed once each.
+    let mut kept: Vec<(Config, Resources)> = Vec::new();
     for c in group {
         let room = c.room();
-        let dominated = kept.iter().any(|k| {
-            let kroom = k.room();
-            k.cost <= c.cost && dims.iter().all(|d| kroom.get(d) >= room.get(d)) && limited.iter().all(|d| k.capacity.get(d) <= c.capacity.get(d))
-        });
+        let dominated = kept.iter().any(|(k, kroom)| k.cost <= c.cost && dims.iter().all(|d| kroom.get(d) >= room.get(d)) && limited.iter().all(|d| k.capacity.get(d) <= c.capacity.get(d)));
         if !dominated {
-            kept.push(c);
+            kept.push((c, room));
         }
     }
-    kept
+    kept.into_iter().map(|(c, _)| c).collect()
 }
 
 impl<'a> Problem<'a> {
