@@ -106,16 +106,25 @@ pub fn build_and_plan<'a>(cluster: &'a Cluster, catalog: &Catalog, weights: &'a 
     let t0 = Instant::now();
     let problem = Problem::new(cluster, catalog, weights)?;
     let build = t0.elapsed();
+    let (o, mut report) = plan_built(&problem, planner, t0);
+    report.phases.insert(0, Phase { name: "problem".into(), time_ms: ms(build) });
+    report.time_ms += ms(build);
+    Ok((problem, o, report))
+}
+
+/// Plans a problem already built, with the MILP's budget counted from `t0` (the start of its build, or
+/// of whatever else the budget covers); what [`build_and_plan`] does after the build.
+pub(crate) fn plan_built(problem: &Problem, planner: Planner, t0: Instant) -> (Outcome, SolverReport) {
     let (o, mut report) = match planner.solver {
-        Solver::Milp => plan_since(&problem, planner.driver_options(), t0),
-        Solver::Greedy => plan_greedy(&problem),
+        Solver::Milp => plan_since(problem, planner.driver_options(), t0),
+        Solver::Greedy => plan_greedy(problem),
     };
     let deadline = t0 + planner.time_budget;
     let spent = || planner.solver == Solver::Milp && Instant::now() >= deadline;
     let t = Instant::now();
-    let (o, rounds) = queue_repair(&problem, o, &spent);
+    let (o, rounds) = queue_repair(problem, o, &spent);
     if rounds > 0 {
-        let obj = objective(&problem, &o).total();
+        let obj = objective(problem, &o).total();
         report.objective = Some(obj);
         if report.lower_bound.is_some() {
             report.gap = judge(obj, report.lower_bound, false, 0.0).0;
@@ -125,9 +134,7 @@ pub fn build_and_plan<'a>(cluster: &'a Cluster, catalog: &Catalog, weights: &'a 
         report.phases.push(Phase { name: "queue-order".into(), time_ms: ms(t.elapsed()) });
         report.time_ms += ms(t.elapsed());
     }
-    report.phases.insert(0, Phase { name: "problem".into(), time_ms: ms(build) });
-    report.time_ms += ms(build);
-    Ok((problem, o, report))
+    (o, report)
 }
 
 /// The greedy planner alone, with the report every command shows.
