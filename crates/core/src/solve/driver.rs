@@ -174,8 +174,9 @@ const CUT_GRACE: f64 = 0.05;
 const REPLAY_SHARE: f64 = 0.25;
 
 /// The greedy plan in the packing order (`greedy::plan`), then in Karpenter's size order
-/// (`greedy::Order::Size`) if what is left of the budget is at least [`SECOND_PASS_ROOM`] times what
-/// the first pass took; the cheaper plan, its objective, one phase per pass and how many pods the fast
+/// (`greedy::Order::Size`) and in the hosts order (`greedy::Order::Hosts`, where it differs from the
+/// packing order), each if what is left of the budget is at least [`SECOND_PASS_ROOM`] times what
+/// the first pass took; the cheapest plan, its objective, one phase per pass and how many pods the fast
 /// pass placed. Past the deadline the placement goes on with `greedy::Greedy::place_fast`, and it is
 /// cut (the rest of the batch deferred) when the budget plus [`CUT_GRACE`] would not hold its replay
 /// ([`REPLAY_SHARE`]) any more.
@@ -195,11 +196,23 @@ fn greedy_portfolio(p: &Problem, t0: Instant, budget: Duration) -> (Outcome, f64
     if p.batch.is_empty() || !g.deferred.is_empty() || deadline.saturating_duration_since(Instant::now()) < first.mul_f64(SECOND_PASS_ROOM) {
         return (g, g_obj, phases, fast);
     }
-    let t = Instant::now();
-    let (alt, _) = greedy::plan_within(p, greedy::Order::Size, &spent, &cut);
-    let alt_obj = objective(p, &alt).total();
-    phases.push(Phase { name: "greedy-size-order".into(), time_ms: ms(t.elapsed()) });
-    if beats(alt_obj, alt.new_nodes.len(), g_obj, g.new_nodes.len()) { (alt, alt_obj, phases, fast) } else { (g, g_obj, phases, fast) }
+    let (mut best, mut best_obj) = (g, g_obj);
+    // The hosts order only where it differs from the packing order: some class has a hostname spread.
+    let hosts = greedy::class_order(p, greedy::Order::Hosts) != greedy::class_order(p, greedy::Order::Packing);
+    for (order, name) in [(greedy::Order::Size, "greedy-size-order"), (greedy::Order::Hosts, "greedy-hosts-order")] {
+        if order == greedy::Order::Hosts && (!hosts || deadline.saturating_duration_since(Instant::now()) < first.mul_f64(SECOND_PASS_ROOM)) {
+            continue;
+        }
+        let t = Instant::now();
+        let (alt, _) = greedy::plan_within(p, order, &spent, &cut);
+        let alt_obj = objective(p, &alt).total();
+        phases.push(Phase { name: name.into(), time_ms: ms(t.elapsed()) });
+        tracing::debug!(?order, objective = alt_obj, nodes = alt.new_nodes.len(), kept = best_obj, "greedy portfolio pass");
+        if beats(alt_obj, alt.new_nodes.len(), best_obj, best.new_nodes.len()) {
+            (best, best_obj) = (alt, alt_obj);
+        }
+    }
+    (best, best_obj, phases, fast)
 }
 
 /// Whether a plan of objective `a` with `a_nodes` new nodes beats the plan in hand (`b`, `b_nodes`):

@@ -6,7 +6,8 @@
 //!    does, but each class's pods stay together (`Order::Size`); or, by default, pods that need a node
 //!    each first, then by dominant size, which fills those nodes better (`Order::Packing`). A class's
 //!    pods go in queue order, so its latest pods are the ones left pending. The MILP driver runs both
-//!    orders when its budget allows.
+//!    orders when its budget allows, and a third where classes are under a hostname spread: the
+//!    packing order with those classes first too (`Order::Hosts`).
 //! 2. A pod goes to the open node (existing, or new in this plan) with the least free cpu that passes
 //!    every kube-scheduler filter and stowage's wider spread-domain rule; pods with spread constraints
 //!    prefer the domain with the fewest matching pods. Capacity that is already paid for is free.
@@ -83,6 +84,13 @@ pub enum Order {
     /// classes interleaved as their pods come; equal new-node choices as `Packing`. The queue repair
     /// (`driver`) plans the pods after a repaired pod so, which leaves pending the latest ones.
     Queue,
+    /// As `Packing`, with every class under a hostname topology spread first too (either
+    /// `whenUnsatisfiable`; held as a requirement, maxSkew 1 allows one pod per node until every
+    /// node has one). Placed first, such pods take the existing nodes' hostnames and the first new
+    /// nodes', each beside the others; placed after the large pods, each may need a node of its own
+    /// once the free room is gone (cluster-saas at 1 s: 10.51 $/h in the better of the other two
+    /// orders, 10.38 in this one). The driver's third pass, where it changes the order.
+    Hosts,
 }
 
 /// The placement is never cut before this many pods are placed (a few milliseconds of careful
@@ -182,10 +190,10 @@ pub(crate) fn class_order(p: &Problem, how: Order) -> Vec<usize> {
         order.sort_by(|&a, &b| crate::semantics::queue::key(p.pod(p.classes[a].pods[0])).cmp(&crate::semantics::queue::key(p.pod(p.classes[b].pods[0]))));
         return order;
     }
-    let packing = how == Order::Packing;
+    let packing = matches!(how, Order::Packing | Order::Hosts);
     let first = |c: usize| -> bool {
         let pod = p.pod(p.classes[c].rep);
-        packing && pod.anti_affinity.iter().any(|t| t.key == keys::HOSTNAME && interpod::term_matches(t, pod))
+        packing && (pod.anti_affinity.iter().any(|t| t.key == keys::HOSTNAME && interpod::term_matches(t, pod)) || (how == Order::Hosts && pod.spread.iter().any(|s| s.key == keys::HOSTNAME)))
     };
     let ratio = mem_per_cpu(p);
     let dominant = |r: &Resources| -> i64 { if packing { r.cpu_m.max((r.memory as f64 / ratio) as i64) } else { r.cpu_m } };
@@ -914,7 +922,7 @@ impl<'p, 'a> Greedy<'p, 'a> {
                 let n = self.lookahead(class, pod, own_cap, f, &next);
                 let score = p.configs[f].cost / n as f64 + soft;
                 let zone_load = match self.opts.order {
-                    Order::Packing | Order::Queue => self.zone_nodes.get(&p.configs[f].zone).copied().unwrap_or(0),
+                    Order::Packing | Order::Queue | Order::Hosts => self.zone_nodes.get(&p.configs[f].zone).copied().unwrap_or(0),
                     Order::Size => 0,
                 };
                 // Equal cost per pod (the node tie-break in the cost aside): the node taking more pods,
