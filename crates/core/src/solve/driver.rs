@@ -193,14 +193,16 @@ fn greedy_portfolio(p: &Problem, t0: Instant, budget: Duration) -> (Outcome, f64
     let g_obj = objective(p, &g).total();
     let first = start.elapsed();
     let mut phases = vec![Phase { name: "greedy".into(), time_ms: ms(first) }];
-    if p.batch.is_empty() || !g.deferred.is_empty() || deadline.saturating_duration_since(Instant::now()) < first.mul_f64(SECOND_PASS_ROOM) {
+    if p.batch.is_empty() || !g.deferred.is_empty() {
         return (g, g_obj, phases, fast);
     }
     let (mut best, mut best_obj) = (g, g_obj);
-    // The hosts order only where it differs from the packing order: some class has a hostname spread.
-    let hosts = greedy::class_order(p, greedy::Order::Hosts) != greedy::class_order(p, greedy::Order::Packing);
     for (order, name) in [(greedy::Order::Size, "greedy-size-order"), (greedy::Order::Hosts, "greedy-hosts-order")] {
-        if order == greedy::Order::Hosts && (!hosts || deadline.saturating_duration_since(Instant::now()) < first.mul_f64(SECOND_PASS_ROOM)) {
+        if deadline.saturating_duration_since(Instant::now()) < first.mul_f64(SECOND_PASS_ROOM) {
+            break;
+        }
+        // The hosts order only where it differs from the packing order: some class has a hostname spread.
+        if order == greedy::Order::Hosts && greedy::class_order(p, order) == greedy::class_order(p, greedy::Order::Packing) {
             continue;
         }
         let t = Instant::now();

@@ -85,8 +85,8 @@ pub enum Order {
     /// (`driver`) plans the pods after a repaired pod so, which leaves pending the latest ones.
     Queue,
     /// As `Packing`, with every class under a hostname topology spread first too (either
-    /// `whenUnsatisfiable`; held as a requirement, maxSkew 1 allows one pod per node until every
-    /// node has one). Placed first, such pods take the existing nodes' hostnames and the first new
+    /// `whenUnsatisfiable`, kube-scheduler's defaulted ones included; a hard or Respect-held maxSkew-1
+    /// spread allows one pod per node until every node has one). Placed first, such pods take the existing nodes' hostnames and the first new
     /// nodes', each beside the others; placed after the large pods, each may need a node of its own
     /// once the free room is gone (cluster-saas at 1 s: 10.51 $/h in the better of the other two
     /// orders, 10.38 in this one). The driver's third pass, where it changes the order.
