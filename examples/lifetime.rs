@@ -77,9 +77,10 @@ struct Args {
     /// Cut every history to this many history seconds (a quick look).
     #[arg(long)]
     truncate: Option<f64>,
-    /// Where the bound is evaluated: every this many history seconds.
-    #[arg(long, default_value_t = 600.0)]
-    bound_step: f64,
+    /// Recompute the bound of comparisons already written (each DIR's results.json) and rewrite their
+    /// bound, table.md and cost.svg; runs nothing else.
+    #[arg(long, value_name = "DIR", num_args = 1..)]
+    rebound: Vec<PathBuf>,
     #[arg(long, default_value = "benches/results/lifetime")]
     out: PathBuf,
 }
@@ -134,6 +135,9 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    if !a.rebound.is_empty() {
+        return rebound(&a.rebound, &setup);
+    }
     let hs = match histories(&a) {
         Ok(h) => h,
         Err(e) => {
@@ -143,10 +147,23 @@ async fn main() -> std::process::ExitCode {
     };
     for h in &hs {
         eprintln!("history {}: {} events, peak {} pods, {} h; about {:.0} min per controller", h.name, h.events.len(), h.peak_pods(), h.duration_s / 3600.0, h.duration_s / a.compression / 60.0);
-        match stowage_lifetime::compare("lt", h, &setup, timing, &contenders, a.bound_step, &a.out.join(&h.name)).await {
+        match stowage_lifetime::compare("lt", h, &setup, timing, &contenders, &a.out.join(&h.name)).await {
             Ok(c) => println!("{}", stowage_lifetime::report::table(&c.history, c.timing, &c.summaries, c.bound_usd)),
             Err(e) => {
                 eprintln!("error: history {}: {e}", h.name);
+                return std::process::ExitCode::FAILURE;
+            }
+        }
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+fn rebound(dirs: &[PathBuf], setup: &Setup) -> std::process::ExitCode {
+    for d in dirs {
+        match stowage_lifetime::rebound(d, setup) {
+            Ok((before, after)) => println!("{}: bound ${before:.2} -> ${after:.2}", d.display()),
+            Err(e) => {
+                eprintln!("error: {e}");
                 return std::process::ExitCode::FAILURE;
             }
         }

@@ -20,7 +20,7 @@ async fn both_controllers_run_the_smoke_history_and_consolidate() {
     let timing = Timing { compression: 40.0, boot_s: 40.0, consolidate_after_s: 80.0, scale_timers: true };
     let out = stowage_e2e::e2e_root().join("lifetime-smoke");
     let _ = std::fs::remove_dir_all(&out);
-    let cmp = stowage_lifetime::compare("smoke", &h, &setup, timing, &[Contender::Karpenter, Contender::Stowage], 300.0, &out).await.unwrap_or_else(|e| panic!("{e}"));
+    let cmp = stowage_lifetime::compare("smoke", &h, &setup, timing, &[Contender::Karpenter, Contender::Stowage], &out).await.unwrap_or_else(|e| panic!("{e}"));
     println!("{}", stowage_lifetime::report::table(&cmp.history, cmp.timing, &cmp.summaries, cmp.bound_usd));
 
     assert!(cmp.bound_usd > 0.0, "the demand has a bound");

@@ -15,7 +15,7 @@
 
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// The namespace every history's objects live in.
@@ -26,7 +26,7 @@ pub const RUNTIME_ANNOTATION: &str = "lifetime.stowage.dev/runtime-seconds";
 pub const APP_LABEL: &str = "app";
 
 /// A spread rule of an app (all maxSkew 1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Spread {
     None,
@@ -39,7 +39,7 @@ pub enum Spread {
 }
 
 /// A Deployment and its PodDisruptionBudget.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct App {
     pub name: String,
     pub replicas: u32,
@@ -51,7 +51,7 @@ pub struct App {
 }
 
 /// A Job of `count` pods run `count` at a time, each running `runtime_s` once Running.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Job {
     pub name: String,
     pub count: u32,
@@ -60,7 +60,7 @@ pub struct Job {
     pub runtime_s: f64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "action")]
 pub enum Action {
     Deploy(App),
@@ -68,14 +68,14 @@ pub enum Action {
     Job(Job),
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub at_s: f64,
     #[serde(flatten)]
     pub action: Action,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct History {
     pub name: String,
     pub description: String,

@@ -5,17 +5,20 @@
 //! All money and hours are in **history time** (wall seconds × compression); latencies are given in
 //! both (wall seconds are what the controllers' unscaled timers produce).
 //!
-//! The bound: at every `bound_step` of history time, the pods the history asks for at that moment (each
-//! app's replicas; each Job's pods from its creation for its runtime, as if they started at once) are
-//! planned from scratch on an empty cluster with the same NodePool and catalog, with price-only weights
+//! The bound: at every moment the history's demand changes (an event, a Job's end), the pods the
+//! history asks for from then on (each app's replicas; each Job's pods from its creation for its
+//! runtime, as if they started at once) are planned from scratch on an empty cluster with the same NodePool and catalog, with price-only weights
 //! (no per-node, preference or NodePool-weight terms) and kube-scheduler's own hostname-spread rule; the
 //! MILP's proven lower bound is a lower bound on the $/h of any placement of that demand, so its
-//! integral bounds the cost of any controller that runs the history's demand (no pod pending).
+//! integral bounds the cost of any controller that runs the history's demand (no pod pending). The
+//! demand is constant between two such moments, so the integral is exact, not sampled. (Before
+//! 2026-12-07 the demand was sampled every 10 min of history and held: a Job created a minute after
+//! a sample and done before the next was missed, and batch's waves start just after samples.)
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use plotters::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use stowage_core::semantics::spread::HostnameSpread;
 use stowage_core::solve::{Planner, plan_cluster};
@@ -30,7 +33,7 @@ const HOUR: f64 = 3600.0;
 /// A pod that waited longer than this (history seconds) to run is counted as a long wait.
 pub const LONG_WAIT_S: f64 = 300.0;
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Summary {
     pub contender: String,
     /// USD over the history (history time).
@@ -229,16 +232,29 @@ fn plan_demand(demand: &BTreeMap<String, u32>, templates: &BTreeMap<String, Valu
 /// $/h bound at history hours; `None` where the MILP proved no bound.
 pub type BoundCurve = Vec<(f64, Option<f64>)>;
 
-/// The bound's curve, one point per `step_s` of history time (cached by demand), and its integral in
-/// USD; `None` points where the MILP proved no bound (the integral then counts them as 0).
-pub fn bound_curve(h: &History, setup: &Setup, step_s: f64) -> Result<(BoundCurve, f64), String> {
+/// The history seconds at which its demand changes: 0, every event, and every Job's end (creation
+/// plus runtime), within `[0, duration)`, ascending, each once. Between two of them the demand is
+/// constant.
+fn change_points(h: &History) -> Vec<f64> {
+    let ends = h.events.iter().filter_map(|e| if let Action::Job(j) = &e.action { Some(e.at_s + j.runtime_s) } else { None });
+    let mut t: Vec<f64> = std::iter::once(0.0).chain(h.events.iter().map(|e| e.at_s)).chain(ends).filter(|t| *t >= 0.0 && *t < h.duration_s).collect();
+    t.sort_by(f64::total_cmp);
+    t.dedup();
+    t
+}
+
+/// The bound's curve, one point where the demand changes (its value holds until the next point;
+/// cached by demand), and its integral in USD: exactly the integral over time of the bound of the
+/// pods the history asks for at each moment. `None` points where the MILP proved no bound (the
+/// integral then counts them as 0).
+pub fn bound_curve(h: &History, setup: &Setup) -> Result<(BoundCurve, f64), String> {
     let templates = templates(h);
     let weights = price_only();
     let mut cache: BTreeMap<Vec<(String, u32)>, Option<f64>> = BTreeMap::new();
     let mut curve = Vec::new();
     let mut integral = 0.0;
-    let mut t = 0.0;
-    while t < h.duration_s {
+    let points = change_points(h);
+    for (i, &t) in points.iter().enumerate() {
         let d = demand_at(h, t);
         let key: Vec<(String, u32)> = d.iter().map(|(a, n)| (a.clone(), *n)).collect();
         let b = match cache.get(&key) {
@@ -249,10 +265,9 @@ pub fn bound_curve(h: &History, setup: &Setup, step_s: f64) -> Result<(BoundCurv
                 b
             }
         };
-        let dt = step_s.min(h.duration_s - t);
-        integral += b.unwrap_or(0.0) * dt / HOUR;
+        let next = points.get(i + 1).copied().unwrap_or(h.duration_s);
+        integral += b.unwrap_or(0.0) * (next - t) / HOUR;
         curve.push((t / HOUR, b));
-        t += step_s;
     }
     Ok((curve, integral))
 }
@@ -302,6 +317,18 @@ fn color(who: &str) -> RGBColor {
     }
 }
 
+/// The bound's points as a step line: each value held until the next point (or `xmax`); points
+/// without a bound are drawn at 0, as the integral counts them.
+fn steps(bound: &[(f64, Option<f64>)], xmax: f64) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    for (i, (t, b)) in bound.iter().enumerate() {
+        let until = bound.get(i + 1).map_or(xmax, |n| n.0);
+        let v = b.unwrap_or(0.0);
+        out.extend([(*t, v), (until, v)]);
+    }
+    out
+}
+
 /// $/h over history hours for each controller and the bound (SVG).
 pub fn plot(h: &History, rows: &[Summary], bound: &[(f64, Option<f64>)]) -> Result<String, String> {
     let err = |e: &dyn std::fmt::Display| format!("cannot draw the figure: {e}");
@@ -329,7 +356,7 @@ pub fn plot(h: &History, rows: &[Summary], bound: &[(f64, Option<f64>)]) -> Resu
         }
         let gray = color("bound");
         chart
-            .draw_series(LineSeries::new(bound.iter().filter_map(|(t, b)| Some((*t, (*b)?))), gray.stroke_width(1)))
+            .draw_series(LineSeries::new(steps(bound, xmax), gray.stroke_width(1)))
             .map_err(|e| err(&e))?
             .label("lower bound of the demand")
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], gray.stroke_width(1)));
@@ -340,7 +367,7 @@ pub fn plot(h: &History, rows: &[Summary], bound: &[(f64, Option<f64>)]) -> Resu
 }
 
 /// Everything of one history's comparison, as results.json holds it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Comparison {
     pub history: History,
     pub timing: Timing,
@@ -349,11 +376,15 @@ pub struct Comparison {
     pub budget: String,
     pub summaries: Vec<Summary>,
     pub bound_usd: f64,
+    /// Where the bound was recomputed after the runs (`crate::rebound`): the bound they were written
+    /// with, sampled every 10 min of history before 2026-12-07.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_usd_sampled: Option<f64>,
     pub bound_curve: Vec<(f64, Option<f64>)>,
     pub runs: Vec<RunMeta>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct RunMeta {
     pub contender: Contender,
     pub dir: String,
@@ -394,16 +425,29 @@ mod tests {
     fn the_bound_grows_with_demand_and_is_below_a_feasible_packing() {
         let h = history();
         let setup = Setup::default_setup();
-        let (curve, integral) = bound_curve(&h, &setup, HOUR / 2.0).unwrap();
-        assert_eq!(curve.len(), 6);
-        let b0 = curve[0].1.expect("a bound for 4 pods");
-        let b2 = curve[2].1.expect("a bound for 8 + 3 pods");
-        assert!(b0 > 0.0 && b2 > b0, "{curve:?}");
+        let (curve, integral) = bound_curve(&h, &setup).unwrap();
+        // The demand changes at 0 (4 pods), 1 h (8 + the Job's 3) and 1.5 h (the Job ends: 8).
+        let at: Vec<f64> = curve.iter().map(|p| p.0).collect();
+        assert_eq!(at, vec![0.0, 1.0, 1.5]);
+        let b: Vec<f64> = curve.iter().map(|p| p.1.expect("a bound at every change")).collect();
+        assert!(b[0] > 0.0 && b[1] > b[2] && b[2] > b[0], "{curve:?}");
         // 4 pods of 1 CPU fit 4 c6i.large-sized nodes at most; the cheapest type's price times 4 is a
         // feasible packing's cost, so the bound is below it.
         let cheapest = setup.catalog.types.iter().flat_map(|t| t.offerings.iter().map(|o| o.price)).fold(f64::INFINITY, f64::min);
-        assert!(b0 <= 4.0 * cheapest + 1e-9, "bound {b0} vs {}", 4.0 * cheapest);
-        assert!(integral > 0.0);
+        assert!(b[0] <= 4.0 * cheapest + 1e-9, "bound {} vs {}", b[0], 4.0 * cheapest);
+        // Each value holds until the next change: 1 h, 0.5 h, then 1.5 h to the end.
+        let exact = b[0] * 1.0 + b[1] * 0.5 + b[2] * 1.5;
+        assert!((integral - exact).abs() < 1e-9, "{integral} vs {exact}");
+    }
+
+    #[test]
+    fn the_demand_changes_at_events_and_job_ends_inside_the_history() {
+        let mut h = history();
+        // A Job that outlives the history adds its start, not its end.
+        h.events.push(crate::history::Event { at_s: 2.5 * HOUR, action: Action::Job(Job { name: "late".into(), count: 1, cpu_m: 100, memory_mi: 64, runtime_s: HOUR }) });
+        assert_eq!(change_points(&h), vec![0.0, HOUR, 1.5 * HOUR, 2.5 * HOUR]);
+        let steps = steps(&[(0.0, Some(2.0)), (1.0, None)], 3.0);
+        assert_eq!(steps, vec![(0.0, 2.0), (1.0, 2.0), (1.0, 0.0), (3.0, 0.0)]);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use stowage_e2e::{ControlPlane, InstanceTypes, KarpenterConfig, KarpenterOperator, Kubelet};
 
@@ -25,7 +25,7 @@ use crate::observe::{Recorder, Recording, nodeclaim_resource};
 use crate::setup::{Setup, Timing};
 
 /// Which controller runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "kebab-case")]
 pub enum Contender {
     Karpenter,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use stowage_core::domain::catalog::Catalog;
 
@@ -116,7 +116,7 @@ impl Setup {
 }
 
 /// How history time maps to wall time, and the delays both clouds share.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct Timing {
     /// History seconds per wall second.
     pub compression: f64,
