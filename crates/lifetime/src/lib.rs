@@ -51,8 +51,6 @@ pub async fn compare(tag: &str, history: &History, setup: &Setup, timing: Timing
         summaries.push(s);
     }
     let (bound_curve, bound_usd) = report::bound_curve(history, setup)?;
-    let table = report::table(history, timing, &summaries, bound_usd);
-    let svg = report::plot(history, &summaries, &bound_curve)?;
     let cmp = Comparison {
         history: history.clone(),
         timing,
@@ -65,9 +63,14 @@ pub async fn compare(tag: &str, history: &History, setup: &Setup, timing: Timing
         runs,
     };
     run::write_json(out, "results.json", &cmp).map_err(|e| format!("writing results.json: {e}"))?;
-    std::fs::write(out.join("table.md"), &table).map_err(|e| format!("writing table.md: {e}"))?;
-    std::fs::write(out.join("cost.svg"), svg).map_err(|e| format!("writing cost.svg: {e}"))?;
+    write_views(out, &cmp)?;
     Ok(cmp)
+}
+
+/// Writes `table.md` and `cost.svg` of `cmp` into `out`.
+fn write_views(out: &Path, cmp: &Comparison) -> Result<(), String> {
+    std::fs::write(out.join("table.md"), report::table(&cmp.history, cmp.timing, &cmp.summaries, cmp.bound_usd)).map_err(|e| format!("writing table.md: {e}"))?;
+    std::fs::write(out.join("cost.svg"), report::plot(&cmp.history, &cmp.summaries, &cmp.bound_curve)?).map_err(|e| format!("writing cost.svg: {e}"))
 }
 
 /// Recomputes the bound of a comparison already written to `dir` (its `results.json`: history,
@@ -80,7 +83,7 @@ pub fn rebound(dir: &Path, setup: &Setup) -> Result<(f64, f64), String> {
     let path = dir.join("results.json");
     let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    let cmp: Comparison = serde_json::from_str(&text).map_err(|e| at(&e))?;
+    let mut cmp: Comparison = serde_json::from_str(&text).map_err(|e| at(&e))?;
     let (curve, after) = report::bound_curve(&cmp.history, setup)?;
     // The first rebound keeps the bound the runs were written with.
     let fields = BoundFields { bound_usd: after, bound_usd_sampled: cmp.bound_usd_sampled.or(Some(cmp.bound_usd)), bound_curve: &curve };
@@ -90,9 +93,10 @@ pub fn rebound(dir: &Path, setup: &Setup) -> Result<(f64, f64), String> {
         return Err(at(&"the rewritten text does not read back as written"));
     }
     std::fs::write(&path, written).map_err(|e| format!("writing {}: {e}", path.display()))?;
-    std::fs::write(dir.join("table.md"), report::table(&cmp.history, cmp.timing, &cmp.summaries, after)).map_err(|e| format!("writing table.md: {e}"))?;
-    std::fs::write(dir.join("cost.svg"), report::plot(&cmp.history, &cmp.summaries, &curve)?).map_err(|e| format!("writing cost.svg: {e}"))?;
-    Ok((cmp.bound_usd, after))
+    let before = cmp.bound_usd;
+    (cmp.bound_usd, cmp.bound_curve) = (after, curve);
+    write_views(dir, &cmp)?;
+    Ok((before, after))
 }
 
 /// The bound's fields of [`Comparison`], in its order.
