@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""What consolidation cost a lifetime run's Jobs: per controller, how late each Job finished (its last
+task's successful end, from the Job's creation, minus the task runtime: 0 if every task started at
+once and ran once), how many task runs there were against the tasks asked for, how many tasks ended
+before their runtime (evicted: a task runs until its runtime unless deleted), and the task CPU-minutes
+those threw away (run again from the start, as the
+Jobs' podFailurePolicy asks). The bill counts the rerun as node time; this shows what it does to
+the Jobs.
+
+    scripts/lifetime-jobs.py benches/results/lifetime/batch [more dirs...]
+
+Reads results.json (history, compression) and each contender's recording.json (wall seconds; times
+compression is history seconds). A Job not finished at the end counts as finishing at the end.
+"""
+import argparse
+import json
+import os
+
+
+def quantile(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round((len(xs) - 1) * q)))] if xs else float("nan")
+
+
+def jobs_of(dir_):
+    res = json.load(open(os.path.join(dir_, "results.json")))
+    k = res["timing"]["compression"]
+    jobs = {e["name"]: e for e in res["history"]["events"] if e["action"] == "job"}
+    out = []
+    for s in res["summaries"]:
+        who = s["contender"]
+        rec = json.load(open(os.path.join(dir_, who, "recording.json")))
+        end_h = rec["end_s"] * k
+        done = {name: [] for name in jobs}
+        runs = evicted = 0
+        thrown = 0.0
+        for p in rec["pods"].values():
+            j = jobs.get(p.get("app"))
+            if j is None:
+                continue
+            if p.get("running_s") is not None:
+                runs += 1
+            if p.get("running_s") is None:
+                continue
+            end = p.get("ended_s")
+            ran = ((end if end is not None else rec["end_s"]) - p["running_s"]) * k
+            if end is not None and ran >= j["runtime_s"] * 0.99:
+                # Its whole runtime (the lifetime report's own test): done, evicted or not.
+                done[j["name"]].append(end * k)
+            elif end is not None:
+                evicted += 1
+                thrown += ran / 60 * j["cpu_m"] / 1000
+        late = []
+        unfinished = 0
+        for name, j in jobs.items():
+            ends = done[name]
+            if len(ends) < j["count"]:
+                unfinished += 1
+                finish = end_h
+            else:
+                finish = max(ends)
+            late.append(max(0.0, finish - j["at_s"] - j["runtime_s"]) / 60)
+        tasks = sum(j["count"] for j in jobs.values())
+        out.append((who, late, runs, tasks, evicted, thrown, unfinished, k))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dirs", nargs="+")
+    a = ap.parse_args()
+    print("| run | compression | controller | Jobs | late p50 / p90 / max (history min) | mean late | task runs / tasks | tasks cut short | task CPU-min thrown away | unfinished Jobs |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for d in a.dirs:
+        for who, late, runs, tasks, evicted, thrown, unfinished, k in jobs_of(d):
+            mean = sum(late) / len(late) if late else float("nan")
+            print(f"| {d} | {k:g}x | {who} | {len(late)} | {quantile(late, 0.5):.1f} / {quantile(late, 0.9):.1f} / {max(late, default=0):.1f} | {mean:.1f} | {runs} / {tasks} | {evicted} | {thrown:.0f} | {unfinished} |")
+
+
+if __name__ == "__main__":
+    main()
