@@ -1,15 +1,17 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_macros)]
 //! Consolidation over a cluster's life (`stowage_bench::lifecycle` says what is run and measured): a
 //! history through the simulator with consolidation on and off, and the integral of the lower bound of
-//! its demand. Prints the table; with `--out DIR` writes `table.md` and `results.json` there.
+//! its demand. Prints the table; with `--out DIR` writes `table.md` and `results.json` there. With
+//! `--rebound DIR` it runs nothing but the bound of the same history, and rewrites DIR's bound,
+//! table.md and results.json from its recorded rows (the earlier bound kept as `boundUsdEarlier`).
 //!
 //! cargo run --release -p stowage-bench --example lifecycle -- --history openb [--start 12000000]
 //!     [--span-hours 24] | --history diurnal [--hours 48] [--seed 1]
-//!     [--consolidate-after-s 300] [--bound-step-s 1800] [--solver milp|greedy] [--out DIR]
-use std::path::PathBuf;
+//!     [--consolidate-after-s 300] [--solver milp|greedy] [--out DIR | --rebound DIR]
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use stowage_bench::lifecycle::{Config, History, bound, run, table};
+use stowage_bench::lifecycle::{Config, History, Row, bound, run, table};
 use stowage_core::solve::Solver;
 
 fn main() {
@@ -17,7 +19,7 @@ fn main() {
     let get = |flag: &str| args.iter().position(|a| a == flag).map(|i| args.get(i + 1).cloned().unwrap_or_else(|| fail(&format!("{flag} needs a value"))));
     let num = |flag: &str, default: u64| get(flag).map(|v| v.parse::<u64>().unwrap_or_else(|_| fail(&format!("{flag}: a whole number")))).unwrap_or(default);
     for (i, a) in args.iter().enumerate() {
-        let known = ["--history", "--start", "--span-hours", "--hours", "--seed", "--consolidate-after-s", "--bound-step-s", "--solver", "--out"];
+        let known = ["--history", "--start", "--span-hours", "--hours", "--seed", "--consolidate-after-s", "--solver", "--out", "--rebound"];
         if i % 2 == 0 && !known.contains(&a.as_str()) {
             fail(&format!("unknown argument {a:?} (known: {})", known.join(", ")));
         }
@@ -31,13 +33,15 @@ fn main() {
     };
     let mut cfg = Config::new(history);
     cfg.consolidate_after = Duration::from_secs(num("--consolidate-after-s", 300));
-    cfg.bound_step = Duration::from_secs(num("--bound-step-s", 1800));
     if let Some(s) = get("--solver") {
         cfg.planner.solver = match s.as_str() {
             "milp" => Solver::Milp,
             "greedy" => Solver::Greedy,
             other => fail(&format!("--solver {other:?}: milp or greedy")),
         };
+    }
+    if let Some(dir) = get("--rebound").map(PathBuf::from) {
+        return rebound(&cfg, &dir);
     }
     let t0 = Instant::now();
     let mut rows = Vec::new();
@@ -61,7 +65,6 @@ fn main() {
         let json = serde_json::json!({
             "history": cfg.history.name(),
             "consolidateAfterS": cfg.consolidate_after.as_secs(),
-            "boundStepS": cfg.bound_step.as_secs(),
             "planner": cfg.planner.solver.as_str(),
             "rows": rows,
             "boundUsd": integral,
@@ -71,6 +74,50 @@ fn main() {
         std::fs::write(dir.join("results.json"), serde_json::to_string_pretty(&json).unwrap_or_default() + "\n").unwrap_or_else(|e| fail(&e.to_string()));
         eprintln!("wrote {}", dir.display());
     }
+}
+
+/// Recomputes the bound of the run written in `dir` (made with the same history arguments) and
+/// rewrites its table.md and the bound's fields of results.json; the rest of results.json is kept
+/// byte for byte (read back, its floats could move in the last digit).
+fn rebound(cfg: &Config, dir: &Path) {
+    let path = dir.join("results.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| fail_at(&path, &e));
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| fail_at(&path, &e));
+    if json["history"] != serde_json::json!(cfg.history.name()) {
+        fail_at(&path, &format_args!("history {} was written, the arguments give {}", json["history"], cfg.history.name()));
+    }
+    let rows: Vec<Row> = serde_json::from_value(json["rows"].clone()).unwrap_or_else(|e| fail_at(&path, &format_args!("rows: {e}")));
+    let tb = Instant::now();
+    let (curve, integral) = bound(cfg).unwrap_or_else(|e| fail(&e));
+    eprintln!("bound: ${integral:.2} (was {}) in {:.0} s", json["boundUsd"], tb.elapsed().as_secs_f64());
+    // The first rebound keeps the bound the runs were written with.
+    let earlier = json.get("boundUsdEarlier").unwrap_or(&json["boundUsd"]).clone();
+    let fields = serde_json::json!({"boundCurve": curve, "boundUsd": integral, "boundUsdEarlier": earlier});
+    let written = splice(&text, &fields).unwrap_or_else(|| fail_at(&path, &"the bound's fields are not where the example writes them (boundCurve ... before consolidateAfterS)"));
+    let check: serde_json::Value = serde_json::from_str(&written).unwrap_or_else(|e| fail_at(&path, &format_args!("the rewritten text does not read back: {e}")));
+    if check["rows"] != json["rows"] || check["boundUsd"].as_f64().is_none_or(|b| (b - integral).abs() > 1e-9 * integral.max(1.0)) {
+        fail_at(&path, &"the rewritten text does not read back as written");
+    }
+    let table_text = table(cfg, &rows, integral);
+    print!("{table_text}");
+    std::fs::write(dir.join("table.md"), &table_text).unwrap_or_else(|e| fail(&e.to_string()));
+    std::fs::write(&path, written).unwrap_or_else(|e| fail(&e.to_string()));
+    eprintln!("wrote {}", dir.display());
+}
+
+/// `text` (results.json as `main` writes it: keys in order, two spaces a level) with the lines from
+/// `"boundCurve"` up to `"consolidateAfterS"` (the bound's fields, `boundStepS` of older files
+/// among them) replaced by `fields`, pretty-printed at the same depth; `None` if they are not there.
+fn splice(text: &str, fields: &serde_json::Value) -> Option<String> {
+    let start = text.find("\n  \"boundCurve\": ")? + 1;
+    let end = text[start..].find("\n  \"consolidateAfterS\": ")? + start;
+    let pretty = serde_json::to_string_pretty(fields).ok()?;
+    let inner = pretty.strip_prefix("{\n")?.strip_suffix("\n}")?;
+    Some(format!("{}{inner},{}", &text[..start], &text[end..]))
+}
+
+fn fail_at(path: &Path, e: &dyn std::fmt::Display) -> ! {
+    fail(&format!("{}: {e}", path.display()))
 }
 
 fn fail(msg: &str) -> ! {

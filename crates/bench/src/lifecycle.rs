@@ -33,14 +33,16 @@
 //!
 //! # The bound ([`bound`])
 //!
-//! Time is cut into intervals of `bound_step`; in each, the pods the history asks for throughout the
-//! interval (each Deployment's smallest replica count in it) are planned from scratch on an empty
-//! cluster with the same NodePools, DaemonSets and catalog, with price-only weights, and the MILP's
-//! proven lower bound ($/h) is taken. Those pods must run somewhere during the whole interval, and a
-//! lower bound of a subset of the demand bounds the demand, so `Σ bound × interval` bounds the bill of
-//! any run that keeps the history's pods running. It does not allow for boot delays: a pod the history
-//! asks for but still waiting for its node is counted as running. Pods no instance type can hold are
-//! left out (they never run in either run).
+//! The demand is piecewise constant: it changes only where an app's replica count does (an openb row's
+//! creation or deletion, a step of the day curve). At time 0 and at each such change point, the pods
+//! the history asks for are planned from scratch on an empty cluster with the same NodePools,
+//! DaemonSets and catalog, with price-only weights, and the MILP's proven lower bound ($/h) is taken;
+//! it holds until the next change point. Those pods must run somewhere until then, so the sum of
+//! bound × length over the change points bounds the bill of any run that keeps the history's pods
+//! running, and it is the exact integral of the per-moment bound (before 2026-12-07 the demand was
+//! taken as its minimum over 30-min intervals: valid, but lower). It does not allow for boot delays: a
+//! pod the history asks for but still waiting for its node is counted as running. Pods no instance
+//! type can hold are left out (they never run in either run).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -49,7 +51,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::ChaCha8Rng;
 use rand::seq::IndexedRandom;
 use rand::{RngExt, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::corpus;
@@ -88,8 +90,6 @@ impl History {
 pub struct Config {
     pub history: History,
     pub consolidate_after: Duration,
-    /// Length of the bound's intervals.
-    pub bound_step: Duration,
     /// The planner of every batch and every consolidation evaluation.
     pub planner: Planner,
     /// The planner of the bound (its MILP's proven lower bound is used).
@@ -98,13 +98,7 @@ pub struct Config {
 
 impl Config {
     pub fn new(history: History) -> Config {
-        Config {
-            history,
-            consolidate_after: Duration::from_secs(300),
-            bound_step: Duration::from_secs(1800),
-            planner: Planner::default(),
-            bound_planner: Planner { time_budget: Duration::from_secs(3), gap: 0.005, ..Planner::milp() },
-        }
+        Config { history, consolidate_after: Duration::from_secs(300), planner: Planner::default(), bound_planner: Planner { time_budget: Duration::from_secs(3), gap: 0.005, ..Planner::milp() } }
     }
 }
 
@@ -120,12 +114,6 @@ struct App {
 impl App {
     fn at(&self, t: u64) -> u32 {
         self.replicas.iter().take_while(|(at, _)| *at <= t).last().map(|(_, n)| *n).unwrap_or(0)
-    }
-
-    /// The smallest replica count over `[from, to)`.
-    fn min_over(&self, from: u64, to: u64) -> u32 {
-        let inside = self.replicas.iter().filter(|(at, _)| *at > from && *at < to).map(|(_, n)| *n);
-        inside.chain([self.at(from)]).min().unwrap_or(0)
     }
 }
 
@@ -235,6 +223,19 @@ fn diurnal_demand(hours: u32, seed: u64) -> Demand {
 }
 
 impl Demand {
+    /// Time 0 and every moment inside the history where an app's replica count is set, ascending:
+    /// between two of them the demand is constant.
+    fn change_points(&self) -> Vec<u64> {
+        let mut points: BTreeSet<u64> = self.apps.iter().flat_map(|a| a.replicas.iter().map(|(t, _)| *t)).filter(|t| *t < self.duration).collect();
+        points.insert(0);
+        points.into_iter().collect()
+    }
+
+    /// (app index, replicas) of the apps with pods at `t`.
+    fn at(&self, t: u64) -> Vec<(usize, u32)> {
+        self.apps.iter().enumerate().map(|(i, a)| (i, a.at(t))).filter(|(_, n)| *n > 0).collect()
+    }
+
     fn of(h: &History) -> Result<Demand, String> {
         match h {
             History::Openb { trace, start, span } => openb_demand(trace, *start, *span),
@@ -326,7 +327,7 @@ fn scenario(h: &History, d: &Demand, consolidation: bool, after: Duration) -> Re
 }
 
 /// One run's figures (module doc).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Row {
     pub run: String,
@@ -423,7 +424,8 @@ pub fn summarise(run: &str, r: &stowage_sim::Report, wall: Duration) -> Row {
     row
 }
 
-/// The bound per interval: (start in hours, $/h; `None` where the MILP proved none).
+/// The bound at each change point of the demand: (moment in hours, $/h until the next point; `None`
+/// where the MILP proved none).
 pub type BoundCurve = Vec<(f64, Option<f64>)>;
 
 /// Price-only weights under kube-scheduler's hostname rule: the bound is on the bill.
@@ -434,20 +436,19 @@ fn price_only() -> Weights {
     Weights { per_node: 0.0, spot, node_pool_weight: 0.0, tie_break: 0.0, soft, hostname_spread: HostnameSpread::Exact, ..d }
 }
 
-/// The bound's curve (interval start in hours, $/h; `None` where the MILP proved none) and its
-/// integral in USD (module doc).
+/// The bound's curve, a step per change point of the demand, and its exact integral in USD (module
+/// doc). Equal demands are planned once.
 pub fn bound(cfg: &Config) -> Result<(BoundCurve, f64), String> {
     let d = Demand::of(&cfg.history)?;
     let pools = d.manifests("WhenEmpty", cfg.consolidate_after);
     let weights = price_only();
-    let step = cfg.bound_step.as_secs().max(1);
     let mut cache: BTreeMap<Vec<(usize, u32)>, Option<f64>> = BTreeMap::new();
     let mut curve = Vec::new();
     let mut integral = 0.0;
-    let mut t = 0;
-    while t < d.duration {
-        let to = (t + step).min(d.duration);
-        let demand: Vec<(usize, u32)> = d.apps.iter().enumerate().map(|(i, a)| (i, a.min_over(t, to))).filter(|(_, n)| *n > 0).collect();
+    let points = d.change_points();
+    for (k, &t) in points.iter().enumerate() {
+        let next = points.get(k + 1).copied().unwrap_or(d.duration);
+        let demand = d.at(t);
         let b = match cache.get(&demand) {
             Some(b) => *b,
             None => {
@@ -456,9 +457,8 @@ pub fn bound(cfg: &Config) -> Result<(BoundCurve, f64), String> {
                 b
             }
         };
-        integral += b.unwrap_or(0.0) * (to - t) as f64 / HOUR;
+        integral += b.unwrap_or(0.0) * (next - t) as f64 / HOUR;
         curve.push((t as f64 / HOUR, b));
-        t = to;
     }
     Ok((curve, integral))
 }
@@ -506,10 +506,9 @@ pub fn run(cfg: &Config, consolidation: bool) -> Result<(Row, stowage_sim::Repor
 /// The table (markdown) of the runs beside the bound.
 pub fn table(cfg: &Config, rows: &[Row], bound_usd: f64) -> String {
     let mut s = format!(
-        "History `{}`, consolidateAfter {} s, bound intervals of {} s.\n\n| run | cost ($) | vs bound | node-hours | nodes launched | consolidations (decided / done) | nodes removed by consolidation | replacements | pod moves | pods | never bound | wait p50 / p99 / max (s) | batches | invalid plans | wall (s) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "History `{}`, consolidateAfter {} s, bound exact (evaluated at every change of the demand).\n\n| run | cost ($) | vs bound | node-hours | nodes launched | consolidations (decided / done) | nodes removed by consolidation | replacements | pod moves | pods | never bound | wait p50 / p99 / max (s) | batches | invalid plans | wall (s) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         cfg.history.name(),
-        cfg.consolidate_after.as_secs(),
-        cfg.bound_step.as_secs()
+        cfg.consolidate_after.as_secs()
     );
     for r in rows {
         let vs = if bound_usd > 0.0 { format!("{:.2}", r.cost_usd / bound_usd) } else { "-".into() };
@@ -537,4 +536,29 @@ pub fn table(cfg: &Config, rows: &[Row], bound_usd: f64) -> String {
     }
     s.push_str(&format!("| lower bound of the demand (integral) | {bound_usd:.2} | 1.00 | | | | | | | | | | | | |\n"));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(name: &str, replicas: &[(u64, u32)]) -> App {
+        App { name: name.into(), template: json!({}), replicas: replicas.to_vec() }
+    }
+
+    #[test]
+    fn the_demand_is_evaluated_at_every_change_and_held_until_the_next() {
+        // One app from 0 to 100 s, one from 700 s to 2000 s (past the history's end), one scaled at 0
+        // and 1800 s: a 30-min interval's minimum would have missed the first two.
+        let apps = vec![app("a", &[(0, 1), (100, 0)]), app("b", &[(700, 1), (2000, 0)]), app("c", &[(0, 2), (1800, 3)])];
+        let d = Demand { base: Vec::new(), pools: Vec::new(), apps, duration: 1900 };
+        assert_eq!(d.change_points(), vec![0, 100, 700, 1800], "2000 s is past the end");
+        assert_eq!(d.at(0), vec![(0, 1), (2, 2)]);
+        assert_eq!(d.at(100), vec![(2, 2)], "a left at 100 s");
+        assert_eq!(d.at(700), vec![(1, 1), (2, 2)]);
+        assert_eq!(d.at(1800), vec![(1, 1), (2, 3)]);
+        let empty = Demand { base: Vec::new(), pools: Vec::new(), apps: vec![app("late", &[(50, 1)])], duration: 100 };
+        assert_eq!(empty.change_points(), vec![0, 50], "time 0 is a point even before the first app");
+        assert!(empty.at(0).is_empty());
+    }
 }

@@ -30,7 +30,7 @@ fn consolidation_removes_underutilised_nodes_as_load_falls_and_the_bound_stays_b
     assert!(on.pod_moves > 0, "a consolidation of non-empty nodes moves pods: {on:?}");
     assert_eq!((off.consolidations_decided, off.nodes_removed_by_consolidation, off.pod_moves), (0, 0, 0), "{off:?}");
     let (curve, integral) = bound(&cfg).unwrap();
-    assert_eq!(curve.len(), 6, "half-hour intervals over three hours");
+    assert_eq!(curve.len(), 6, "the day curve's six half-hour steps in three hours are the demand's change points");
     assert!(curve.iter().all(|(_, b)| b.is_some()), "{curve:?}");
     assert!(integral > 0.0 && integral <= on.cost_usd && integral <= off.cost_usd, "bound {integral} against {} and {}", on.cost_usd, off.cost_usd);
 }
