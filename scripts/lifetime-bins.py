@@ -10,8 +10,8 @@ Reads results.json (history, compression, each controller's $/h curve, the bound
 contender's recording.json (wall seconds; times compression is history seconds).
 """
 import argparse
-import json
-import os
+
+from lifetime_recordings import jobs as job_index, quantile, recording, results
 
 
 def add(bins, width, start, end, rate):
@@ -33,22 +33,17 @@ def step_cost(points, until_s, width, n):
     return bins
 
 
-def quantile(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round((len(xs) - 1) * q)))] if xs else float("nan")
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir")
     ap.add_argument("--bin-min", type=float, default=10.0)
     a = ap.parse_args()
-    res = json.load(open(os.path.join(a.dir, "results.json")))
+    res = results(a.dir)
     k = res["timing"]["compression"]
     dur = res["history"]["duration_s"]
     width = a.bin_min * 60
     n = int(-(-dur // width))
-    jobs = {e["name"]: e for e in res["history"]["events"] if e["action"] == "job"}
+    jobs = job_index(res)
     rows = [("bound $", step_cost(res["bound_curve"], dur, width, n))]
     ideal = [0.0] * n
     for j in jobs.values():
@@ -58,7 +53,7 @@ def main():
         who = s["contender"]
         # The summary's curve: $/h at each history minute, held to the next.
         rows.append((f"{who} $", step_cost(s["curve"], dur, width, n)))
-        rec = json.load(open(os.path.join(a.dir, who, "recording.json")))
+        rec = recording(a.dir, who)
         ran = [0.0] * n
         w = []
         for p in rec["pods"].values():

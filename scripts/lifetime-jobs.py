@@ -3,9 +3,8 @@
 task's successful end, from the Job's creation, minus the task runtime: 0 if every task started at
 once and ran once), how many task runs there were against the tasks asked for, how many tasks ended
 before their runtime (evicted: a task runs until its runtime unless deleted), and the task CPU-minutes
-those threw away (run again from the start, as the
-Jobs' podFailurePolicy asks). The bill counts the rerun as node time; this shows what it does to
-the Jobs.
+those threw away (run again from the start, as the Jobs' podFailurePolicy asks). The bill counts the
+rerun as node time; this shows what it does to the Jobs.
 
     scripts/lifetime-jobs.py benches/results/lifetime/batch [more dirs...]
 
@@ -13,42 +12,36 @@ Reads results.json (history, compression) and each contender's recording.json (w
 compression is history seconds). A Job not finished at the end counts as finishing at the end.
 """
 import argparse
-import json
-import os
 
-
-def quantile(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round((len(xs) - 1) * q)))] if xs else float("nan")
+from lifetime_recordings import jobs as job_index, quantile, recording, results
 
 
 def jobs_of(dir_):
-    res = json.load(open(os.path.join(dir_, "results.json")))
+    res = results(dir_)
     k = res["timing"]["compression"]
-    jobs = {e["name"]: e for e in res["history"]["events"] if e["action"] == "job"}
+    jobs = job_index(res)
     out = []
     for s in res["summaries"]:
         who = s["contender"]
-        rec = json.load(open(os.path.join(dir_, who, "recording.json")))
+        rec = recording(dir_, who)
         end_h = rec["end_s"] * k
         done = {name: [] for name in jobs}
-        runs = evicted = 0
+        runs = cut = 0
         thrown = 0.0
         for p in rec["pods"].values():
             j = jobs.get(p.get("app"))
             if j is None:
                 continue
-            if p.get("running_s") is not None:
-                runs += 1
             if p.get("running_s") is None:
                 continue
+            runs += 1
             end = p.get("ended_s")
             ran = ((end if end is not None else rec["end_s"]) - p["running_s"]) * k
             if end is not None and ran >= j["runtime_s"] * 0.99:
                 # Its whole runtime (the lifetime report's own test): done, evicted or not.
                 done[j["name"]].append(end * k)
             elif end is not None:
-                evicted += 1
+                cut += 1
                 thrown += ran / 60 * j["cpu_m"] / 1000
         late = []
         unfinished = 0
@@ -61,7 +54,7 @@ def jobs_of(dir_):
                 finish = max(ends)
             late.append(max(0.0, finish - j["at_s"] - j["runtime_s"]) / 60)
         tasks = sum(j["count"] for j in jobs.values())
-        out.append((who, late, runs, tasks, evicted, thrown, unfinished, k))
+        out.append((who, late, runs, tasks, cut, thrown, unfinished, k))
     return out
 
 
@@ -72,9 +65,9 @@ def main():
     print("| run | compression | controller | Jobs | late p50 / p90 / max (history min) | mean late | task runs / tasks | tasks cut short | task CPU-min thrown away | unfinished Jobs |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for d in a.dirs:
-        for who, late, runs, tasks, evicted, thrown, unfinished, k in jobs_of(d):
+        for who, late, runs, tasks, cut, thrown, unfinished, k in jobs_of(d):
             mean = sum(late) / len(late) if late else float("nan")
-            print(f"| {d} | {k:g}x | {who} | {len(late)} | {quantile(late, 0.5):.1f} / {quantile(late, 0.9):.1f} / {max(late, default=0):.1f} | {mean:.1f} | {runs} / {tasks} | {evicted} | {thrown:.0f} | {unfinished} |")
+            print(f"| {d} | {k:g}x | {who} | {len(late)} | {quantile(late, 0.5):.1f} / {quantile(late, 0.9):.1f} / {max(late, default=0):.1f} | {mean:.1f} | {runs} / {tasks} | {cut} | {thrown:.0f} | {unfinished} |")
 
 
 if __name__ == "__main__":

@@ -93,7 +93,9 @@ fn rebound(cfg: &Config, dir: &Path) {
     // The first rebound keeps the bound the runs were written with.
     let earlier = json.get("boundUsdEarlier").unwrap_or(&json["boundUsd"]).clone();
     let fields = serde_json::json!({"boundCurve": curve, "boundUsd": integral, "boundUsdEarlier": earlier});
-    let written = splice(&text, &fields).unwrap_or_else(|| fail_at(&path, &"the bound's fields are not where the example writes them (boundCurve ... before consolidateAfterS)"));
+    // From the bound's first field to the next key (`boundStepS` of older files in between).
+    let written = stowage_bench::splice_fields(&text, "boundCurve", "consolidateAfterS", &fields)
+        .unwrap_or_else(|| fail_at(&path, &"the bound's fields are not where the example writes them (boundCurve ... before consolidateAfterS)"));
     let check: serde_json::Value = serde_json::from_str(&written).unwrap_or_else(|e| fail_at(&path, &format_args!("the rewritten text does not read back: {e}")));
     if check["rows"] != json["rows"] || check["boundUsd"].as_f64().is_none_or(|b| (b - integral).abs() > 1e-9 * integral.max(1.0)) {
         fail_at(&path, &"the rewritten text does not read back as written");
@@ -103,17 +105,6 @@ fn rebound(cfg: &Config, dir: &Path) {
     std::fs::write(dir.join("table.md"), &table_text).unwrap_or_else(|e| fail(&e.to_string()));
     std::fs::write(&path, written).unwrap_or_else(|e| fail(&e.to_string()));
     eprintln!("wrote {}", dir.display());
-}
-
-/// `text` (results.json as `main` writes it: keys in order, two spaces a level) with the lines from
-/// `"boundCurve"` up to `"consolidateAfterS"` (the bound's fields, `boundStepS` of older files
-/// among them) replaced by `fields`, pretty-printed at the same depth; `None` if they are not there.
-fn splice(text: &str, fields: &serde_json::Value) -> Option<String> {
-    let start = text.find("\n  \"boundCurve\": ")? + 1;
-    let end = text[start..].find("\n  \"consolidateAfterS\": ")? + start;
-    let pretty = serde_json::to_string_pretty(fields).ok()?;
-    let inner = pretty.strip_prefix("{\n")?.strip_suffix("\n}")?;
-    Some(format!("{}{inner},{}", &text[..start], &text[end..]))
 }
 
 fn fail_at(path: &Path, e: &dyn std::fmt::Display) -> ! {

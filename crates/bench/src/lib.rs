@@ -45,6 +45,19 @@ use stowage_core::weights::Weights;
 pub use corpus::{CatalogRef, Corpus, Entry, Replay};
 pub use error::BenchError;
 
+/// `text`, a JSON object as `serde_json::to_string_pretty` writes it (two spaces a level), with its
+/// top-level lines from key `first` up to key `next` replaced by `fields` (an object), pretty-printed
+/// at the same depth; `None` if those keys are not there. The rest of the text stays byte for byte,
+/// where reading and writing it back could move its floats in the last digit (how the lifetime and
+/// lifecycle benchmarks rewrite a written run's bound).
+pub fn splice_fields(text: &str, first: &str, next: &str, fields: &impl Serialize) -> Option<String> {
+    let start = text.find(&format!("\n  \"{first}\": "))? + 1;
+    let end = text[start..].find(&format!("\n  \"{next}\": "))? + start;
+    let pretty = serde_json::to_string_pretty(fields).ok()?;
+    let inner = pretty.strip_prefix("{\n")?.strip_suffix("\n}")?;
+    Some(format!("{}{inner},{}", &text[..start], &text[end..]))
+}
+
 /// A named weights profile.
 #[derive(Clone, Debug)]
 pub struct Profile {

@@ -428,8 +428,9 @@ pub fn summarise(run: &str, r: &stowage_sim::Report, wall: Duration) -> Row {
 /// where the MILP proved none).
 pub type BoundCurve = Vec<(f64, Option<f64>)>;
 
-/// Price-only weights under kube-scheduler's hostname rule: the bound is on the bill.
-fn price_only() -> Weights {
+/// Price-only weights under kube-scheduler's hostname rule: the bound is on the bill (this benchmark's
+/// and the lifetime benchmark's).
+pub fn price_only() -> Weights {
     let d = Weights::default();
     let soft = stowage_core::weights::Soft { preferred_node_affinity: 0.0, preferred_pod_affinity: 0.0, preferred_pod_anti_affinity: 0.0, schedule_anyway_spread: 0.0, prefer_no_schedule: 0.0 };
     let spot = stowage_core::weights::Spot { per_node: 0.0, ..d.spot.clone() };

@@ -87,7 +87,7 @@ pub fn rebound(dir: &Path, setup: &Setup) -> Result<(f64, f64), String> {
     let (curve, after) = report::bound_curve(&cmp.history, setup)?;
     // The first rebound keeps the bound the runs were written with.
     let fields = BoundFields { bound_usd: after, bound_usd_sampled: cmp.bound_usd_sampled.or(Some(cmp.bound_usd)), bound_curve: &curve };
-    let written = splice_bound(&text, &fields).ok_or_else(|| at(&"the bound's fields are not where `compare` writes them (bound_usd ... before runs)"))?;
+    let written = stowage_bench::splice_fields(&text, "bound_usd", "runs", &fields).ok_or_else(|| at(&"the bound's fields are not where `compare` writes them (bound_usd ... before runs)"))?;
     let check: Comparison = serde_json::from_str(&written).map_err(|e| at(&format_args!("the rewritten text does not read back: {e}")))?;
     if (check.bound_usd - after).abs() > 1e-9 * after.abs().max(1.0) || check.summaries.len() != cmp.summaries.len() {
         return Err(at(&"the rewritten text does not read back as written"));
@@ -105,16 +105,6 @@ struct BoundFields<'a> {
     bound_usd: f64,
     bound_usd_sampled: Option<f64>,
     bound_curve: &'a report::BoundCurve,
-}
-
-/// `text` (a pretty-printed [`Comparison`]) with the lines from `"bound_usd"` up to `"runs"` replaced
-/// by `fields`, pretty-printed at the same depth; `None` if those lines are not there.
-fn splice_bound(text: &str, fields: &BoundFields) -> Option<String> {
-    let start = text.find("\n  \"bound_usd\": ")? + 1;
-    let end = text[start..].find("\n  \"runs\": ")? + start;
-    let pretty = serde_json::to_string_pretty(fields).ok()?;
-    let inner = pretty.strip_prefix("{\n")?.strip_suffix("\n}")?;
-    Some(format!("{}{inner},{}", &text[..start], &text[end..]))
 }
 
 fn rel(p: &Path) -> String {

@@ -20,7 +20,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use stowage_core::semantics::spread::HostnameSpread;
 use stowage_core::solve::{Planner, plan_cluster};
 use stowage_core::weights::Weights;
 
@@ -186,14 +185,6 @@ fn templates(h: &History) -> BTreeMap<String, Value> {
     out
 }
 
-/// The weights of the bound: price only, kube-scheduler's hostname rule.
-fn price_only() -> Weights {
-    let d = Weights::default();
-    let soft = stowage_core::weights::Soft { preferred_node_affinity: 0.0, preferred_pod_affinity: 0.0, preferred_pod_anti_affinity: 0.0, schedule_anyway_spread: 0.0, prefer_no_schedule: 0.0 };
-    let spot = stowage_core::weights::Spot { per_node: 0.0, ..d.spot.clone() };
-    Weights { per_node: 0.0, spot, node_pool_weight: 0.0, tie_break: 0.0, soft, hostname_spread: HostnameSpread::Exact, ..d }
-}
-
 /// The MILP's proven lower bound ($/h) on running `demand` (see the module docs), or `None` if it
 /// proved none. Pods the planner finds no place for at all
 /// (an openb row larger than any instance type) are left out and it plans again: both controllers
@@ -249,7 +240,7 @@ fn change_points(h: &History) -> Vec<f64> {
 /// integral then counts them as 0).
 pub fn bound_curve(h: &History, setup: &Setup) -> Result<(BoundCurve, f64), String> {
     let templates = templates(h);
-    let weights = price_only();
+    let weights = stowage_bench::lifecycle::price_only();
     let mut cache: BTreeMap<Vec<(String, u32)>, Option<f64>> = BTreeMap::new();
     let mut curve = Vec::new();
     let mut integral = 0.0;
