@@ -50,11 +50,27 @@ pub struct ConsolidationCosts {
     /// `1 + recentMoveFactor × max(0, 1 − age / recentMoveWindowSeconds)` times as much to move.
     pub recent_move_factor: f64,
     pub recent_move_window_seconds: f64,
+    /// A Running pod of a Job loses the work it has done when it moves (the Job runs it again from
+    /// the start): `elapsed × share of its node × node cost` dollars, charged as that sum repaid
+    /// within this many seconds ($/h = that sum × 3600 / this). 0 turns the charge off. A file
+    /// written before it existed gets the default.
+    #[serde(default = "default_job_lost_work_payback_seconds")]
+    pub job_lost_work_payback_seconds: f64,
+}
+
+fn default_job_lost_work_payback_seconds() -> f64 {
+    60.0
 }
 
 impl Default for ConsolidationCosts {
     fn default() -> Self {
-        ConsolidationCosts { pod_move_cost: 0.002, min_saving: 0.005, recent_move_factor: 1.0, recent_move_window_seconds: 3600.0 }
+        ConsolidationCosts {
+            pod_move_cost: 0.002,
+            min_saving: 0.005,
+            recent_move_factor: 1.0,
+            recent_move_window_seconds: 3600.0,
+            job_lost_work_payback_seconds: default_job_lost_work_payback_seconds(),
+        }
     }
 }
 
@@ -161,6 +177,7 @@ impl Weights {
             ("consolidation.minSaving", w.consolidation.min_saving),
             ("consolidation.recentMoveFactor", w.consolidation.recent_move_factor),
             ("consolidation.recentMoveWindowSeconds", w.consolidation.recent_move_window_seconds),
+            ("consolidation.jobLostWorkPaybackSeconds", w.consolidation.job_lost_work_payback_seconds),
         ];
         for (name, v) in fields {
             if !v.is_finite() || v < 0.0 {
@@ -221,6 +238,10 @@ mod tests {
         let negative = DEFAULT_YAML.replace("  podMoveCost: 0.002", "  podMoveCost: -1");
         let e = Weights::parse("w.yaml", &negative).unwrap_err().to_string();
         assert!(e.contains("w.yaml") && e.contains("consolidation.podMoveCost"), "{e}");
+        let older = DEFAULT_YAML.replace("  jobLostWorkPaybackSeconds: 60\n", "");
+        assert_ne!(older, DEFAULT_YAML, "the shipped file sets jobLostWorkPaybackSeconds");
+        let w = Weights::parse("older.yaml", &older).unwrap();
+        assert_eq!(w.consolidation, ConsolidationCosts::default(), "a section written before jobLostWorkPaybackSeconds gets its default");
         let unknown = DEFAULT_YAML.replace("  minSaving: 0.005", "  minSaving: 0.005\n  minSavings: 1");
         let e = Weights::parse("w.yaml", &unknown).unwrap_err().to_string();
         assert!(e.contains("minSavings"), "{e}");

@@ -32,14 +32,23 @@
 //!
 //! **Objective.** For a feasible S: `saving(S) = Σ cost(removed) − Σ cost(replacements)` ($/h, each
 //! node's cost is the weights' `node_cost` of its offering's price), and, with the weights'
-//! `consolidation` costs (`podMoveCost`, `minSaving`, `recentMoveFactor`, `recentMoveWindowSeconds`;
-//! models/weights/default.yaml), `disruption(S) = podMoveCost × Σ evictionCost(p) × (1 + recentMoveFactor × recent(p))` over the
+//! `consolidation` costs (`podMoveCost`, `minSaving`, `recentMoveFactor`, `recentMoveWindowSeconds`,
+//! `jobLostWorkPaybackSeconds`;
+//! models/weights/default.yaml), `disruption(S) = podMoveCost × Σ evictionCost(p) × (1 + recentMoveFactor × recent(p)) + Σ lostWork(p)` over the
 //! pods S displaces, where `evictionCost` is Karpenter's: `1 + pod-deletion-cost / 2^27 + priority /
 //! 2^25`, clamped to `[0, 10]` (Karpenter clamps to `[-10, 10]`; the lower clamp at 0 keeps the lower
 //! bound below valid), and `recent(p) = max(0, 1 − age / recentMoveWindowSeconds)` with `age` the time since
 //! stowage last moved a pod of p's controller ([`Consolidation::moved`]; 0 if never): a workload
 //! just moved costs up to twice as much to move again (defaults 1.0 and 1 h), so consolidation does
-//! not keep shuffling the same Deployment. Karpenter has no such term. S is acted on only if
+//! not keep shuffling the same Deployment. Karpenter has no such term. A Running pod of a Job adds
+//! its lost work ([`lost_work`]): the Job runs a moved pod again from the start, so what it has done
+//! is paid twice, `elapsed(p) × share(p) × cost(node)` dollars, with `elapsed` the time since its
+//! `status.startTime` and `share` the larger of its cpu and memory requests over its node's
+//! allocatable; charged as `× 3600 / jobLostWorkPaybackSeconds` $/h (default 60 s: the saving must
+//! repay the lost work within a minute), so a pod that has run for ten minutes on a quarter of a node
+//! costs 2.5 times its node's $/h to move and its node stays until it ends or empties. Without it
+//! the 10× batch history saw 103 running tasks cut short (docs/lifetime.md). Karpenter charges nothing
+//! for this; a Job's pods need `karpenter.sh/do-not-disrupt` there. S is acted on only if
 //! `saving(S) − disruption(S) ≥ minSaving` (the stated margin, $/h), and, when S touches a `Balanced`
 //! pool, only if every Balanced pool it touches approves it ([`crate::balanced`]: the share of the
 //! pool's price S saves against the share of the pool's disruption it causes, Karpenter's `BalancedK`
@@ -49,7 +58,7 @@
 //! (`stowage_core::solve::milp::node_set`, its formula there): one MILP with a keep binary per
 //! candidate node, where a kept node keeps its pods and the pods of removed nodes go to the free room
 //! of kept nodes or to new nodes pooled per configuration group, minimising the cost of the nodes that
-//! remain plus `podMoveCost × evictionCost` of every pod that moves, under the disruption budgets
+//! remain plus the disruption cost (above) of every pod that moves, under the disruption budgets
 //! (a row per pool) and the PodDisruptionBudgets (a row per PDB), started from a drain heuristic's set,
 //! within `nodeSetBudget` (default 1 s). It chooses among all candidates at once, so a pair that
 //! pays only together, or a hundred nodes that empty into each other, is one proposal. It leaves out
@@ -146,7 +155,8 @@ pub const MIN_SPOT_TO_SPOT_TYPES: usize = 15;
 pub const REASON: &str = "Underutilized";
 
 /// How consolidation searches. What it charges for moving pods is the weights' (`consolidation`:
-/// `podMoveCost`, `minSaving`, `recentMoveFactor`, `recentMoveWindowSeconds`; module doc, Objective).
+/// `podMoveCost`, `minSaving`, `recentMoveFactor`, `recentMoveWindowSeconds`,
+/// `jobLostWorkPaybackSeconds`; module doc, Objective).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     /// Karpenter's `SpotToSpotConsolidation` feature gate.
@@ -321,6 +331,21 @@ pub fn eviction_cost(pod: &Pod, obj: Option<&PodObj>) -> f64 {
     (1.0 + deletion / 2f64.powi(27) + pod.priority as f64 / 2f64.powi(25)).clamp(0.0, 10.0)
 }
 
+/// What moving `pod` throws away, in $/h (module doc, Objective): for a Running pod of a Job, its run
+/// time so far × its share of the node × the node's cost, repaid within `jobLostWorkPaybackSeconds`;
+/// 0 for any other pod, without a calendar (`now`, Unix seconds) or a `status.startTime`.
+pub fn lost_work(pod: &Pod, obj: Option<&PodObj>, node: &Node, node_cost: f64, costs: &ConsolidationCosts, now: Option<i64>) -> f64 {
+    let payback = costs.job_lost_work_payback_seconds;
+    if payback <= 0.0 || pod.phase != PodPhase::Running || pod.owner.as_ref().is_none_or(|o| o.kind != "Job") {
+        return 0.0;
+    }
+    let Some(now) = now else { return 0.0 };
+    let Some(started) = obj.and_then(|o| o.status.as_ref()).and_then(|s| s.start_time.as_ref()) else { return 0.0 };
+    let elapsed = (now - started.0.as_second()).max(0) as f64;
+    let share = ["cpu", "memory"].iter().map(|r| pod.requests.get(r) as f64 / node.allocatable.get(r).max(1) as f64).fold(0.0, f64::max).min(1.0);
+    elapsed / payback * share * node_cost
+}
+
 /// The objective cost of a node with this offering (no NodePool-weight deficit: consolidation compares
 /// nodes of any pool on price).
 fn node_cost(weights: &Weights, price: f64, capacity_type: &str) -> f64 {
@@ -449,7 +474,7 @@ impl<T: Moment> Consolidation<T> {
         }
         let balanced = balanced_totals(input);
         let recency = self.recency(cluster, &input.base.weights.consolidation, now);
-        let mut cands = candidates(input, &due, &recency);
+        let mut cands = candidates(input, &due, &recency, calendar);
         cands.retain(|c| balanced::passes_as_delete(&c.source(), &|p| balanced.contains_key(p), &balanced));
         let cost = current_cost(input);
         let lower_bound = lower_bound(input, &cands);
@@ -478,7 +503,7 @@ pub fn replace(input: &Input, planner: &mut dyn Planner, node: &str) -> Result<O
         return Ok(None);
     }
     let due = BTreeSet::from([node.to_string()]);
-    let cands = candidates(input, &due, &BTreeMap::new());
+    let cands = candidates(input, &due, &BTreeMap::new(), None);
     let Some(c) = cands.first() else { return Ok(None) };
     let (cost, lower_bound) = (current_cost(input), lower_bound(input, &cands));
     let mut search = Search { input, planner, cands: &cands, evaluations: 0, cost, lower_bound, forced: true, now: None, balanced: BTreeMap::new(), node_set: None };
@@ -518,8 +543,8 @@ pub fn underutilized_budgets(pool: Option<&NodePoolObj>, now: Option<i64>) -> Ve
     reason_budgets(pool, REASON, now)
 }
 
-/// The candidate nodes among `due`, ranked (module doc).
-fn candidates(input: &Input, due: &BTreeSet<String>, recency: &BTreeMap<usize, f64>) -> Vec<Cand> {
+/// The candidate nodes among `due`, ranked (module doc); `now` (Unix seconds) dates Jobs' lost work.
+fn candidates(input: &Input, due: &BTreeSet<String>, recency: &BTreeMap<usize, f64>, now: Option<i64>) -> Vec<Cand> {
     let (cluster, objects) = (input.base.cluster, input.base.objects);
     let pods = pod_objects(objects);
     let by_node = workload_by_node(cluster);
@@ -558,7 +583,8 @@ fn candidates(input: &Input, due: &BTreeSet<String>, recency: &BTreeMap<usize, f
         let cost = node_cost(input.base.weights, price, &ct);
         let evictions: Vec<f64> = on.iter().map(|(_, p)| eviction_cost(p, obj(p))).collect();
         let costs = &input.base.weights.consolidation;
-        let disruption = costs.pod_move_cost * on.iter().zip(&evictions).map(|((i, _), e)| e * (1.0 + costs.recent_move_factor * recency.get(i).copied().unwrap_or(0.0))).sum::<f64>();
+        let moves = costs.pod_move_cost * on.iter().zip(&evictions).map(|((i, _), e)| e * (1.0 + costs.recent_move_factor * recency.get(i).copied().unwrap_or(0.0))).sum::<f64>();
+        let disruption = moves + on.iter().map(|(_, p)| lost_work(p, obj(p), n, cost, costs, now)).sum::<f64>();
         let reschedule = balanced::node_disruption(evictions);
         let mut used = Resources::default();
         for (_, p) in &on {

@@ -234,6 +234,49 @@ fn a_workload_moved_recently_costs_more_to_move_again() {
     assert!((forgotten.disruption_cost - 0.2).abs() < 1e-9, "{}", forgotten.disruption_cost);
 }
 
+/// A Running pod of Job `batch` that started at `started` (Unix seconds).
+fn job_pod(name: &str, node: &str, started: i64) -> Value {
+    let mut p = pod(name, node, "500m", true, json!({}));
+    p["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "batch", "uid": "job-uid", "controller": true}]);
+    p["metadata"]["labels"] = json!({"job-name": "batch"});
+    let at = k8s_openapi::jiff::Timestamp::from_second(started).unwrap();
+    p["status"] = json!({"phase": "Running", "startTime": at.to_string()});
+    p
+}
+
+#[test]
+fn a_running_jobs_lost_work_is_charged_by_how_long_it_has_run() {
+    // Three m5.xlarge ($0.192/h), each with a 500m pod of a Job started at `t0`. Moving one throws
+    // away its run time × its share of the node × $0.192/h, charged as repaid within 60 s. After a
+    // minute that is share × $0.192/h a pod, and consolidation goes ahead; after an hour it is
+    // 60 × share × $0.192/h (about $1.47/h a pod), more than any set saves, and the nodes stay.
+    let t0 = 1_800_000_000;
+    let mut items = vec![nodeclass(), m5_pool("WhenEmptyOrUnderutilized", "0s", json!([{"nodes": "100%"}]))];
+    for n in ["a", "b", "c"] {
+        items.push(node(n, "m5.xlarge", "on-demand", json!({})));
+        items.push(job_pod(&format!("batch-{n}"), n, t0));
+    }
+    let w = load(items);
+    let alloc = catalog().get("m5.xlarge").unwrap().allocatable();
+    let share = (500.0 / alloc.get("cpu") as f64).max(256.0 * 1024.0 * 1024.0 / alloc.get("memory") as f64);
+    let settings = Settings::default();
+    let at = |weights: &Weights, age: i64| {
+        let input = Input { base: provision::Input { cluster: &w.cluster, objects: &w.objects, catalog: catalog(), weights, max_instance_types: 20, batch: "c" }, settings: &settings };
+        let mut memory: Consolidation<Duration> = Consolidation::default();
+        memory.observe(&w.cluster, Duration::ZERO);
+        memory.decide_at(&input, &mut greedy(), Duration::from_secs(age as u64), Some(t0 + age)).unwrap()
+    };
+    let young = consolidated(at(&Weights::default(), 60));
+    let moved: usize = young.remove.iter().map(|r| r.pods.len()).sum();
+    let expected = moved as f64 * (0.002 + 60.0 / 60.0 * share * 0.192);
+    assert!((young.disruption_cost - expected).abs() < 1e-9, "{moved} pods a minute old: disruption {} against {expected}", young.disruption_cost);
+    assert!(matches!(at(&Weights::default(), 3600), Outcome::Nothing { .. }), "an hour's work on each node is not thrown away");
+    let mut off = Weights::default();
+    off.consolidation.job_lost_work_payback_seconds = 0.0;
+    let old = consolidated(at(&off, 3600));
+    assert!((old.disruption_cost - 0.002 * old.remove.len() as f64).abs() < 1e-9, "with the charge off a Job's pod is an ordinary pod: {}", old.disruption_cost);
+}
+
 #[test]
 fn when_empty_pools_never_consolidate_non_empty_nodes() {
     let w = load(three_half_empty(m5_pool("WhenEmpty", "0s", json!([{"nodes": "100%"}])), none3(), none3()));

@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::cloud::{self, Cloud, INSUFFICIENT_CAPACITY};
 use super::consolidation::{Consolidation, DriftFacts, InProgress};
@@ -483,14 +484,17 @@ impl<'a> Engine<'a> {
     }
 
     fn apply_pass(&mut self, cluster: &Cluster, pass: binder::Pass) {
+        let calendar = self.calendar();
         for &(id, ni) in &pass.bound {
             let pod = cluster.pod(id);
             let node = &cluster.nodes[ni];
             let Some(ix) = self.world.pod_index(&pod.namespace, &pod.name) else { continue };
             let obj = &mut self.world.objects.pods[ix].obj;
             obj.spec.get_or_insert_with(Default::default).node_name = Some(node.name.clone());
-            // The kubelet starts it at once: simulated pods are Running as soon as they are bound.
-            obj.status = Some(PodStatus { phase: Some("Running".into()), ..Default::default() });
+            // The kubelet starts it at once: simulated pods are Running as soon as they are bound,
+            // started now on the scenario's calendar if it has one (a Job's lost work is dated by it).
+            let start_time = calendar.and_then(|s| k8s_openapi::jiff::Timestamp::from_second(s).ok()).map(Time);
+            obj.status = Some(PodStatus { phase: Some("Running".into()), start_time, ..Default::default() });
             let obj = obj.clone();
             let planned = self.planned.remove(&pod.uid).filter(|p| p != &node.name);
             self.nominated.remove(&pod.uid);
