@@ -83,6 +83,13 @@ struct Args {
     rebound: Vec<PathBuf>,
     #[arg(long, default_value = "benches/results/lifetime")]
     out: PathBuf,
+    /// stowage's cost weights (a file as models/weights/default.yaml); the embedded default if absent.
+    #[arg(long, value_name = "FILE")]
+    weights: Option<PathBuf>,
+}
+
+fn stowage_weights(path: Option<&std::path::Path>) -> Result<stowage_core::weights::Weights, String> {
+    path.map_or_else(|| Ok(stowage_core::weights::Weights::default()), |p| stowage_input::weights::load(p).map_err(|e| e.to_string()))
 }
 
 fn histories(a: &Args) -> Result<Vec<History>, String> {
@@ -128,6 +135,13 @@ async fn main() -> std::process::ExitCode {
                 Policy::WhenEmpty => "WhenEmpty",
             }
             .to_string(),
+            stowage_weights: match stowage_weights(a.weights.as_deref()) {
+                Ok(w) => w,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return std::process::ExitCode::FAILURE;
+                }
+            },
             ..s
         },
         Err(e) => {

@@ -21,7 +21,7 @@ use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use stowage_core::solve::{Planner, plan_cluster};
-use stowage_core::weights::Weights;
+use stowage_core::weights::{ConsolidationCosts, Weights};
 
 use crate::history::{Action, History, NAMESPACE, objects_of};
 use crate::observe::Recording;
@@ -273,7 +273,11 @@ pub fn table(h: &History, timing: Timing, rows: &[Summary], bound_usd: f64) -> S
         timing.compression,
         timing.boot_s,
         timing.consolidate_after_s,
-        if timing.scale_timers { format!("compressed too (divided by {}, floor {} ms)", timing.timer_scale(), crate::setup::TIMER_FLOOR.as_millis()) } else { "at their real-time values".to_string() }
+        if timing.scale_timers {
+            format!("compressed too (divided by {}, floor {} ms; stowage's recent-move window and Job lost-work payback alike)", timing.timer_scale(), crate::setup::TIMER_FLOOR.as_millis())
+        } else {
+            "at their real-time values".to_string()
+        }
     );
     s.push_str("| controller | cost ($) | vs bound | node-hours | nodes launched | evictions | pod start p50 / p99 (history s) | p50 / p99 (wall s) | waited > 5 min | never ran | tasks lost |\n");
     s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -365,6 +369,10 @@ pub struct Comparison {
     /// The NodePool's `consolidationPolicy` and disruption budget (`nodes`), the same for every run.
     pub consolidation_policy: String,
     pub budget: String,
+    /// stowage's consolidation costs, in history seconds (before [`Timing::consolidation_costs`]);
+    /// absent in runs before 2026-12-07's jobfix run, which ran the defaults of their commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stowage_consolidation: Option<ConsolidationCosts>,
     pub summaries: Vec<Summary>,
     pub bound_usd: f64,
     /// Where the bound was recomputed after the runs (`crate::rebound`): the bound they were written

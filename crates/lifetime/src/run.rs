@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use stowage_core::weights::Weights;
 use stowage_e2e::{ControlPlane, InstanceTypes, KarpenterConfig, KarpenterOperator, Kubelet};
 
 use crate::cloud::FakeCloud;
@@ -131,6 +132,7 @@ pub async fn run(name: &str, contender: Contender, history: &History, setup: &Se
                 disruption_interval: timing.controller_timer(d.disruption_interval),
                 consolidation_validation: timing.controller_timer(d.consolidation_validation),
                 termination_retry: timing.controller_timer(d.termination_retry),
+                weights: Weights { consolidation: timing.consolidation_costs(&setup.stowage_weights.consolidation), ..setup.stowage_weights.clone() },
                 ..d
             };
             let c = stowage_controller::Controller::start(client.clone(), cloud, config).await.map_err(|e| setup_err(name, "starting stowage's controller", e))?;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use stowage_core::domain::catalog::Catalog;
+use stowage_core::weights::{ConsolidationCosts, Weights};
 
 /// The EC2NodeClass stowage reads (the scenarios' common one).
 const EC2_NODECLASS: &str = include_str!("../../../scenarios/common-ec2nodeclass.yaml");
@@ -48,6 +49,9 @@ pub struct Setup {
     /// stated; `WhenEmpty` gives each controller's bill without consolidation, the baseline of its
     /// moves per saved dollar.
     pub consolidation_policy: String,
+    /// stowage's cost weights (the embedded default unless stated); their consolidation durations are
+    /// compressed with the timers ([`Timing::consolidation_costs`]).
+    pub stowage_weights: Weights,
 }
 
 impl Setup {
@@ -65,7 +69,7 @@ impl Setup {
         if !missing.is_empty() {
             return Err(format!("instance types with no offering in {zones:?} ({capacity_types:?}) in the embedded catalog: {missing:?}"));
         }
-        Ok(Setup { catalog, capacity_types: capacity_types.to_vec(), budget: budget.to_string(), consolidation_policy: "WhenEmptyOrUnderutilized".to_string() })
+        Ok(Setup { catalog, capacity_types: capacity_types.to_vec(), budget: budget.to_string(), consolidation_policy: "WhenEmptyOrUnderutilized".to_string(), stowage_weights: Weights::default() })
     }
 
     pub fn default_setup() -> Setup {
@@ -159,6 +163,16 @@ impl Timing {
         }
         d.min(d.div_f64(self.timer_scale()).max(TIMER_FLOOR))
     }
+
+    /// stowage's consolidation costs under this timing: the two durations in them (the recent-move
+    /// window and a Job's lost-work payback) are history seconds, so they are divided by
+    /// [`Timing::timer_scale`] like the timers (no floor: they are not polls). The Jobs' `startTime`s
+    /// and the controller's clock are wall time, so an uncompressed payback would charge a task k times
+    /// less than its history run time asks.
+    pub fn consolidation_costs(&self, c: &ConsolidationCosts) -> ConsolidationCosts {
+        let k = self.timer_scale();
+        ConsolidationCosts { recent_move_window_seconds: c.recent_move_window_seconds / k, job_lost_work_payback_seconds: c.job_lost_work_payback_seconds / k, ..c.clone() }
+    }
 }
 
 /// The catalog restricted to `types` (all when empty) and `zones`.
@@ -215,5 +229,10 @@ mod tests {
         let real = Timing { scale_timers: false, ..t };
         assert_eq!(real.timer_scale(), 1.0);
         assert_eq!(real.controller_timer(Duration::from_secs(15)), Duration::from_secs(15));
+        let c = ConsolidationCosts::default();
+        let scaled = t.consolidation_costs(&c);
+        assert_eq!((scaled.recent_move_window_seconds, scaled.job_lost_work_payback_seconds), (60.0, 1.0), "an hour and a minute of history at 60x");
+        assert_eq!((scaled.pod_move_cost, scaled.min_saving), (c.pod_move_cost, c.min_saving), "the dollar terms stay");
+        assert_eq!(real.consolidation_costs(&c), c);
     }
 }
