@@ -47,7 +47,7 @@
 //! allocatable; charged as `× 3600 / jobLostWorkPaybackSeconds` $/h (default 60 s: the saving must
 //! repay the lost work within a minute), so a pod that has run for ten minutes on a quarter of a node
 //! costs 2.5 times its node's $/h to move and its node stays until it ends or empties. Without it
-//! the 10× batch history saw 103 running tasks cut short (docs/lifetime.md). Karpenter charges nothing
+//! the 10× batch history saw 334 running tasks evicted (docs/lifetime.md). Karpenter charges nothing
 //! for this; a Job's pods need `karpenter.sh/do-not-disrupt` there. S is acted on only if
 //! `saving(S) − disruption(S) ≥ minSaving` (the stated margin, $/h), and, when S touches a `Balanced`
 //! pool, only if every Balanced pool it touches approves it ([`crate::balanced`]: the share of the
@@ -342,8 +342,12 @@ pub fn lost_work(pod: &Pod, obj: Option<&PodObj>, node: &Node, node_cost: f64, c
     let Some(now) = now else { return 0.0 };
     let Some(started) = obj.and_then(|o| o.status.as_ref()).and_then(|s| s.start_time.as_ref()) else { return 0.0 };
     let elapsed = (now - started.0.as_second()).max(0) as f64;
-    let share = ["cpu", "memory"].iter().map(|r| pod.requests.get(r) as f64 / node.allocatable.get(r).max(1) as f64).fold(0.0, f64::max).min(1.0);
-    elapsed / payback * share * node_cost
+    elapsed / payback * share_of(&pod.requests, node) * node_cost
+}
+
+/// The larger of `requests`' cpu and memory over the node's allocatable, at most 1.
+fn share_of(requests: &Resources, node: &Node) -> f64 {
+    ["cpu", "memory"].iter().map(|r| requests.get(r) as f64 / node.allocatable.get(r).max(1) as f64).fold(0.0, f64::max).min(1.0)
 }
 
 /// The objective cost of a node with this offering (no NodePool-weight deficit: consolidation compares
@@ -590,7 +594,7 @@ fn candidates(input: &Input, due: &BTreeSet<String>, recency: &BTreeMap<usize, f
         for (_, p) in &on {
             used.add(&p.requests);
         }
-        let util = ["cpu", "memory"].iter().map(|r| used.get(r) as f64 / n.allocatable.get(r).max(1) as f64).fold(0.0, f64::max).min(1.0);
+        let util = share_of(&used, n);
         let rank = cost * (1.0 - util) - disruption;
         out.push(Cand { node: ni, pool, cost, price, capacity_type: ct, pods: on.iter().map(|(i, _)| *i).collect(), disruption, reschedule, rank });
     }
