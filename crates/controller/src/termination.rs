@@ -2,11 +2,14 @@
 //! error or a person), in Karpenter v1's order:
 //! 1. taint its Node `karpenter.sh/disrupted:NoSchedule` and label it
 //!    `node.kubernetes.io/exclude-from-external-load-balancers` (load balancers stop sending to it);
+//!    then end the pass, so that kube-scheduler sees the taint before the pods are read;
 //! 2. evict its pods through the Eviction API (PodDisruptionBudgets apply) in groups, each group only
 //!    once the ones before it are gone ([`eviction_group`]): non-critical workload pods, non-critical
 //!    DaemonSet pods, system-critical workload pods, system-critical DaemonSet pods. Static pods and
 //!    pods that tolerate the disruption taint are not evicted (they would come back to the node);
-//!    a pod already terminating past its own grace period is not waited for (its kubelet may be gone);
+//!    a pod already terminating past its own grace period is not waited for (its kubelet may be gone).
+//!    The pods come from the state index; when it shows none left, the API server is asked
+//!    (`spec.nodeName` field selector), since a pod bound seconds ago may not be in the index yet;
 //! 3. wait until the node's VolumeAttachments are gone (volumes detached), but never past the
 //!    NodeClaim's `terminationGracePeriod`, which also bounds the drain;
 //! 4. terminate the instance, delete the Node and remove the finalizers (Node first, then NodeClaim).
@@ -116,7 +119,7 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
     if super::lock(&ctx.launching).contains(name) {
         return Ok(Progress::AwaitLaunch);
     }
-    let (claim, node, pods) = {
+    let (claim, node, mut pods) = {
         let s = super::lock(&ctx.state);
         let c = s.nodeclaim(name).filter(|c| c.metadata.uid == seen.metadata.uid).cloned().unwrap_or_else(|| seen.clone());
         let n = s.node_of(&c).cloned();
@@ -140,13 +143,24 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
             taints.push(Taint { key: well_known::KARPENTER_DISRUPTED.into(), effect: "NoSchedule".into(), ..Default::default() });
             let patch = json!({ "metadata": { "resourceVersion": node.metadata.resource_version, "labels": { EXCLUDE_FROM_LB: "true" } }, "spec": { "taints": taints } });
             match nodes.patch(&node_name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-                Ok(n) => super::lock(&ctx.state).apply(n),
+                Ok(n) => {
+                    super::lock(&ctx.state).apply(n);
+                    ctx.events.nodeclaim(&claim, Reason::Terminating, format!("draining Node {node_name}"));
+                    // The pods are read in a later pass, once kube-scheduler has seen the taint: a pod
+                    // it binds meanwhile is then on the list.
+                    return Ok(Progress::Draining { remaining: pods.len() });
+                }
+                // The Node is gone already: nothing left to drain.
                 Err(e) if kube_status(&e) == Some(404) => {}
                 Err(e) => return Err(kube_err(format!("tainting Node {node_name}"), e)),
             }
-            ctx.events.nodeclaim(&claim, Reason::Terminating, format!("draining Node {node_name}"));
         }
         let now = ctx.clock.now();
+        if pods.iter().all(|p| stuck_terminating(p, now)) {
+            // The index says the drain is done, but it may lag the API server (a watch behind under
+            // load, a re-list): the instance goes only once the API server lists no pod to wait for.
+            pods = pods_on(ctx, &node_name).await.map_err(|e| kube_err(format!("listing the pods of Node {node_name}"), e))?;
+        }
         // The pods still to wait for, and the first group that has any: only it is evicted now.
         let remaining: Vec<&Pod> = pods.iter().filter(|p| !stuck_terminating(p, now)).collect();
         let group = remaining.iter().filter_map(|p| eviction_group(p)).min();
@@ -205,6 +219,12 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
     // again now, not when their next status change happens to arrive.
     ctx.request_batch("replan/terminated");
     Ok(Progress::Done)
+}
+
+/// The evictable pods bound to a node, read from the API server (not the index).
+async fn pods_on<P: CloudProvider>(ctx: &Ctx<P>, node: &str) -> Result<Vec<Pod>, kube::Error> {
+    let api: Api<Pod> = Api::all(ctx.client.clone());
+    Ok(api.list(&ListParams::default().fields(&format!("spec.nodeName={node}"))).await?.items.into_iter().filter(evictable).collect())
 }
 
 /// How many VolumeAttachments still name the node (a CSI driver detaches them once the pods are gone).
