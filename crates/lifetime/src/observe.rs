@@ -9,13 +9,16 @@
 //! - A pod is created when the watch first shows it, Running when its phase first is `Running`, ended
 //!   when it succeeded or was deleted, and **evicted** when it carried a `DisruptionTarget` condition
 //!   (set by the API server on an Eviction API call: both controllers drain through it).
+//! - A Node is gone when it is deleted from the API server. A pod's work stops then even if the pod
+//!   object lives on (Pod GC deletes it tens of seconds later, and the kubelet stand-in or the driver
+//!   may mark it Succeeded meanwhile), so [`crate::report`] ends a task at the earlier of the two.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher;
 use serde::Serialize;
@@ -55,6 +58,8 @@ pub struct PodLife {
 pub struct Recording {
     pub claims: BTreeMap<String, ClaimLife>,
     pub pods: BTreeMap<String, PodLife>,
+    /// When each deleted Node went (wall s), by name.
+    pub nodes_gone: BTreeMap<String, f64>,
     /// Wall seconds the run lasted.
     pub end_s: f64,
     /// Watch errors (re-listed by the watcher; kept for the report).
@@ -81,7 +86,8 @@ impl Recorder {
         let claims: Api<DynamicObject> = Api::all_with(kube.clone(), &nodeclaim_resource());
         let h1 = spawn_watch(pods, "pods", r.clone(), Recorder::pod_event);
         let h2 = spawn_watch(claims, "nodeclaims", r.clone(), Recorder::claim_event);
-        (r, vec![h1, h2])
+        let h3 = spawn_watch(Api::<Node>::all(kube.clone()), "nodes", r.clone(), Recorder::node_event);
+        (r, vec![h1, h2, h3])
     }
 
     pub fn now_s(&self) -> f64 {
@@ -144,6 +150,13 @@ impl Recorder {
         if life.ended_s.is_none() && (deleted || matches!(phase, Some("Succeeded" | "Failed"))) {
             life.ended_s = Some(now);
         }
+    }
+
+    fn node_event(&self, e: watcher::Event<Node>) {
+        let now = self.now_s();
+        let Some((node, true)) = object_of(e) else { return };
+        let Some(name) = node.metadata.name else { return };
+        self.lock().nodes_gone.entry(name).or_insert(now);
     }
 
     fn claim_event(&self, e: watcher::Event<DynamicObject>) {

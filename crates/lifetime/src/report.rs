@@ -24,7 +24,7 @@ use stowage_core::solve::{Planner, plan_cluster};
 use stowage_core::weights::{ConsolidationCosts, Weights};
 
 use crate::history::{Action, History, NAMESPACE, objects_of};
-use crate::observe::Recording;
+use crate::observe::{PodLife, Recording};
 use crate::run::{Contender, RunOutput};
 use crate::setup::{Setup, Timing};
 
@@ -54,6 +54,10 @@ pub struct Summary {
     /// Tasks the history asked for that neither ran their whole runtime nor were still running or
     /// pending at the end: work the cluster lost (a failed Job), which must not pass for a saving.
     pub tasks_lost: usize,
+    /// Task pods that ran and stopped before their runtime: evicted, or their Node deleted under them
+    /// (the work is thrown away; the Job runs the task again, so it is not lost).
+    #[serde(default)]
+    pub tasks_cut_short: usize,
     /// $/h at each history minute.
     pub curve: Vec<(f64, f64)>,
 }
@@ -71,16 +75,30 @@ pub fn task_counts(h: &History) -> BTreeMap<String, usize> {
     h.events.iter().filter_map(|e| if let Action::Job(j) = &e.action { Some((j.name.clone(), j.count as usize)) } else { None }).collect()
 }
 
+/// When a task pod's work stopped, if it did before the run ended: when the pod ended or its Node was
+/// deleted, whichever came first (a pod outlives its Node until Pod GC deletes it: observe.rs).
+fn task_stop(r: &Recording, p: &PodLife) -> Option<f64> {
+    let gone = p.node.as_deref().and_then(|n| r.nodes_gone.get(n)).copied();
+    [p.ended_s, gone].into_iter().flatten().min_by(f64::total_cmp)
+}
+
+/// Whether a task pod that ran stopped before its runtime (1 % slack for the driver's tick).
+fn cut_short(r: &Recording, k: f64, p: &PodLife) -> bool {
+    let (Some(runtime), Some(run)) = (p.runtime_s, p.running_s) else { return false };
+    task_stop(r, p).is_some_and(|stop| (stop - run) * k < runtime * 0.99)
+}
+
 /// Tasks of `expected` (Job: pod count) that did not complete: a pod completed when it ran its runtime
-/// (1 % slack for the driver's tick), and one still running or pending when the run ended is not lost.
+/// before it ended or lost its Node, and one still running or pending when the run ended is not lost.
 fn tasks_lost(r: &Recording, k: f64, expected: &BTreeMap<String, usize>) -> usize {
     let mut done: BTreeMap<&str, usize> = BTreeMap::new();
     for p in r.pods.values() {
-        let Some(runtime) = p.runtime_s else { continue };
-        let ok = match (p.running_s, p.ended_s) {
-            (_, None) => true,
-            (Some(run), Some(end)) => (end - run) * k >= runtime * 0.99,
-            (None, Some(_)) => false,
+        if p.runtime_s.is_none() {
+            continue;
+        }
+        let ok = match task_stop(r, p) {
+            None => true,
+            Some(_) => p.running_s.is_some() && !cut_short(r, k, p),
         };
         if ok {
             *done.entry(p.app.as_str()).or_default() += 1;
@@ -147,6 +165,7 @@ pub fn summarise(run: &RunOutput, timing: Timing, expected_tasks: &BTreeMap<Stri
         start_p99_wall_s: quantile(&starts, 0.99),
         waited_over_5min: long,
         tasks_lost: tasks_lost(r, k, expected_tasks),
+        tasks_cut_short: r.pods.values().filter(|p| cut_short(r, k, p)).count(),
         curve,
     }
 }
@@ -279,12 +298,12 @@ pub fn table(h: &History, timing: Timing, rows: &[Summary], bound_usd: f64) -> S
             "at their real-time values".to_string()
         }
     );
-    s.push_str("| controller | cost ($) | vs bound | node-hours | nodes launched | evictions | pod start p50 / p99 (history s) | p50 / p99 (wall s) | waited > 5 min | never ran | tasks lost |\n");
-    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str("| controller | cost ($) | vs bound | node-hours | nodes launched | evictions | pod start p50 / p99 (history s) | p50 / p99 (wall s) | waited > 5 min | never ran | tasks cut short | tasks lost |\n");
+    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in rows {
         let vs = if bound_usd > 0.0 { format!("{:.2}", r.cost_usd / bound_usd) } else { "-".into() };
         s.push_str(&format!(
-            "| {} | {:.2} | {} | {:.1} | {} | {} | {:.0} / {:.0} | {:.1} / {:.1} | {} | {} | {} |\n",
+            "| {} | {:.2} | {} | {:.1} | {} | {} | {:.0} / {:.0} | {:.1} / {:.1} | {} | {} | {} | {} |\n",
             r.contender,
             r.cost_usd,
             vs,
@@ -297,10 +316,11 @@ pub fn table(h: &History, timing: Timing, rows: &[Summary], bound_usd: f64) -> S
             r.start_p99_wall_s,
             r.waited_over_5min,
             r.never_ran,
+            r.tasks_cut_short,
             r.tasks_lost
         ));
     }
-    s.push_str(&format!("| lower bound of the demand | {bound_usd:.2} | 1.00 | | | | | | | | |\n"));
+    s.push_str(&format!("| lower bound of the demand | {bound_usd:.2} | 1.00 | | | | | | | | | |\n"));
     s
 }
 
@@ -396,7 +416,7 @@ pub struct RunMeta {
 mod tests {
     use super::*;
     use crate::history::{App, Job, Spread};
-    use crate::observe::{ClaimLife, PodLife};
+    use crate::observe::ClaimLife;
 
     fn history() -> History {
         let app = App { name: "a".into(), replicas: 4, cpu_m: 1000, memory_mi: 1024, spread: Spread::Zone, max_unavailable: 1 };
@@ -485,5 +505,21 @@ mod tests {
         r.pods.insert("c1".into(), task("c", None, None));
         let expected: BTreeMap<String, usize> = [("a".to_string(), 1), ("b".to_string(), 2), ("c".to_string(), 1)].into();
         assert_eq!(tasks_lost(&r, 60.0, &expected), 1);
+        let cut: Vec<&str> = r.pods.iter().filter(|(_, p)| cut_short(&r, 60.0, p)).map(|(id, _)| id.as_str()).collect();
+        assert_eq!(cut, ["a1", "b1"]);
+
+        // Job d: its pod "succeeds" at its runtime (the stand-in keeps it running), but its Node was
+        // deleted 2 wall s into the run: cut short and lost.
+        let mut on_node = task("d", Some(1.0), Some(11.0));
+        on_node.node = Some("n-1".into());
+        r.pods.insert("d1".into(), on_node);
+        r.nodes_gone.insert("n-1".into(), 3.0);
+        let expected: BTreeMap<String, usize> = [("d".to_string(), 1)].into();
+        assert_eq!(tasks_lost(&r, 60.0, &expected), 1);
+        assert!(cut_short(&r, 60.0, &r.pods["d1"]));
+        // A Node that went after the task ran its runtime cuts nothing.
+        r.nodes_gone.insert("n-1".into(), 12.0);
+        assert_eq!(tasks_lost(&r, 60.0, &expected), 0);
+        assert!(!cut_short(&r, 60.0, &r.pods["d1"]));
     }
 }
