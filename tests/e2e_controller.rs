@@ -11,7 +11,7 @@
 //! | `seed_2_anti_affinity_1_3` | seed-2: one m5.16xlarge for three pods; scaling to 3 launches two nodes in one batch in the two other zones |
 //! | `capacity_error_marks_the_offering_and_replans` | injected InsufficientInstanceCapacity: the offering is avoided and the pods land elsewhere |
 //! | `restart_mid_launch_launches_nothing_twice_and_leaks_nothing` | the controller aborted right after creating a NodeClaim and again right after the instance exists; a fresh one finishes with one instance per NodeClaim; an instance without a NodeClaim is garbage-collected |
-//! | `deleting_a_nodeclaim_drains_and_replaces_its_node` | a person deletes a NodeClaim: its Node is tainted and drained through the Eviction API, the instance terminated, the Node and NodeClaim go, and the evicted pod's replacement gets a new node |
+//! | `deleting_a_nodeclaim_drains_and_replaces_its_node` | a person deletes a NodeClaim: its Node is tainted and drained through the Eviction API (a pod bound to it just before the deletion too), the instance terminated, the Node and NodeClaim go, and the evicted pod's replacement gets a new node |
 //! | `hostname_spread_replicas_get_a_node_each_and_bind_as_planned` | issue 15 behaviour 1: four hostname-spread replicas in an empty pool get four nodes from one batch, and kube-scheduler binds one on each, as the NodeClaims' nominations say |
 //! | `a_spot_interruption_through_sqs_drains_and_replaces_the_node` | a spot interruption warning on moto's SQS: the NodeClaim is deleted at once, its Node drained, the pods run again on a node off the interrupted offering; events, metrics, the queue emptied, no leak |
 //! | `api_server_restart_is_survived` | kube-apiserver restarted under a running controller; it re-lists and provisions the next batch |
@@ -574,6 +574,9 @@ async fn assert_one_instance_per_claim(w: &World) {
     assert!(per_claim.values().all(|&n| n == 1), "instances per NodeClaim: {per_claim:?}");
 }
 
+/// A test pod's finalizer: keeps it readable once evicted.
+const KEEP: &str = "stowage.dev/test-keep";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_nodeclaim_drains_and_replaces_its_node() {
     let w = World::start("ctl-drain").await;
@@ -585,6 +588,18 @@ async fn deleting_a_nodeclaim_drains_and_replaces_its_node() {
     let old_claim = w.nodeclaims().await[0].metadata.name.clone().unwrap();
     let old_instance = w.nodeclaims().await[0].status.as_ref().and_then(|s| s.provider_id.clone()).unwrap();
     let old_zone = w.nodeclaims().await[0].metadata.labels.as_ref().and_then(|l| l.get("topology.kubernetes.io/zone").cloned()).expect("the launched NodeClaim's zone");
+
+    // A pod bound to the node right before its NodeClaim is deleted, as kube-scheduler binds a wave's
+    // pods while a node is being removed: the drain must evict it too, not leave it to Pod GC once the
+    // node has gone (the controller's watch may not have it yet). Its finalizer keeps it readable after
+    // the eviction; grace 0, so the drain does not wait for it.
+    let pods: Api<Pod> = Api::namespaced(w.client.clone(), "default");
+    let late = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "late", "namespace": "default", "finalizers": [KEEP]},
+        "spec": {"nodeName": old_node, "terminationGracePeriodSeconds": 0, "containers": [{"name": "c", "image": "pause"}]}
+    });
+    pods.create(&Default::default(), &serde_json::from_value(late).unwrap()).await.unwrap();
 
     // What `kubectl delete nodeclaim` does. The NodePool has no terminationGracePeriod, so the Node only
     // goes once its pod has left through the Eviction API.
@@ -600,6 +615,10 @@ async fn deleting_a_nodeclaim_drains_and_replaces_its_node() {
     if let Err(e) = gone {
         w.fail("terminating the NodeClaim", e).await;
     }
+    let late = pods.get("late").await.unwrap();
+    let disruption = late.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().find(|c| c.type_ == "DisruptionTarget").and_then(|c| c.reason.clone());
+    assert_eq!(disruption.as_deref(), Some("EvictionByEvictionAPI"), "the pod bound just before the deletion was evicted (not Pod GC's): {:?}", late.status);
+    pods.patch("late", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
     let after = w.wait_running("app=web", 1).await;
     let nodes = w.wait_nodes(1).await;
     assert_ne!(after[0].metadata.uid, before[0].metadata.uid, "the pod was evicted and replaced");

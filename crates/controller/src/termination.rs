@@ -160,6 +160,9 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
             // The index says the drain is done, but it may lag the API server (a watch behind under
             // load, a re-list): the instance goes only once the API server lists no pod to wait for.
             pods = pods_on(ctx, &node_name).await.map_err(|e| kube_err(format!("listing the pods of Node {node_name}"), e))?;
+            if pods.iter().any(|p| !stuck_terminating(p, now)) {
+                tracing::info!(nodeclaim = name, node = %node_name, pods = pods.len(), "the API server lists pods to drain that the watch has not shown yet");
+            }
         }
         // The pods still to wait for, and the first group that has any: only it is evicted now.
         let remaining: Vec<&Pod> = pods.iter().filter(|p| !stuck_terminating(p, now)).collect();
