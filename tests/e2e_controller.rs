@@ -11,7 +11,7 @@
 //! | `seed_2_anti_affinity_1_3` | seed-2: one m5.16xlarge for three pods; scaling to 3 launches two nodes in one batch in the two other zones |
 //! | `capacity_error_marks_the_offering_and_replans` | injected InsufficientInstanceCapacity: the offering is avoided and the pods land elsewhere |
 //! | `restart_mid_launch_launches_nothing_twice_and_leaks_nothing` | the controller aborted right after creating a NodeClaim and again right after the instance exists; a fresh one finishes with one instance per NodeClaim; an instance without a NodeClaim is garbage-collected |
-//! | `deleting_a_nodeclaim_drains_and_replaces_its_node` | a person deletes a NodeClaim: its Node is tainted and drained through the Eviction API (a pod bound to it just before the deletion too), the instance terminated, the Node and NodeClaim go, and the evicted pod's replacement gets a new node |
+//! | `deleting_a_nodeclaim_drains_and_replaces_its_node` | a person deletes a NodeClaim: its Node is tainted and drained through the Eviction API (a pod bound to it just before the deletion too), the instance terminated, the Node and NodeClaim go, and the evicted pod's replacement gets a new node; then a do-not-disrupt pod holds the new node's drain until its NodeClaim's terminationGracePeriod and is deleted, not evicted, in time for it |
 //! | `hostname_spread_replicas_get_a_node_each_and_bind_as_planned` | issue 15 behaviour 1: four hostname-spread replicas in an empty pool get four nodes from one batch, and kube-scheduler binds one on each, as the NodeClaims' nominations say |
 //! | `a_spot_interruption_through_sqs_drains_and_replaces_the_node` | a spot interruption warning on moto's SQS: the NodeClaim is deleted at once, its Node drained, the pods run again on a node off the interrupted offering; events, metrics, the queue emptied, no leak |
 //! | `api_server_restart_is_survived` | kube-apiserver restarted under a running controller; it re-lists and provisions the next batch |
@@ -581,8 +581,14 @@ const KEEP: &str = "stowage.dev/test-keep";
 async fn deleting_a_nodeclaim_drains_and_replaces_its_node() {
     let w = World::start("ctl-drain").await;
     w.apply(&["scenarios/common-ec2nodeclass.yaml", "scenarios/seed-1b-statefulset-zonal-rescale/nodepool.yaml"]).await;
+    let pools: Api<NodePool> = Api::all(w.client.clone());
+    pools.patch("default", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"template": {"spec": {"terminationGracePeriod": "15s"}}}}))).await.unwrap();
     let c = w.controller().await;
-    create_deployment(&w, spread_deployment("web", 1)).await;
+    // Its own grace period under the NodeClaim's, so the drain evicts it (one longer than what is left
+    // of the NodeClaim's is deleted instead, below).
+    let mut web = spread_deployment("web", 1);
+    web["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = json!(5);
+    create_deployment(&w, web).await;
     let before = w.wait_running("app=web", 1).await;
     let old_node = w.wait_nodes(1).await[0].metadata.name.clone().unwrap();
     let old_claim = w.nodeclaims().await[0].metadata.name.clone().unwrap();
@@ -601,8 +607,9 @@ async fn deleting_a_nodeclaim_drains_and_replaces_its_node() {
     });
     pods.create(&Default::default(), &serde_json::from_value(late).unwrap()).await.unwrap();
 
-    // What `kubectl delete nodeclaim` does. The NodePool has no terminationGracePeriod, so the Node only
-    // goes once its pod has left through the Eviction API.
+    // What `kubectl delete nodeclaim` does. The Node goes once its pods have left through the Eviction
+    // API, which takes about a second here (the NodePool's terminationGracePeriod, set above, bounds it
+    // at 15 s, and would delete "late" rather than evict it).
     let claims: Api<NodeClaim> = Api::all(w.client.clone());
     claims.delete(&old_claim, &Default::default()).await.unwrap();
     let gone = poll_until("the deleted NodeClaim's finalizer removed", SETTLE, POLL, || async {
@@ -633,6 +640,37 @@ async fn deleting_a_nodeclaim_drains_and_replaces_its_node() {
     })
     .await
     .unwrap();
+
+    // A do-not-disrupt pod is not evicted: it holds the drain until the NodeClaim's
+    // terminationGracePeriod (15 s), and is deleted once less than its own grace period (3 s) is left.
+    let new_node = nodes[0].metadata.name.clone().unwrap();
+    let new_claim = w.nodeclaims().await.into_iter().find(|c| c.status.as_ref().and_then(|s| s.node_name.as_deref()) == Some(new_node.as_str())).expect("the new node's NodeClaim");
+    let new_claim = new_claim.metadata.name.clone().unwrap();
+    let held = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "held", "namespace": "default", "finalizers": [KEEP], "annotations": {"karpenter.sh/do-not-disrupt": "true"}},
+        "spec": {"nodeName": new_node, "terminationGracePeriodSeconds": 3, "containers": [{"name": "c", "image": "pause"}]}
+    });
+    pods.create(&Default::default(), &serde_json::from_value(held).unwrap()).await.unwrap();
+    let t0 = Instant::now();
+    claims.delete(&new_claim, &Default::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let held = pods.get("held").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_none(), "a do-not-disrupt pod is not evicted within the grace period: {:?}", held.status);
+    let gone = poll_until("the do-not-disrupt pod's NodeClaim gone", SETTLE, POLL, || async {
+        Ok(if claims.get_opt(&new_claim).await.map_err(|e| Error::kube("reading the NodeClaim", e))?.is_none() { Probe::Done(()) } else { Probe::Waiting("still there".into()) })
+    })
+    .await;
+    if let Err(e) = gone {
+        w.fail("terminating the NodeClaim of a do-not-disrupt pod", e).await;
+    }
+    let took = t0.elapsed();
+    // 15 s less the pod's own 3 s, less up to 1 s for the deletion timestamp's whole seconds.
+    assert!(took >= Duration::from_secs(11), "the NodeClaim went after {took:?}, before its grace period let the pod go");
+    let held = pods.get("held").await.unwrap();
+    let evicted = held.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "DisruptionTarget" && c.reason.as_deref() == Some("EvictionByEvictionAPI"));
+    assert!(held.metadata.deletion_timestamp.is_some() && !evicted, "deleted, not evicted: {:?}", held.status);
+    pods.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
     w.assert_no_leak().await;
     w.stop(c, false).await;
 }

@@ -8,6 +8,11 @@
 //!    DaemonSet pods, system-critical workload pods, system-critical DaemonSet pods. Static pods and
 //!    pods that tolerate the disruption taint are not evicted (they would come back to the node);
 //!    a pod already terminating past its own grace period is not waited for (its kubelet may be gone).
+//!    A pod annotated `karpenter.sh/do-not-disrupt: "true"` is not evicted: it holds the drain until
+//!    the NodeClaim's `terminationGracePeriod` ends (forever without one, as in Karpenter). Once what is
+//!    left of that grace period is no longer than a pod's own, the pod is deleted, not evicted (neither
+//!    its PodDisruptionBudget nor do-not-disrupt hold it then), with what is left as its grace period,
+//!    so that it ends by the deadline ([`drain_pass`]).
 //!    The pods come from the state index; when it shows none left, the API server is asked
 //!    (`spec.nodeName` field selector), since a pod bound seconds ago may not be in the index yet;
 //! 3. wait until the node's VolumeAttachments are gone (volumes detached), but never past the
@@ -37,7 +42,7 @@ use stowage_decide::disruption::Moment;
 
 use super::cloud_metrics::Caller;
 use super::events::Reason;
-use super::state::{TERMINATION_FINALIZER, is_daemon_pod, is_terminal, owner_kind};
+use super::state::{DO_NOT_DISRUPT, TERMINATION_FINALIZER, is_daemon_pod, is_terminal, owner_kind};
 use super::{Ctx, kube_status};
 use stowage_core::domain::taints::well_known;
 use stowage_decide::cloud::{CloudError, CloudProvider};
@@ -94,16 +99,55 @@ pub(crate) fn eviction_group(pod: &Pod) -> Option<u8> {
     Some(u8::from(critical) * 2 + u8::from(is_daemon_pod(pod)))
 }
 
-/// Pods a drain evicts (any group).
-pub(crate) fn evictable(pod: &Pod) -> bool {
+/// Pods a drain waits for (any group; a do-not-disrupt pod among them is waited for, not evicted).
+pub(crate) fn drainable(pod: &Pod) -> bool {
     eviction_group(pod).is_some()
+}
+
+/// A pod's own `terminationGracePeriodSeconds` (the API's default, 30 s, when unset).
+fn own_grace(pod: &Pod) -> Duration {
+    Duration::from_secs(pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).max(0) as u64)
 }
 
 /// Whether a pod is terminating for longer than its own grace period (not waited for).
 fn stuck_terminating(pod: &Pod, now: k8s_openapi::jiff::Timestamp) -> bool {
     let Some(t) = pod.metadata.deletion_timestamp.as_ref() else { return false };
-    let grace = pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).max(0) as u64;
-    Moment::since(now, t.0) > Duration::from_secs(grace)
+    Moment::since(now, t.0) > own_grace(pod)
+}
+
+fn do_not_disrupt(pod: &Pod) -> bool {
+    pod.metadata.annotations.as_ref().and_then(|a| a.get(DO_NOT_DISRUPT)).is_some_and(|v| v == "true")
+}
+
+/// What one pass of a drain does with the node's drainable pods.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct DrainPass<'a> {
+    /// Evicted now: the pods of the first eviction group that still has a pod to go, but for those
+    /// terminating, do-not-disrupt or deleted below.
+    pub evict: Vec<&'a Pod>,
+    /// Deleted now, with this grace period: what is left of the NodeClaim's `terminationGracePeriod`
+    /// is no longer than the pod's own grace period, so the pod is given what is left (Karpenter's
+    /// preemptive deletion; PodDisruptionBudgets and do-not-disrupt no longer hold it).
+    pub delete: Vec<(&'a Pod, Duration)>,
+    /// Pods still waited for (terminating within their own grace period included).
+    pub waiting: usize,
+}
+
+/// One drain pass over `pods` (the node's drainable pods) at `now`, with `left` of the NodeClaim's
+/// `terminationGracePeriod` (`None`: it has none, and a do-not-disrupt pod holds the drain forever,
+/// as in Karpenter).
+pub(crate) fn drain_pass(pods: &[Pod], now: k8s_openapi::jiff::Timestamp, left: Option<Duration>) -> DrainPass<'_> {
+    let waiting: Vec<&Pod> = pods.iter().filter(|p| drainable(p) && !stuck_terminating(p, now)).collect();
+    let idle: Vec<&Pod> = waiting.iter().copied().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
+    let (delete, rest): (Vec<&Pod>, Vec<&Pod>) = idle.into_iter().partition(|p| left.is_some_and(|l| l < own_grace(p) || l.is_zero()));
+    // The first group with a pod still to go; do-not-disrupt pods, which wait for the deadline, do
+    // not hold the later groups back.
+    let group = waiting.iter().filter(|p| p.metadata.deletion_timestamp.is_some() || !do_not_disrupt(p)).filter_map(|p| eviction_group(p)).min();
+    DrainPass {
+        evict: rest.into_iter().filter(|p| !do_not_disrupt(p) && eviction_group(p) == group).collect(),
+        delete: delete.into_iter().map(|p| (p, left.unwrap_or_default())).collect(),
+        waiting: waiting.len(),
+    }
 }
 
 fn grace(claim: &NodeClaim) -> Option<Duration> {
@@ -124,7 +168,7 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
         let c = s.nodeclaim(name).filter(|c| c.metadata.uid == seen.metadata.uid).cloned().unwrap_or_else(|| seen.clone());
         let n = s.node_of(&c).cloned();
         let pods: Vec<Pod> = match &n {
-            Some(n) => s.pods_on(n.metadata.name.as_deref().unwrap_or_default()).filter(|p| evictable(p)).cloned().collect(),
+            Some(n) => s.pods_on(n.metadata.name.as_deref().unwrap_or_default()).filter(|p| drainable(p)).cloned().collect(),
             None => Vec::new(),
         };
         (c, n, pods)
@@ -156,19 +200,28 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
             }
         }
         let now = ctx.clock.now();
-        if pods.iter().all(|p| stuck_terminating(p, now)) {
+        let deleting_since = claim.metadata.deletion_timestamp.as_ref().map(|t| t.0).unwrap_or(now);
+        let left = grace(&claim).map(|g| g.saturating_sub(Moment::since(now, deleting_since)));
+        if drain_pass(&pods, now, left).waiting == 0 {
             // The index says the drain is done, but it may lag the API server (a watch behind under
             // load, a re-list): the instance goes only once the API server lists no pod to wait for.
             pods = pods_on(ctx, &node_name).await.map_err(|e| kube_err(format!("listing the pods of Node {node_name}"), e))?;
-            if pods.iter().any(|p| !stuck_terminating(p, now)) {
+            if drain_pass(&pods, now, left).waiting > 0 {
                 tracing::info!(nodeclaim = name, node = %node_name, pods = pods.len(), "the API server lists pods to drain that the watch has not shown yet");
             }
         }
-        // The pods still to wait for, and the first group that has any: only it is evicted now.
-        let remaining: Vec<&Pod> = pods.iter().filter(|p| !stuck_terminating(p, now)).collect();
-        let group = remaining.iter().filter_map(|p| eviction_group(p)).min();
-        let waiting: Vec<&&Pod> = remaining.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && eviction_group(p) == group).collect();
-        for p in &waiting {
+        let pass = drain_pass(&pods, now, left);
+        for (p, grace) in &pass.delete {
+            let (ns, pname) = (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default());
+            let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+            let params = DeleteParams { grace_period_seconds: Some(grace.as_secs().min(u64::from(u32::MAX)) as u32), ..Default::default() };
+            match api.delete(&pname, &params).await {
+                Ok(_) => tracing::info!(nodeclaim = name, pod = %format!("{ns}/{pname}"), grace = ?grace, "deleted: the NodeClaim's terminationGracePeriod ends"),
+                Err(e) if kube_status(&e) == Some(404) => {}
+                Err(e) => return Err(kube_err(format!("deleting pod {ns}/{pname}"), e)),
+            }
+        }
+        for p in &pass.evict {
             let (ns, pname) = (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default());
             let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
             match api.evict(&pname, &EvictParams::default()).await {
@@ -178,11 +231,9 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
                 Err(e) => return Err(kube_err(format!("evicting pod {ns}/{pname}"), e)),
             }
         }
-        let deleting_since = claim.metadata.deletion_timestamp.as_ref().map(|t| t.0).unwrap_or(now);
-        let waited = Moment::since(now, deleting_since);
-        let out_of_time = grace(&claim).is_some_and(|g| waited >= g);
-        if !remaining.is_empty() && !out_of_time {
-            return Ok(Progress::Draining { remaining: remaining.len() });
+        let out_of_time = left.is_some_and(|l| l.is_zero());
+        if pass.waiting > 0 && !out_of_time {
+            return Ok(Progress::Draining { remaining: pass.waiting });
         }
         if !out_of_time {
             let attached = volume_attachments(ctx, &node_name).await.map_err(|e| kube_err(format!("listing the VolumeAttachments of Node {node_name}"), e))?;
@@ -224,10 +275,10 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
     Ok(Progress::Done)
 }
 
-/// The evictable pods bound to a node, read from the API server (not the index).
+/// The drainable pods bound to a node, read from the API server (not the index).
 async fn pods_on<P: CloudProvider>(ctx: &Ctx<P>, node: &str) -> Result<Vec<Pod>, kube::Error> {
     let api: Api<Pod> = Api::all(ctx.client.clone());
-    Ok(api.list(&ListParams::default().fields(&format!("spec.nodeName={node}"))).await?.items.into_iter().filter(evictable).collect())
+    Ok(api.list(&ListParams::default().fields(&format!("spec.nodeName={node}"))).await?.items.into_iter().filter(drainable).collect())
 }
 
 /// How many VolumeAttachments still name the node (a CSI driver detaches them once the pods are gone).
@@ -325,6 +376,54 @@ mod tests {
         assert_eq!(eviction_group(&everything), None);
         let other = with(pod(Some("ReplicaSet"), "Running"), None, json!([{"key": "dedicated", "operator": "Exists"}]));
         assert_eq!(eviction_group(&other), Some(0));
+    }
+
+    fn named(mut p: Pod, name: &str) -> Pod {
+        p.metadata.name = Some(name.into());
+        p
+    }
+
+    fn names(pods: &[&Pod]) -> Vec<String> {
+        pods.iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect()
+    }
+
+    #[test]
+    fn do_not_disrupt_pods_hold_the_drain_until_the_grace_period_and_are_deleted_in_time_for_it() {
+        let now = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let web = named(with(pod(Some("ReplicaSet"), "Running"), None, json!([])), "web");
+        let mut keep = named(with(pod(Some("ReplicaSet"), "Running"), None, json!([])), "keep");
+        keep.metadata.annotations = Some([(DO_NOT_DISRUPT.to_string(), "true".to_string())].into());
+        keep.spec.as_mut().unwrap().termination_grace_period_seconds = Some(60);
+        let daemon = named(pod(Some("DaemonSet"), "Running"), "daemon");
+
+        // No terminationGracePeriod: the workload pod is evicted, the do-not-disrupt one only waited for.
+        let all = [web.clone(), keep.clone(), daemon.clone()];
+        let p = drain_pass(&all, now, None);
+        assert_eq!((names(&p.evict), p.delete.len(), p.waiting), (vec!["web".to_string()], 0, 3));
+        // A pod terminating within its own grace period holds the DaemonSet pods back.
+        let mut leaving = web.clone();
+        leaving.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now - Duration::from_secs(10)));
+        let p = drain_pass(std::slice::from_ref(&leaving), now, None);
+        assert_eq!((p.evict.len(), p.waiting), (0, 1));
+        let held_back = [leaving, keep.clone(), daemon.clone()];
+        let p = drain_pass(&held_back, now, None);
+        assert!(p.evict.is_empty(), "{:?}", names(&p.evict));
+        // Once it is gone the DaemonSet pod goes; the do-not-disrupt pod does not hold it back, and
+        // without a grace period it holds the drain for good.
+        let rest = [keep.clone(), daemon.clone()];
+        let p = drain_pass(&rest, now, None);
+        assert_eq!((names(&p.evict), p.delete.len(), p.waiting), (vec!["daemon".to_string()], 0, 2));
+        // 5 min left of the NodeClaim's grace period, more than the pod's own 60 s: still waited for.
+        let p = drain_pass(&rest, now, Some(Duration::from_secs(300)));
+        assert!(p.delete.is_empty());
+        // 45 s left: deleted with those 45 s; the DaemonSet pod's own 30 s still fit, so it is evicted.
+        let p = drain_pass(&rest, now, Some(Duration::from_secs(45)));
+        assert_eq!(p.delete.iter().map(|(p, g)| (p.metadata.name.clone().unwrap(), *g)).collect::<Vec<_>>(), [("keep".to_string(), Duration::from_secs(45))]);
+        assert_eq!(names(&p.evict), ["daemon"]);
+        // Out of time: every pod left is deleted at once, with no grace.
+        let p = drain_pass(&rest, now, Some(Duration::ZERO));
+        assert_eq!(p.delete.len(), 2);
+        assert!(p.delete.iter().all(|(_, g)| g.is_zero()) && p.evict.is_empty());
     }
 
     #[test]
