@@ -55,9 +55,10 @@ pub struct Summary {
     /// pending at the end: work the cluster lost (a failed Job), which must not pass for a saving.
     pub tasks_lost: usize,
     /// Task pods that ran and stopped before their runtime: evicted, or their Node deleted under them
-    /// (the work is thrown away; the Job runs the task again, so it is not lost).
+    /// (the work is thrown away; the Job runs the task again, so it is not lost). `None` in results
+    /// written before the recorder watched Nodes (shown as `-`: not measured, not zero).
     #[serde(default)]
-    pub tasks_cut_short: usize,
+    pub tasks_cut_short: Option<usize>,
     /// $/h at each history minute.
     pub curve: Vec<(f64, f64)>,
 }
@@ -165,7 +166,7 @@ pub fn summarise(run: &RunOutput, timing: Timing, expected_tasks: &BTreeMap<Stri
         start_p99_wall_s: quantile(&starts, 0.99),
         waited_over_5min: long,
         tasks_lost: tasks_lost(r, k, expected_tasks),
-        tasks_cut_short: r.pods.values().filter(|p| cut_short(r, k, p)).count(),
+        tasks_cut_short: Some(r.pods.values().filter(|p| cut_short(r, k, p)).count()),
         curve,
     }
 }
@@ -316,7 +317,7 @@ pub fn table(h: &History, timing: Timing, rows: &[Summary], bound_usd: f64) -> S
             r.start_p99_wall_s,
             r.waited_over_5min,
             r.never_ran,
-            r.tasks_cut_short,
+            r.tasks_cut_short.map_or("-".to_string(), |n| n.to_string()),
             r.tasks_lost
         ));
     }
