@@ -133,7 +133,7 @@ pub(crate) struct DrainPass<'a> {
     pub waiting: usize,
 }
 
-/// One drain pass over `pods` (the node's drainable pods) at `now`, with `left` of the NodeClaim's
+/// One drain pass over a node's `pods` (those not [`drainable`] are left alone) at `now`, with `left` of the NodeClaim's
 /// `terminationGracePeriod` (`None`: it has none, and a do-not-disrupt pod holds the drain forever,
 /// as in Karpenter).
 pub(crate) fn drain_pass(pods: &[Pod], now: k8s_openapi::jiff::Timestamp, left: Option<Duration>) -> DrainPass<'_> {
@@ -202,15 +202,16 @@ pub async fn terminate<P: CloudProvider>(ctx: &Ctx<P>, seen: &NodeClaim) -> Resu
         let now = ctx.clock.now();
         let deleting_since = claim.metadata.deletion_timestamp.as_ref().map(|t| t.0).unwrap_or(now);
         let left = grace(&claim).map(|g| g.saturating_sub(Moment::since(now, deleting_since)));
-        if drain_pass(&pods, now, left).waiting == 0 {
-            // The index says the drain is done, but it may lag the API server (a watch behind under
-            // load, a re-list): the instance goes only once the API server lists no pod to wait for.
+        // The index says the drain is done, but it may lag the API server (a watch behind under load,
+        // a re-list): the instance goes only once the API server lists no pod to wait for.
+        let confirm = drain_pass(&pods, now, left).waiting == 0;
+        if confirm {
             pods = pods_on(ctx, &node_name).await.map_err(|e| kube_err(format!("listing the pods of Node {node_name}"), e))?;
-            if drain_pass(&pods, now, left).waiting > 0 {
-                tracing::info!(nodeclaim = name, node = %node_name, pods = pods.len(), "the API server lists pods to drain that the watch has not shown yet");
-            }
         }
         let pass = drain_pass(&pods, now, left);
+        if confirm && pass.waiting > 0 {
+            tracing::info!(nodeclaim = name, node = %node_name, pods = pass.waiting, "the API server lists pods to drain that the watch has not shown yet");
+        }
         for (p, grace) in &pass.delete {
             let (ns, pname) = (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default());
             let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
